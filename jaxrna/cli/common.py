@@ -1,0 +1,52 @@
+"""Options and helpers shared by every subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from jaxrna.io.errors import InputError
+
+
+def add_output_options(parser: argparse.ArgumentParser, formats: list[str], default: str) -> None:
+    """``-o/--output FILE`` (atomic), ``-f/--format`` and ``-q/--quiet``."""
+    parser.add_argument("-o", "--output", metavar="FILE", default=None,
+                        help="write results to FILE (written atomically; default: standard output)")
+    parser.add_argument("-f", "--format", choices=formats, default=default,
+                        help=f"output format (default: {default})")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar and no informational messages on stderr")
+
+
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
+                        help="where to compute: auto picks the GPU when JAX sees one (default: auto)")
+
+
+def setup_logging(quiet: bool) -> None:
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
+                        format="jaxrna: %(message)s", force=True)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def weights_arg(text: str):
+    from jaxrna.weights import parse_weights
+
+    try:
+        return parse_weights(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def usage_error(message: str) -> InputError:
+    return InputError(message)
