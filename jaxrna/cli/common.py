@@ -25,8 +25,15 @@ def add_backend_option(parser: argparse.ArgumentParser) -> None:
 
 
 def setup_logging(quiet: bool) -> None:
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
-                        format="jaxrna: %(message)s", force=True)
+    """Messages of the ``jaxrna`` logger go to stderr (warnings only with ``--quiet``)."""
+    log = logging.getLogger("jaxrna")
+    log.handlers.clear()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("jaxrna: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.ERROR)  # "no TPU" chatter
 
 
 def positive_int(text: str) -> int:

@@ -23,7 +23,7 @@ from jaxrna.fold.blocked import blocked_fill, dense_table
 from jaxrna.fold.traceback import pairs_to_dotbracket, traceback
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
-from jaxrna.runtime import memory_bytes
+from jaxrna.runtime import human_bytes, memory_bytes
 from jaxrna.weights import WeightSet, format_number, parse_weights
 
 TILE = 64
@@ -81,9 +81,9 @@ def check_memory(length: int, record_id: str, max_bytes: int | None = None) -> N
     need = estimate_bytes(length)
     if limit and need > limit:
         raise ResourceError(
-            f"record '{record_id}' ({length} nt) needs about {need / 2**30:.1f} GiB to fold, "
-            f"more than the {limit / 2**30:.1f} GiB allowed; fold it on a GPU with more memory "
-            f"(--backend gpu), split it into domains, or raise --max-memory")
+            f"{length} nt need about {human_bytes(need)} to fold, more than the "
+            f"{human_bytes(limit)} allowed; fold it on a GPU with more memory (--backend gpu), "
+            f"split it into domains, or raise --max-memory")
 
 
 @partial(jax.jit, static_argnames=("min_loop", "tile"))
@@ -117,11 +117,15 @@ def _fold_batch(seqs: list[str], weights: WeightSet, min_loop: int, with_pairs: 
 
 def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", min_loop: int = 3,
                  with_pairs: bool = True, chunk: int = 2048, max_bytes: int | None = None,
-                 batch_budget: int = 1 << 30, on_done=None) -> Iterator[FoldResult]:
+                 batch_budget: int = 1 << 30, on_done=None,
+                 backend: str = "cpu", on_error=None) -> Iterator[FoldResult]:
     """Fold a stream of records, yielding results in input order.
 
     Records are read ``chunk`` at a time, grouped by padded length and folded in batches of
     at most ``batch_budget`` bytes; ``on_done(k)`` is called as ``k`` more records finish.
+    ``backend`` is a JAX platform name (``"cpu"`` or ``"gpu"``) to compute on. A record that
+    cannot be folded (too large) raises :class:`ResourceError`, or, when ``on_error(record,
+    error)`` is given, is reported to it and skipped.
     """
     if isinstance(weights, str):
         weights = parse_weights(weights)
@@ -134,7 +138,9 @@ def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", m
         results: dict[int, tuple] = {}
         for batch in plan_batches(lengths, bytes_per_item=lambda n: BYTES_PER_CELL * n * n,
                                   budget=batch_budget, base=TILE):
-            done = _fold_batch([buffer[i].sequence for i in batch], weights, min_loop, with_pairs)
+            with jax.default_device(jax.devices(backend)[0]):
+                done = _fold_batch([buffer[i].sequence for i in batch], weights, min_loop,
+                                   with_pairs)
             results.update(zip(batch, done))
             if on_done:
                 on_done(len(batch))
@@ -145,7 +151,13 @@ def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", m
                              description=rec.description)
 
     for rec in records:
-        check_memory(len(rec), rec.id, max_bytes)
+        try:
+            check_memory(len(rec), rec.id, max_bytes)
+        except ResourceError as exc:
+            if on_error is None:
+                raise
+            on_error(rec, exc)
+            continue
         buffer.append(rec)
         if len(buffer) >= chunk:
             yield from flush()
@@ -155,16 +167,20 @@ def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", m
 
 
 def fold(sequences: str | Sequence[str], weights: WeightSet | str = "unit", min_loop: int = 3,
-         with_pairs: bool = True) -> FoldResult | list[FoldResult]:
+         with_pairs: bool = True, backend: str = "auto") -> FoldResult | list[FoldResult]:
     """Fold one sequence (returns a :class:`FoldResult`) or a list (returns a list).
 
     Sequences are strings over ACGU (T read as U; other IUPAC codes never pair).
     ``weights``: ``"unit"``, ``"bpmax"``, ``"integer"``, ``"GC=3,AU=2,GU=1"`` or a
     :class:`~jaxrna.weights.WeightSet`. A pair (i, j) needs ``j - i > min_loop``.
+    ``backend``: ``"auto"`` (the GPU when JAX sees one), ``"cpu"`` or ``"gpu"``.
     """
+    from jaxrna.runtime import resolve_backend
+
     single = isinstance(sequences, str)
     seqs = [sequences] if single else list(sequences)
     recs = [Record(id=f"seq{i + 1}" if not single else "seq", sequence=s.upper().replace("T", "U"))
             for i, s in enumerate(seqs)]
-    results = list(fold_records(recs, weights, min_loop, with_pairs=with_pairs))
+    results = list(fold_records(recs, weights, min_loop, with_pairs=with_pairs,
+                                backend=resolve_backend(backend)))
     return results[0] if single else results

@@ -1,0 +1,155 @@
+"""The definition: three-state Gotoh in plain Python, with the tie rules every fast path follows.
+
+States at cell (i, j) (query position i, target position j, 1-based):
+
+- ``M``: query i aligned with target j: ``M = H(i-1, j-1) + s(q_i, t_j)``, where
+  ``H = max(M, X, Y)``; in local mode ``M = max(0, H(i-1, j-1)) + s`` (0 starts an alignment).
+- ``X``: query i against a gap (``I`` in a CIGAR, the query has an extra residue):
+  ``X = max(M(i-1, j) - open, X(i-1, j) - extend, Y(i-1, j) - open)``.
+- ``Y``: target j against a gap (``D``): ``Y = max(M(i, j-1) - open, Y(i, j-1) - extend,
+  X(i, j-1) - open)``.
+
+Global: ``M(0, 0) = 0``, everything else on row 0 and column 0 follows from the recurrences
+(end gaps cost the same as inner ones); the score is ``H(m, n)``. Local: the border is minus
+infinity and the score is the largest ``M`` (0 and an empty alignment when none is positive).
+This is Biopython's ``PairwiseAligner`` (a run of same-direction gap columns is one gap, even
+when ``open < extend``; a deletion may follow an insertion directly).
+
+Tie rules (shared with the JAX and Pallas paths): ``H`` prefers M, then X, then Y; ``X``
+prefers opening from M, then extending, then opening from Y; ``Y`` prefers M, then
+extending, then X; local ``M`` starts afresh when ``H(i-1, j-1) <= 0``; the local end is the
+largest ``M`` with the smallest i, then the smallest j.
+
+>>> from jaxrna.align.scoring import match_mismatch
+>>> r = gotoh("GATTACA", "GCATGCU", match_mismatch(1, -1, 1, 1), local=False)
+>>> r.score, r.ops
+(0, 'MDMIMMMM')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxrna.align.scoring import Scoring
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class RefResult:
+    """Score (integer units) and the alignment as 0-based half-open ranges plus ops.
+
+    ``ops`` is a string over ``M`` (aligned pair), ``I`` (query residue, gap in the target)
+    and ``D`` (target residue, gap in the query).
+    """
+
+    score: int
+    query_start: int
+    query_end: int
+    target_start: int
+    target_end: int
+    ops: str
+
+
+def _h(m, x, y):
+    best = max(m, x, y)
+    return best, (0 if m == best else 1 if x == best else 2)
+
+
+def gotoh(query: str, target: str, scoring: Scoring, local: bool = False) -> RefResult:
+    """Align two strings by the definition above (slow: for tests and tiny inputs)."""
+    q = scoring.encode(query)
+    t = scoring.encode(target)
+    mat, go, ge = scoring.matrix, scoring.open_score, scoring.extend_score
+    m, n = len(q), len(t)
+    M = [[-INF] * (n + 1) for _ in range(m + 1)]
+    X = [[-INF] * (n + 1) for _ in range(m + 1)]
+    Y = [[-INF] * (n + 1) for _ in range(m + 1)]
+    src = [[None] * (n + 1) for _ in range(m + 1)]  # (hsrc, xsrc, ysrc, start)
+    if not local:
+        M[0][0] = 0
+        for j in range(1, n + 1):
+            Y[0][j] = go + (j - 1) * ge
+        for i in range(1, m + 1):
+            X[i][0] = go + (i - 1) * ge
+    best, bi, bj = -INF, 0, 0
+    for i in range(1, m + 1):
+        for j in range(1, n + 1):
+            hd, _ = _h(M[i - 1][j - 1], X[i - 1][j - 1], Y[i - 1][j - 1])
+            start = False
+            if local and hd <= 0:
+                hd, start = 0, True
+            M[i][j] = hd + int(mat[q[i - 1], t[j - 1]])
+            cm, cx, cy = M[i - 1][j] + go, X[i - 1][j] + ge, Y[i - 1][j] + go
+            X[i][j] = max(cm, cx, cy)
+            xsrc = 0 if cm == X[i][j] else 1 if cx == X[i][j] else 2
+            cm, cy, cx = M[i][j - 1] + go, Y[i][j - 1] + ge, X[i][j - 1] + go
+            Y[i][j] = max(cm, cy, cx)
+            ysrc = 0 if cm == Y[i][j] else 2 if cy == Y[i][j] else 1
+            _, hsrc = _h(M[i][j], X[i][j], Y[i][j])
+            src[i][j] = (hsrc, xsrc, ysrc, start)
+            if local and M[i][j] > best:
+                best, bi, bj = M[i][j], i, j
+    if local:
+        if best <= 0:
+            return RefResult(0, 0, 0, 0, 0, "")
+        i, j, state, score = bi, bj, 0, int(best)
+    else:
+        score, state = _h(M[m][n], X[m][n], Y[m][n])
+        i, j, score = m, n, int(score)
+    ops: list[str] = []
+    while i > 0 or j > 0:
+        if i == 0 or j == 0:  # global border: one gap back to the origin
+            ops.extend("D" * j + "I" * i)
+            i = j = 0
+            break
+        hsrc, xsrc, ysrc, start = src[i][j]
+        if state == 0:
+            ops.append("M")
+            i, j = i - 1, j - 1
+            if start:
+                break
+            if i > 0 and j > 0:
+                state = src[i][j][0]
+        elif state == 1:
+            ops.append("I")
+            i, state = i - 1, xsrc
+        else:
+            ops.append("D")
+            j, state = j - 1, ysrc
+    ops.reverse()
+    if local:
+        return RefResult(score, i, bi, j, bj, "".join(ops))
+    return RefResult(score, 0, m, 0, n, "".join(ops))
+
+
+def rescore(query: str, target: str, scoring: Scoring, query_start: int, target_start: int,
+            ops: str) -> int:
+    """The score of an explicit alignment (ops over M/I/D from the given 0-based starts).
+
+    A run of same-direction gap columns is one gap; ``I`` then ``D`` are two gaps.
+    Raises ``ValueError`` if the ops run past either sequence.
+    """
+    q = scoring.encode(query)
+    t = scoring.encode(target)
+    i, j, total, prev = query_start, target_start, 0, ""
+    for op in ops:
+        if op == "M":
+            if i >= len(q) or j >= len(t):
+                raise ValueError("alignment runs past the end of a sequence")
+            total += int(scoring.matrix[q[i], t[j]])
+            i, j = i + 1, j + 1
+        elif op in "ID":
+            if op == "I":
+                if i >= len(q):
+                    raise ValueError("alignment runs past the end of the query")
+                i += 1
+            else:
+                if j >= len(t):
+                    raise ValueError("alignment runs past the end of the target")
+                j += 1
+            total += scoring.extend_score if prev == op else scoring.open_score
+        else:
+            raise ValueError(f"unknown op {op!r}")
+        prev = op
+    return total

@@ -1,0 +1,244 @@
+"""Scoring schemes for pairwise alignment: substitution scores, affine gaps, alphabets.
+
+Every score is kept as an integer in units of ``1/scale`` (the smallest ``scale`` that makes all
+values whole, at most 1000), so the dynamic programs run on int32, ties are exact, and scores
+print without rounding noise. Gaps are *penalties* ``open`` and ``extend`` (>= 0): a gap of
+length L costs ``open + (L - 1) * extend``, i.e. Biopython's ``PairwiseAligner`` with
+``open_gap_score = -open`` and ``extend_gap_score = -extend`` (and parasail's convention).
+
+Sequences are encoded into the scheme's alphabet: with ``match``/``mismatch`` scores any letter
+is allowed (identical letters match; T and U count as the same letter); with a substitution
+matrix every letter must be in the matrix's alphabet (U is read as T for nucleotide matrices
+that have T but not U).
+
+>>> s = match_mismatch(2, -1, gap_open=10, gap_extend=0.5)
+>>> s.scale, s.gap_open, s.gap_extend, s.pair_score("A", "A"), s.pair_score("A", "G")
+(2, 20, 1, 4, -2)
+>>> m = from_matrix("BLOSUM62", gap_open=11, gap_extend=1)
+>>> m.pair_score("W", "W"), m.name
+(11, 'BLOSUM62')
+>>> edit = edit_preset()
+>>> edit.minimise, edit.pair_score("A", "C"), edit.gap_open
+(True, -1, 3)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+import numpy as np
+
+from jaxrna.weights import format_number
+
+#: Large negative stand-in for minus infinity: far from int32's minimum, so adding scores to it
+#: along a path of length < 2**29 / max|score| cannot overflow (see :func:`check_range`).
+NEG = -(1 << 30)
+#: Every finite score along any path stays within +-LIMIT.
+LIMIT = 1 << 29
+_MAX_SCALE = 1000
+#: EMBOSS names for Biopython's matrices.
+MATRIX_ALIASES = {"EDNAFULL": "NUC.4.4", "DNAFULL": "NUC.4.4"}
+_EQUALITY_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _fraction(value, what: str) -> Fraction:
+    try:
+        f = Fraction(str(value)) if not isinstance(value, Fraction) else value
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{what} {value!r} is not a number") from None
+    g = f.limit_denominator(_MAX_SCALE)
+    if abs(float(g) - float(f)) > 1e-9:
+        raise ValueError(f"{what} {value} needs more than 3 decimals")
+    return g
+
+
+def _scale_of(values) -> int:
+    scale = math.lcm(*(v.denominator for v in values))
+    if scale > _MAX_SCALE:
+        raise ValueError(f"scores need a common scale of {scale}; use at most 3 decimals")
+    return scale
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """An integer scoring scheme (units of ``1/scale``).
+
+    ``matrix[a, b]`` scores query code ``a`` against target code ``b``; ``gap_open`` and
+    ``gap_extend`` are penalties (>= 0). ``equality`` marks match/mismatch schemes, for which
+    the kernels compare codes instead of looking up the matrix. ``minimise`` marks cost
+    presets (edit distance): the programs maximise ``-cost`` and results report the cost.
+    """
+
+    alphabet: str
+    matrix: np.ndarray = field(repr=False, compare=False)
+    gap_open: int
+    gap_extend: int
+    scale: int = 1
+    name: str = "custom"
+    equality: bool = False
+    minimise: bool = False
+    #: Extra letters read as another: {"U": "T"} for nucleotide matrices.
+    synonyms: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.gap_open < 0 or self.gap_extend < 0:
+            raise ValueError("gap penalties must be >= 0")
+
+    # -- codes ----------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return len(self.alphabet)
+
+    def table(self) -> np.ndarray:
+        """A 256-entry lookup from ASCII byte to code; -1 for letters outside the alphabet."""
+        t = np.full(256, -1, dtype=np.int16)
+        for code, letter in enumerate(self.alphabet):
+            t[ord(letter)] = code
+            t[ord(letter.lower())] = code
+        for extra, same in self.synonyms:
+            t[ord(extra)] = t[ord(extra.lower())] = self.alphabet.index(same)
+        return t
+
+    def encode(self, sequence: str) -> np.ndarray:
+        """Encode ``sequence`` as int32 codes; raises ``ValueError`` naming the first bad letter."""
+        raw = np.frombuffer(sequence.encode("ascii", errors="replace"), dtype=np.uint8)
+        codes = self.table()[raw]
+        bad = np.flatnonzero(codes < 0)
+        if bad.size:
+            pos = int(bad[0])
+            raise ValueError(f"letter {sequence[pos]!r} at position {pos + 1} is not in the "
+                             f"alphabet of {self.name} ({self.alphabet})")
+        return codes.astype(np.int32)
+
+    def pair_score(self, a: str, b: str) -> int:
+        """Integer score of letter ``a`` (query) against ``b`` (target)."""
+        t = self.table()
+        return int(self.matrix[t[ord(a)], t[ord(b)]])
+
+    # -- scores ---------------------------------------------------------------------------
+    @property
+    def open_score(self) -> int:
+        """The (negative) score added when a gap opens."""
+        return -self.gap_open
+
+    @property
+    def extend_score(self) -> int:
+        return -self.gap_extend
+
+    @property
+    def match(self) -> int:
+        return int(self.matrix[0, 0])
+
+    @property
+    def mismatch(self) -> int:
+        return int(self.matrix[0, 1]) if self.size > 1 else 0
+
+    def max_abs(self) -> int:
+        return max(int(np.abs(self.matrix).max()), self.gap_open, self.gap_extend, 1)
+
+    def to_fraction(self, units: int) -> Fraction:
+        return Fraction(int(units), self.scale)
+
+    def report(self, units: int) -> Fraction:
+        """A score in the user's units: the cost for minimising presets, else the score."""
+        f = self.to_fraction(units)
+        return -f if self.minimise else f
+
+    def report_text(self, units: int) -> str:
+        return format_number(self.report(units))
+
+    def transposed(self) -> "Scoring":
+        """The same scheme with query and target swapped (matrix transposed)."""
+        return replace(self, matrix=np.ascontiguousarray(self.matrix.T))
+
+    def describe(self) -> dict:
+        """Parameters in the user's units (for output headers)."""
+        out = {"scoring": self.name}
+        if self.equality:
+            out["match"] = format_number(Fraction(self.match, self.scale))
+            out["mismatch"] = format_number(Fraction(self.mismatch, self.scale))
+        out["gap_open"] = format_number(Fraction(self.gap_open, self.scale))
+        out["gap_extend"] = format_number(Fraction(self.gap_extend, self.scale))
+        return out
+
+
+def check_range(scoring: Scoring, longest_path: int) -> None:
+    """Refuse pairs whose scores could leave the safe int32 range."""
+    if (longest_path + 2) * scoring.max_abs() >= LIMIT:
+        raise ValueError(
+            f"scores of a path of {longest_path} columns could exceed the int32 range with "
+            f"these scores (largest |score| {scoring.max_abs()} in units of 1/{scoring.scale}); "
+            f"use smaller scores or fewer decimals")
+
+
+def _gaps(gap_open, gap_extend) -> tuple[Fraction, Fraction]:
+    o = _fraction(gap_open, "gap open penalty")
+    e = _fraction(gap_extend, "gap extend penalty")
+    if o < 0 or e < 0:
+        raise ValueError("gap penalties are positive costs (a gap of length L costs "
+                         "open + (L-1) * extend); got "
+                         f"open {format_number(o)}, extend {format_number(e)}")
+    return o, e
+
+
+def match_mismatch(match=1, mismatch=-1, gap_open=2, gap_extend=1, name: str | None = None
+                   ) -> Scoring:
+    """Identical letters score ``match``, others ``mismatch`` (any letters; T and U the same)."""
+    ma = _fraction(match, "match score")
+    mi = _fraction(mismatch, "mismatch score")
+    o, e = _gaps(gap_open, gap_extend)
+    scale = _scale_of([ma, mi, o, e])
+    k = len(_EQUALITY_LETTERS)
+    mat = np.full((k, k), int(mi * scale), dtype=np.int32)
+    np.fill_diagonal(mat, int(ma * scale))
+    label = name or f"match {format_number(ma)}, mismatch {format_number(mi)}"
+    return Scoring(alphabet=_EQUALITY_LETTERS, matrix=mat, gap_open=int(o * scale),
+                   gap_extend=int(e * scale), scale=scale, name=label, equality=True,
+                   synonyms=(("U", "T"),))
+
+
+def matrix_names() -> list[str]:
+    from Bio.Align import substitution_matrices
+
+    return sorted(substitution_matrices.load()) + sorted(MATRIX_ALIASES)
+
+
+def from_matrix(name: str, gap_open=10, gap_extend=0.5) -> Scoring:
+    """A Biopython substitution matrix by name (e.g. ``NUC.4.4``/``EDNAFULL``, ``BLOSUM62``)."""
+    from Bio.Align import substitution_matrices
+
+    known = {n.upper(): n for n in substitution_matrices.load()}
+    key = MATRIX_ALIASES.get(name.upper(), name).upper()
+    if key not in known:
+        raise ValueError(f"unknown substitution matrix {name!r}; known: {', '.join(matrix_names())}")
+    real = known[key]
+    m = substitution_matrices.load(real)
+    alphabet = m.alphabet
+    if not isinstance(alphabet, str) or any(len(a) != 1 for a in alphabet):
+        raise ValueError(f"matrix {real} scores codons, not single letters; it cannot be used here")
+    o, e = _gaps(gap_open, gap_extend)
+    values = np.asarray(m, dtype=float)
+    fracs = [_fraction(v, f"matrix {real} value") for v in np.unique(values)]
+    scale = _scale_of(fracs + [o, e])
+    ints = np.rint(values * scale).astype(np.int64)
+    if np.abs(ints - values * scale).max() > 1e-6:
+        raise ValueError(f"matrix {real} values are not multiples of 1/{scale}")
+    synonyms = (("U", "T"),) if "T" in alphabet and "U" not in alphabet else ()
+    return Scoring(alphabet=alphabet.upper(), matrix=ints.astype(np.int32),
+                   gap_open=int(o * scale), gap_extend=int(e * scale), scale=scale, name=real,
+                   equality=False, synonyms=synonyms)
+
+
+def edit_preset() -> Scoring:
+    """Seed 002's edit distance: indel 3, substitution 1, match 0, minimised.
+
+    Implemented as maximising the negated costs (match 0, mismatch -1, linear gaps of 3);
+    results report the cost.
+    """
+    s = match_mismatch(0, -1, gap_open=3, gap_extend=3, name="edit (indel 3, substitution 1, match 0)")
+    return replace(s, minimise=True)
+
+
+PRESETS = {"edit": edit_preset}

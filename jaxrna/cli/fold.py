@@ -1,0 +1,101 @@
+"""``jaxrna fold``: Nussinov folding of every record of FASTA files (or one ``--sequence``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+
+from jaxrna.cli.common import add_backend_option, add_output_options, positive_int, setup_logging, weights_arg
+from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
+from jaxrna.io import InputError, atomic_output, read_fasta, sequence_record
+from jaxrna.progress import progress
+
+log = logging.getLogger("jaxrna")
+
+EXAMPLES = """examples:
+  jaxrna fold test-data/fold_example.fa
+  jaxrna fold --sequence GGGAAAUCCCGCGCAAAGCGC --weights bpmax -f ct
+  jaxrna fold seqs.fa.gz --weights GC=3,AU=2,GU=1 --min-loop 0 -f tsv -o folds.tsv
+  cat seqs.fa | jaxrna fold - -f json
+
+weights: unit (1 per pair, default), bpmax (GC 3, AU 1, GU 1.5), integer (GC 3, AU 2, GU 1),
+or explicit GC=x,AU=y,GU=z (half-integers are exact).
+"""
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "fold", help="Nussinov folding: maximum-weight secondary structures",
+        description="Fold RNA sequences by maximising the total weight of base pairs "
+                    "(Nussinov). Allowed pairs: A-U, G-C, G-U; N and other IUPAC codes never pair.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("fasta", nargs="*", metavar="FASTA",
+                   help="FASTA file(s), plain or gzip; '-' reads standard input")
+    p.add_argument("-s", "--sequence", metavar="SEQ", help="fold this one sequence (id 'seq')")
+    p.add_argument("-w", "--weights", type=weights_arg, default="unit", metavar="SET",
+                   help="unit (default), bpmax, integer, or GC=x,AU=y,GU=z")
+    p.add_argument("-m", "--min-loop", type=positive_int, default=3, metavar="N",
+                   help="a pair (i, j) needs j - i > N, i.e. at least N unpaired bases in a hairpin (default 3)")
+    add_output_options(p, list(WRITERS), "dbn")
+    p.add_argument("--score-only", action="store_true",
+                   help="skip the traceback (formats tsv and json only)")
+    p.add_argument("--max-memory", type=float, metavar="GiB", default=None,
+                   help="refuse sequences whose tables need more (default: 80%% of this machine's memory)")
+    add_backend_option(p)
+    p.set_defaults(func=run)
+
+
+def _records(args):
+    if args.sequence is not None:
+        yield sequence_record(args.sequence)
+    for path in args.fasta:
+        yield from read_fasta(path)
+
+
+def run(args) -> int:
+    setup_logging(args.quiet)
+    if isinstance(args.weights, str):
+        args.weights = weights_arg(args.weights)
+    if not args.fasta and args.sequence is None:
+        raise InputError("no input: give FASTA file(s), '-' for standard input, or --sequence SEQ")
+    if args.score_only and args.format not in SCORE_ONLY_FORMATS:
+        raise InputError(f"--score-only needs a score-only format ({', '.join(SCORE_ONLY_FORMATS)}), "
+                         f"not {args.format}")
+    from jaxrna.fold.api import fold_records
+    from jaxrna.runtime import enable_compilation_cache, resolve_backend
+
+    enable_compilation_cache()
+    backend = resolve_backend(args.backend)
+    max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
+    bar = progress(None, "fold", quiet=args.quiet)
+    start = time.perf_counter()
+    count = 0
+    failed: list[str] = []
+
+    def report(rec, exc) -> None:
+        failed.append(rec.id)
+        log.error("record '%s' skipped: %s", rec.id, exc)
+
+    def counted(results):
+        nonlocal count
+        for r in results:
+            count += 1
+            yield r
+
+    try:
+        results = fold_records(_records(args), args.weights, args.min_loop,
+                               with_pairs=not args.score_only, max_bytes=max_bytes,
+                               on_done=bar.update, backend=backend, on_error=report)
+        with atomic_output(args.output) as out:
+            WRITERS[args.format](counted(results), out)
+    finally:
+        bar.close()
+    log.info("folded %d record%s in %.2f s", count, "" if count == 1 else "s",
+             time.perf_counter() - start)
+    if failed:
+        log.error("%d record%s failed and %s left out of the output: %s", len(failed),
+                  "" if len(failed) == 1 else "s", "was" if len(failed) == 1 else "were",
+                  ", ".join(failed))
+        return 2
+    return 0

@@ -1,0 +1,1 @@
+"""Output writers, one module per family of formats."""
