@@ -10,8 +10,8 @@ seed base is never opposite a gap (state c is pinned to -1 in seed rows).
 >>> t = row_tables("GUGAGAUCAUUUUGAAAGCUG", p)
 >>> t.profile.shape, int(t.seed.sum()), int(t.open[t.seed][0]), int(t.extend[t.seed][0])
 ((21, 5), 7, -36, -16)
->>> t.profile[-1].tolist(), t.profile[-2].tolist()   # p = 1 and p = 2 (miRNA base G)
-([0, 0, 0, 0, 0], [-12, 20, -12, 4, -4])
+>>> t.profile[-1].tolist(), t.profile[-2].tolist()   # p = 1 and p = 2 (miRNA base U)
+([0, 0, 0, 0, 0], [20, -12, 4, -12, -4])
 """
 
 from __future__ import annotations
@@ -109,6 +109,12 @@ class ScanParams:
     def seed_score(self, score: int) -> int:
         return c_trunc(self.scale * score)
 
+    @property
+    def gaps_can_gain(self) -> bool:
+        """True when some gap step adds to a score (a negative scale turns seed penalties
+        positive): scores are then not bounded by the pair scores alone."""
+        return max(self.gap_open, self.gap_extend, self.seed_open, self.seed_extend) > 0
+
 
 @dataclass(frozen=True)
 class RowTables:
@@ -174,7 +180,7 @@ def exact_overlap(n_rows: int, gain: int, params: ScanParams) -> int | None:
     far back a traceback can reach. Returns None when gaps are free (no finite overlap).
 
     >>> exact_overlap(22, 200, ScanParams())
-    83
+    82
     """
     e = max(params.gap_open, params.gap_extend, params.seed_open, params.seed_extend)
     if e >= 0:

@@ -1,0 +1,219 @@
+"""Writers for miRNA target scans: ``miranda`` (miRanda 3.3a's own text), ``keyval``, ``tsv``, ``json``.
+
+A writer turns one scanned pair into text (:meth:`TargetsWriter.pair_text`) and writes text in
+output order (:meth:`TargetsWriter.write`), so a scan may render pairs out of order (per-miRNA
+spools) and still write them in miRanda's order. ``miranda`` output is byte-identical to
+miRanda 3.3a's minus its banner and settings header; ``keyval`` swaps each hit block for
+miRanda's ``-keyval`` line.
+
+>>> import io
+>>> from jaxrna.targets.records import Hit, PairResult
+>>> hit = Hit(score=167, energy=None, mirna_len=21, row_start=2, row_end=20, col_start=3341,
+...           col_end=3359, ref_display_start=3340, ref_display_end=3360,
+...           aln_mirna="gtCGAAAGTTTTACTAGAGTg", aln_map="  |:||||| |||||||||: ",
+...           aln_target="taGTTTTCACAATGATCTCGg", aln_len=18, matches=15, wobbles=2)
+>>> pair = PairResult("bantam", "hid", 21, 3902, 1, [hit])
+>>> w = writer_for("tsv", io.StringIO(), no_energy=True)
+>>> print(w.pair_text(pair), end="")
+bantam	hid	167	NA	2	19	3342	3359	18	83.33	94.44	gtCGAAAGTTTTACTAGAGTg	  |:||||| |||||||||: 	taGTTTTCACAATGATCTCGg
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+from jaxrna.targets.records import Hit, PairResult
+
+RULE = "=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=\n"
+#: The energy miRanda counts for each hit when energies are not computed.
+NO_ENERGY_VALUE = -1000000.0
+FORMATS = ("miranda", "keyval", "tsv", "json")
+
+
+def mirna_description(record_id: str, description: str) -> str:
+    """miRanda's description: the header after the id and the blanks that follow it."""
+    rest = description[len(record_id):] if description.startswith(record_id) else ""
+    return rest.lstrip(" \t\r")
+
+
+class TargetsWriter:
+    """Base writer: ``begin``, per-miRNA ``mirna_text``, per-pair ``pair_text``, ``end``."""
+
+    def __init__(self, out: IO[str], *, no_energy: bool = False, quiet: bool = False) -> None:
+        self.out = out
+        self.no_energy = no_energy
+        self.quiet = quiet
+
+    def begin(self) -> None:
+        pass
+
+    def mirna_text(self, mirna_id: str, description: str, length: int) -> str:
+        return ""
+
+    def pair_text(self, pair: PairResult) -> str:
+        raise NotImplementedError
+
+    def write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+
+    def end(self) -> None:
+        pass
+
+    def pairs_need_text(self) -> bool:
+        """True when a pair without hits still produces text (miRanda's verbose mode)."""
+        return False
+
+
+class MirandaWriter(TargetsWriter):
+    """miRanda 3.3a's report (``keyval=True``: its ``-keyval`` hit lines)."""
+
+    def __init__(self, out: IO[str], *, no_energy: bool = False, quiet: bool = False,
+                 keyval: bool = False) -> None:
+        super().__init__(out, no_energy=no_energy, quiet=quiet)
+        self.keyval = keyval
+
+    def pairs_need_text(self) -> bool:
+        return not self.quiet
+
+    def mirna_text(self, mirna_id: str, description: str, length: int) -> str:
+        if self.quiet:
+            return ""
+        return f"Read Sequence:{mirna_id} {mirna_description(mirna_id, description)}({length} nt)\n"
+
+    def hit_text(self, pair: PairResult, hit: Hit) -> str:
+        energy = 0.0 if self.no_energy else hit.energy
+        if self.keyval:
+            return ("//hit_info\tquery_id=%s\treference_id=%s\tscore=%f\tenergy=%f\tquery_start=%d\t"
+                    "query_end=%d\tref_start=%d\tref_end=%d\taln_length=%d\tidentity=%f\t"
+                    "similarity=%f\taln_mirna=%s\taln_map=%s\taln_utr=%s\n" % (
+                        pair.mirna_id, pair.target_id, hit.score, energy, hit.q_start, hit.q_end,
+                        hit.r_start, hit.r_end, hit.aln_len, hit.identity, hit.similarity,
+                        hit.aln_mirna, hit.aln_map, hit.aln_target))
+        text = ("\n   Forward:\tScore: %f  Q:%d to %d  R:%d to %d Align Len (%d) (%3.2f%%) (%3.2f%%)\n\n"
+                % (hit.score, hit.q_start, hit.q_end, hit.r_start, hit.r_end, hit.aln_len,
+                   hit.identity, hit.similarity))
+        text += ("   Query:    3' %s 5'\n                %s\n   Ref:      5' %s 3'\n\n"
+                 % (hit.aln_mirna, hit.aln_map, hit.aln_target))
+        if not self.no_energy:
+            text += "   Energy:  %f kCal/Mol\n" % energy
+        text += "\nScores for this hit:\n"
+        text += (">%s\t%s\t%2.2f\t%2.2f\t%d %d\t%d %d\t%d\t%3.2f%%\t%3.2f%%\n\n"
+                 % (pair.mirna_id, pair.target_id, hit.score, energy, hit.q_start, hit.q_end,
+                    hit.r_start, hit.r_end, hit.aln_len, hit.identity, hit.similarity))
+        return text
+
+    def pair_text(self, pair: PairResult) -> str:
+        parts = []
+        if not self.quiet:
+            parts.append(f"Read Sequence:{pair.target_id} "
+                         f"{mirna_description(pair.target_id, pair.target_description)}"
+                         f"({pair.target_len} nt)\n")
+            parts.append(f"{RULE}Performing Scan: {pair.mirna_id} vs {pair.target_id}\n{RULE}")
+        scan_score = 0.0
+        total_score = 0.0
+        max_score = 0.0
+        max_hit = 0.0
+        positions = []
+        for hit in pair.hits:
+            energy = NO_ENERGY_VALUE if self.no_energy else hit.energy
+            scan_score += energy * -1
+            positions.append(f" {hit.r_start}")
+            if energy < max_hit:
+                max_hit = energy
+            total_score += hit.score
+            if hit.score > max_score:
+                max_score = hit.score
+            parts.append(self.hit_text(pair, hit))
+        if not self.quiet:
+            parts.append("Score for this Scan:\n")
+        if scan_score > 0.0:
+            parts.append("Seq1,Seq2,Tot Score,Tot Energy,Max Score,Max Energy,Strand,Len1,Len2,Positions\n")
+            if not self.no_energy:
+                parts.append(">>%s\t%s\t%2.2f\t-%2.2f\t%2.2f\t%2.2f\t%d\t%d\t%d\t%s\n" % (
+                    pair.mirna_id, pair.target_id, total_score, scan_score, max_score, max_hit,
+                    pair.pair_index, pair.mirna_len, pair.target_len, "".join(positions)))
+            else:
+                parts.append(">>%s\t%s\t%2.2f\t0.0\t%2.2f\t0.0\t%d\t%d\t%d\t%s\n" % (
+                    pair.mirna_id, pair.target_id, total_score, max_score,
+                    pair.pair_index, pair.mirna_len, pair.target_len, "".join(positions)))
+        elif not self.quiet:
+            parts.append("No Hits Found above Threshold\n")
+        if not self.quiet or scan_score > 0.0:
+            parts.append("Complete\n\n")
+        return "".join(parts)
+
+    def end(self) -> None:
+        self.out.write("Scan Complete\n\n")
+
+
+TSV_COLUMNS = ("mirna_id", "target_id", "score", "energy", "mirna_start", "mirna_end",
+               "target_start", "target_end", "aln_length", "identity", "similarity",
+               "aln_mirna", "aln_map", "aln_target")
+
+
+def hit_fields(pair: PairResult, hit: Hit, no_energy: bool) -> dict:
+    """One hit as a flat record with clean 1-based inclusive spans of the aligned region."""
+    return {
+        "mirna_id": pair.mirna_id, "target_id": pair.target_id, "score": hit.score,
+        "energy": None if no_energy else round(hit.energy, 2),
+        "mirna_start": hit.mirna_first, "mirna_end": hit.mirna_last,
+        "target_start": hit.target_first, "target_end": hit.target_last,
+        "aln_length": hit.aln_len, "identity": round(hit.identity, 2),
+        "similarity": round(hit.similarity, 2),
+        "aln_mirna": hit.aln_mirna, "aln_map": hit.aln_map, "aln_target": hit.aln_target,
+    }
+
+
+class TsvWriter(TargetsWriter):
+    """One row per hit, ``#`` header; spans are the aligned region, 1-based inclusive.
+
+    miRNA positions count from its 5' end; alignment strings are miRanda's (miRNA 3'->5' with
+    lowercase unaligned ends, target 5'->3'); energy is ``NA`` with ``--no-energy``.
+    """
+
+    def begin(self) -> None:
+        self.out.write("#" + "\t".join(TSV_COLUMNS) + "\n")
+
+    def pair_text(self, pair: PairResult) -> str:
+        rows = []
+        for hit in pair.hits:
+            f = hit_fields(pair, hit, self.no_energy)
+            f["energy"] = "NA" if f["energy"] is None else "%.2f" % f["energy"]
+            f["identity"] = "%.2f" % hit.identity
+            f["similarity"] = "%.2f" % hit.similarity
+            rows.append("\t".join(str(f[c]) for c in TSV_COLUMNS) + "\n")
+        return "".join(rows)
+
+
+class JsonWriter(TargetsWriter):
+    """A JSON array of hit objects (the tsv columns as keys; energy null with --no-energy)."""
+
+    def begin(self) -> None:
+        self.out.write("[")
+        self._first = True
+
+    def pair_text(self, pair: PairResult) -> str:
+        return "".join(json.dumps(hit_fields(pair, hit, self.no_energy)) + "\n" for hit in pair.hits)
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            self.out.write(("\n  " if self._first else ",\n  ") + line)
+            self._first = False
+
+    def end(self) -> None:
+        self.out.write("\n]\n" if not self._first else "]\n")
+
+
+def writer_for(fmt: str, out: IO[str], *, no_energy: bool = False, quiet: bool = False) -> TargetsWriter:
+    """The writer of format ``fmt`` (one of :data:`FORMATS`)."""
+    if fmt == "miranda":
+        return MirandaWriter(out, no_energy=no_energy, quiet=quiet)
+    if fmt == "keyval":
+        return MirandaWriter(out, no_energy=no_energy, quiet=quiet, keyval=True)
+    if fmt == "tsv":
+        return TsvWriter(out, no_energy=no_energy, quiet=quiet)
+    if fmt == "json":
+        return JsonWriter(out, no_energy=no_energy, quiet=quiet)
+    raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

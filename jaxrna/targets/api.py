@@ -1,0 +1,266 @@
+"""miRNA target scanning that reproduces miRanda 3.3a: the library entry points.
+
+:func:`scan_targets` returns every (miRNA, target) pair's accepted hits in miRanda's order
+(miRNA-major: every target for the first miRNA, then the second, ...). :func:`write_scan` streams
+a target file of any size chunk by chunk and writes a report (``miranda``, ``keyval``, ``tsv``
+or ``json``); each miRNA's text beyond the first is spooled (memory, then temporary files) until
+its turn, so the output order never depends on chunking or batching.
+
+>>> from jaxrna.targets import scan_targets
+>>> res = scan_targets(["GTGAGATCATTTTGAAAGCTG"], ["TAGTTTTCACAATGATCTCGG"], no_energy=True)
+>>> [(r.mirna_id, r.target_id, [h.score for h in r.hits]) for r in res]
+[('mirna1', 'target1', [167])]
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import replace
+from typing import IO, Callable, Iterable, Iterator, Sequence
+
+from jaxrna.io.errors import InputError
+from jaxrna.io.fasta import Record, read_fasta
+from jaxrna.targets.engine import Engine, make_target, prepare_query
+from jaxrna.targets.records import PairResult
+from jaxrna.targets.scoring import ScanParams
+
+log = logging.getLogger("jaxrna")
+
+#: miRanda's accepted sequence letters (IUPAC codes and X, any case).
+MIRANDA_LETTERS = frozenset("ACGTURYSWKMBDHVNX")
+#: Target nucleotides per chunk (the unit of streaming and of the bulk scan).
+DEFAULT_CHUNK_NT = 32_000_000
+#: Spooled text held in memory before it is moved to temporary files.
+SPOOL_MEMORY = 256 * 1024 * 1024
+
+
+def check_letters(record: Record) -> Record:
+    """Refuse letters miRanda refuses (it accepts IUPAC nucleotide codes and X)."""
+    bad = set(record.sequence) - MIRANDA_LETTERS
+    if bad:
+        ch = min(bad)
+        pos = record.sequence.index(ch) + 1
+        raise InputError(f"character {ch!r} at sequence position {pos} is not an IUPAC nucleotide code",
+                         path=record.source, line=record.line, record=record.id)
+    return record
+
+
+def read_sequences(path: str) -> Iterator[Record]:
+    """Stream FASTA records as miRanda reads them (any case, T kept, duplicate ids allowed)."""
+    for rec in read_fasta(path, alphabet="letters", unique_ids=False):
+        yield check_letters(rec)
+
+
+def _as_records(items, prefix: str) -> list[Record]:
+    out = []
+    for k, item in enumerate(items):
+        if isinstance(item, Record):
+            out.append(check_letters(item))
+        elif isinstance(item, tuple):
+            rid, seq = item
+            out.append(check_letters(Record(id=rid, sequence=seq.upper(), description=rid)))
+        else:
+            rid = f"{prefix}{k + 1}"
+            out.append(check_letters(Record(id=rid, sequence=str(item).upper(), description=rid)))
+    return out
+
+
+def _params(params: ScanParams | None, options: dict) -> ScanParams:
+    params = params or ScanParams()
+    return replace(params, **options) if options else params
+
+
+def _chunks(records: Iterable[Record], chunk_nt: int) -> Iterator[list[Record]]:
+    chunk, size = [], 0
+    for rec in records:
+        chunk.append(rec)
+        size += len(rec)
+        if size >= chunk_nt:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _energy(params: ScanParams):
+    if params.no_energy:
+        return None
+    from jaxrna.targets.energy import fold_energy
+
+    return fold_energy
+
+
+def scan_targets(mirnas, targets, params: ScanParams | None = None, *, chunk_nt: int = DEFAULT_CHUNK_NT,
+                 pair_offset: int = 0, only_hits: bool = False, **options) -> list[PairResult]:
+    """Scan every miRNA against every target; one :class:`PairResult` per pair, miRNA-major.
+
+    ``mirnas``/``targets``: a FASTA path, or a sequence of strings, ``(id, sequence)`` tuples
+    or :class:`~jaxrna.io.fasta.Record` objects. Options are :class:`ScanParams` fields
+    (``score_threshold``, ``energy_threshold``, ``scale``, ``gap_open``, ``gap_extend``,
+    ``strict``, ``no_energy``). ``only_hits`` leaves out pairs without hits.
+    """
+    params = _params(params, options)
+    mirna_records = list(read_sequences(mirnas)) if isinstance(mirnas, (str, os.PathLike)) \
+        else _as_records(mirnas, "mirna")
+    target_iter = read_sequences(targets) if isinstance(targets, (str, os.PathLike)) \
+        else iter(_as_records(targets, "target"))
+    engine = Engine(params, energy=_energy(params))
+    queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
+    found = {}
+    meta = []
+    for chunk in _chunks(target_iter, chunk_nt):
+        base = len(meta)
+        meta.extend((r.id, r.description, len(r)) for r in chunk)
+        hits = engine.scan_chunk(queries, [make_target(r.id, r.description, r.sequence) for r in chunk])
+        for (k, t), h in hits.items():
+            found[(k, base + t)] = h
+    results = []
+    for k, q in enumerate(mirna_records):
+        for t, (tid, tdesc, tlen) in enumerate(meta):
+            h = found.get((k, t), [])
+            if only_hits and not h:
+                continue
+            results.append(PairResult(q.id, tid, len(q), tlen, pair_offset + k * len(meta) + t + 1, h,
+                                      q.description, tdesc))
+    return results
+
+
+class Spool:
+    """Text per miRNA, written in miRNA order at the end; memory first, then temporary files."""
+
+    def __init__(self, count: int, limit: int | None = None) -> None:
+        self.parts: list[list[str]] = [[] for _ in range(count)]
+        self.size = 0
+        self.limit = SPOOL_MEMORY if limit is None else limit
+        self.tmp: tempfile.TemporaryDirectory | None = None
+        self.on_disk = [False] * count
+
+    def add(self, k: int, text: str) -> None:
+        if not text:
+            return
+        self.parts[k].append(text)
+        self.size += len(text)
+        if self.size > self.limit:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.tmp is None:
+            self.tmp = tempfile.TemporaryDirectory(prefix="jaxrna-targets-")
+        for k, parts in enumerate(self.parts):
+            if parts:
+                with open(os.path.join(self.tmp.name, f"{k}.txt"), "a", encoding="utf-8") as fh:
+                    fh.write("".join(parts))
+                self.on_disk[k] = True
+                self.parts[k] = []
+        self.size = 0
+
+    def drain(self, k: int, write: Callable[[str], None]) -> None:
+        if self.on_disk[k]:
+            with open(os.path.join(self.tmp.name, f"{k}.txt"), encoding="utf-8") as fh:
+                while True:
+                    block = fh.read(1 << 24)
+                    if not block:
+                        break
+                    write(block)
+        if self.parts[k]:
+            write("".join(self.parts[k]))
+            self.parts[k] = []
+
+    def close(self) -> None:
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+def count_records(path: str) -> int:
+    """Number of FASTA records (lines starting with '>') in a plain or gzip file."""
+    with open(path, "rb") as probe:
+        gz = probe.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gz else open
+    count, last = 0, b"\n"
+    with opener(path, "rb") as fh:
+        while True:
+            block = fh.read(1 << 24)
+            if not block:
+                break
+            count += block.count(b"\n>") + (1 if last == b"\n" and block[:1] == b">" else 0)
+            last = block[-1:]
+    return count
+
+
+def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, *,
+               chunk_nt: int = DEFAULT_CHUNK_NT, pair_offset: int = 0, progress=None) -> dict:
+    """Scan two FASTA files and write the report through ``writer``
+    (:class:`~jaxrna.formats.miranda.TargetsWriter`). Returns run statistics."""
+    mirna_records = list(read_sequences(mirnas_path))
+    queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
+    tmp_input = None
+    try:
+        if targets_path == "-" and len(queries) > 1:
+            tmp_input = tempfile.NamedTemporaryFile(prefix="jaxrna-targets-", suffix=".fa", delete=False)
+            shutil.copyfileobj(sys.stdin.buffer, tmp_input)
+            tmp_input.close()
+            targets_path = tmp_input.name
+        n_targets = count_records(targets_path) if len(queries) > 1 and targets_path != "-" else None
+        return _write_scan(mirna_records, queries, targets_path, n_targets, writer, params,
+                           chunk_nt, pair_offset, progress)
+    finally:
+        if tmp_input is not None:
+            os.unlink(tmp_input.name)
+
+
+def _write_scan(mirna_records, queries, targets_path, n_targets, writer, params, chunk_nt,
+                pair_offset, progress) -> dict:
+    engine = Engine(params, energy=_energy(params))
+    spool = Spool(len(queries))
+    writer.begin()
+    stats = {"mirnas": len(queries), "targets": 0, "pairs": 0, "hits": 0, "cells": 0,
+             "target_nt": 0}
+    need_text = writer.pairs_need_text()
+    mirna_nt = sum(q.n for q in queries)
+    if progress is not None and n_targets is not None:
+        progress.total = len(queries) * n_targets
+    try:
+        if queries:
+            writer.write(writer.mirna_text(mirna_records[0].id, mirna_records[0].description, queries[0].n))
+        for k in range(1, len(queries)):
+            spool.add(k, writer.mirna_text(mirna_records[k].id, mirna_records[k].description, queries[k].n))
+        seen = 0
+        for chunk in _chunks(read_sequences(targets_path), chunk_nt):
+            targets = [make_target(r.id, r.description, r.sequence) for r in chunk]
+            found = engine.scan_chunk(queries, targets, progress=progress)
+            total = n_targets if n_targets is not None else seen + len(targets)
+            for k, q in enumerate(queries):
+                texts = []
+                for t, tg in enumerate(targets):
+                    h = found.get((k, t))
+                    if h is None and not need_text:
+                        continue
+                    pair = PairResult(q.id, tg.id, q.n, len(tg), pair_offset + k * total + seen + t + 1,
+                                      h or [], q.description, tg.description)
+                    texts.append(writer.pair_text(pair))
+                    stats["hits"] += len(h or [])
+                text = "".join(texts)
+                if k == 0:
+                    writer.write(text)
+                else:
+                    spool.add(k, text)
+            chunk_nt_total = sum(len(t) for t in targets)
+            seen += len(targets)
+            stats["targets"] = seen
+            stats["target_nt"] += chunk_nt_total
+            stats["cells"] += mirna_nt * chunk_nt_total
+        if n_targets is not None and n_targets != seen:  # pragma: no cover - file changed under us
+            raise InputError(f"the target file changed while it was read ({n_targets} then {seen} records)",
+                             path=targets_path)
+        for k in range(1, len(queries)):
+            spool.drain(k, writer.write)
+        writer.end()
+    finally:
+        spool.close()
+    stats["pairs"] = stats["mirnas"] * stats["targets"]
+    return stats

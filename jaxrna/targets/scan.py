@@ -1,0 +1,133 @@
+"""The miRanda fill in JAX: the three-state recurrence written once, batched over target lanes.
+
+:func:`column_step` is the recurrence of one matrix column for one miRNA, over arrays whose
+leading axis is the matrix row (the reversed miRNA) and whose trailing axes are a batch of
+independent lanes (one pair is a batch of one). From the previous column's states it computes
+
+- state a: the previous column's best-of-three one row up, plus the position-specific pair
+  score, clipped at 0;
+- state b: a gap in the miRNA, from the previous column's a (open) or b (extend);
+- state c: a gap in the target, down the column from a (open) or c (extend), pinned to -1 in
+  seed rows;
+
+with miRanda's tie order (a, then b, then c). The batch lives in the trailing, contiguous axis
+(the batching is by broadcasting rather than ``vmap``: ``vmap`` puts the batch first, which
+makes every row operation strided and runs 3x slower on CPU). The row recurrence of state c runs
+in a ``fori_loop``: unrolled, XLA duplicates the chain into every consumer.
+
+A ``lax.scan`` over columns drives it in two modes:
+
+- ``colmax`` (the bulk scan, :func:`scan_lanes`): per column the largest candidate score (best
+  at least the threshold, best state not b), else 0. A lane is a stretch of a packed stream of
+  targets; a reset flag on a column starts a new target (the states restart from the zero
+  boundary miRanda uses at column 0).
+- ``full`` (:func:`fill_segments`, short segments around candidates): every cell's best score
+  and packed traceback codes, from which hits are extracted exactly on the host.
+
+Rows are padded at the top (the miRNA 3' end) to a bucketed height with rows that score far
+below zero and have zero gap penalties: they hold a = b = c = 0, exactly miRanda's row 0.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+#: Bit flag on a lane code: this column is the first base of a new target.
+RESET = 8
+#: Track codes packed in one byte: bits 0-1 best's state (0 none, 1 a, 2 b, 3 c), bits 2-3 a's
+#: predecessor state, bit 4 b came from b (else from a), bit 5 c came from c (else from a).
+T0_MASK, T1_SHIFT, T2_BIT, T3_BIT = 0x3, 2, 0x10, 0x20
+
+
+def unpack_track(code: np.ndarray):
+    """``(t0, t1, t2, t3)`` state codes (1 a, 2 b, 3 c, 0 none) from packed track bytes."""
+    code = np.asarray(code).astype(np.int32)
+    t0 = code & T0_MASK
+    t1 = (code >> T1_SHIFT) & 0x3
+    t2 = np.where(code & T2_BIT, 2, 1)
+    t3 = np.where(code & T3_BIT, 3, 1)
+    return t0, t1, t2, t3
+
+
+def _down(x, fill=0):
+    """Shift rows down by one (row r gets row r-1), filling row 0."""
+    pad = ((1, 0, 0),) + ((0, 0, 0),) * (x.ndim - 1)
+    return jax.lax.pad(x[:-1], jnp.asarray(fill, x.dtype), pad)
+
+
+def _argmax3(a, b, c):
+    """miRanda's tie order: a, then b, then c (codes 1, 2, 3)."""
+    return jnp.where((a >= b) & (a >= c), 1, jnp.where(b >= c, 2, 3)).astype(jnp.uint8)
+
+
+def column_step(carry, t, tables, *, threshold, full: bool):
+    """One column of the recurrence. ``carry`` = (a, b, c, m) of the previous column, each
+    (N, *batch); ``t`` (*batch) lane codes (base 0..4, plus :data:`RESET`); ``tables`` =
+    (profile (5, N, ...), gap_open, gap_extend (N, ...), seed (N, ...)) broadcastable to
+    (N, *batch). Returns the new carry and the column's output."""
+    profile, gap_open, gap_extend, seed = tables
+    a_p, b_p, c_p, m_p = carry
+    dtype = a_p.dtype
+    zero = jnp.zeros((), dtype)
+    reset = (t & RESET) != 0
+    base = t & 7
+    a_p, b_p, c_p, m_p = (jnp.where(reset, zero, x) for x in (a_p, b_p, c_p, m_p))
+    s = jnp.where(base == 0, profile[0], jnp.where(base == 1, profile[1], jnp.where(
+        base == 2, profile[2], jnp.where(base == 3, profile[3], profile[4]))))
+    a_raw = _down(m_p) + s
+    a = jnp.maximum(a_raw, zero)
+    from_a, from_b = a_p + gap_open, b_p + gap_extend
+    b = jnp.maximum(from_a, from_b)
+    up_a = _down(a) + gap_open
+    n_rows = a.shape[0]
+    seed_b = jnp.broadcast_to(seed, a.shape)
+    ext_b = jnp.broadcast_to(gap_extend, a.shape)
+
+    def row(r, c):
+        prev = jnp.where(r == 0, zero, c[jnp.maximum(r - 1, 0)])
+        value = jnp.where(seed_b[r], jnp.asarray(-1, dtype), jnp.maximum(up_a[r], prev + ext_b[r]))
+        return c.at[r].set(value)
+
+    c = jax.lax.fori_loop(0, n_rows, row, jnp.zeros_like(a))
+    m = jnp.maximum(jnp.maximum(a, b), c)
+    if not full:
+        hit = jnp.where((m >= threshold) & ((a >= b) | (c > b)), m, zero)
+        col = hit[0]
+        for r in range(1, n_rows):  # a column reduction XLA vectorises (jnp.max(axis=0) does not)
+            col = jnp.maximum(col, hit[r])
+        return (a, b, c, m), col
+    best = jnp.maximum(m, zero)
+    t0 = jnp.where(m > 0, _argmax3(a, b, c), jnp.uint8(0))
+    t1 = jnp.where(a_raw > 0, _argmax3(_down(a_p), _down(b_p), _down(c_p)), jnp.uint8(0))
+    from_c = (~seed_b) & (_down(c) + ext_b > up_a)
+    code = (t0 | (t1 << T1_SHIFT) | jnp.where(from_b > from_a, jnp.uint8(T2_BIT), jnp.uint8(0))
+            | jnp.where(from_c, jnp.uint8(T3_BIT), jnp.uint8(0)))
+    return (a, b, c, m), (best, code)
+
+
+def _run(tables, lanes, dtype, threshold, full):
+    n_rows = tables[1].shape[0]
+    init = tuple(jnp.zeros((n_rows,) + lanes.shape[1:], dtype) for _ in range(4))
+    step = partial(column_step, tables=tables, threshold=threshold, full=full)
+    return jax.lax.scan(step, init, lanes)[1]
+
+
+@partial(jax.jit, static_argnames=("dtype",))
+def scan_lanes(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=jnp.int16):
+    """Bulk scan of one miRNA: ``profile`` (5, N, 1), ``gap_open``/``gap_extend``/``seed``
+    (N, 1), ``lanes`` (L, B) int8 codes. Returns (L, B) column maxima of candidate scores."""
+    tables = (profile.astype(dtype), gap_open.astype(dtype), gap_extend.astype(dtype), seed)
+    return _run(tables, lanes, dtype, jnp.asarray(threshold, dtype), False)
+
+
+@partial(jax.jit, static_argnames=("dtype",))
+def fill_segments(profile, gap_open, gap_extend, seed, lanes, *, threshold=0, dtype=jnp.int16):
+    """Full matrices of independent segments, each with its own miRNA: ``profile`` (5, N, B),
+    ``gap_open``/``gap_extend``/``seed`` (N, B), ``lanes`` (L, B). Returns (L, N, B) best scores
+    and (L, N, B) packed track codes (:func:`unpack_track`)."""
+    tables = (profile.astype(dtype), gap_open.astype(dtype), gap_extend.astype(dtype), seed)
+    return _run(tables, lanes, dtype, threshold, True)
