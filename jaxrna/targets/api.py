@@ -14,7 +14,6 @@ its turn, so the output order never depends on chunking or batching.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import os
 import shutil
@@ -24,10 +23,11 @@ from dataclasses import replace
 from typing import IO, Callable, Iterable, Iterator, Sequence
 
 from jaxrna.io.errors import InputError
-from jaxrna.io.fasta import Record, read_fasta
+from jaxrna.io.fasta import Record
 from jaxrna.targets.engine import Engine, make_target, prepare_query
 from jaxrna.targets.records import PairResult
 from jaxrna.targets.scoring import ScanParams
+from jaxrna.targets.sequences import count_records, read_records
 
 log = logging.getLogger("jaxrna")
 
@@ -52,8 +52,7 @@ def check_letters(record: Record) -> Record:
 
 def read_sequences(path: str) -> Iterator[Record]:
     """Stream FASTA records as miRanda reads them (any case, T kept, duplicate ids allowed)."""
-    for rec in read_fasta(path, alphabet="letters", unique_ids=False):
-        yield check_letters(rec)
+    return read_records(path)
 
 
 def _as_records(items, prefix: str) -> list[Record]:
@@ -174,22 +173,6 @@ class Spool:
     def close(self) -> None:
         if self.tmp is not None:
             self.tmp.cleanup()
-
-
-def count_records(path: str) -> int:
-    """Number of FASTA records (lines starting with '>') in a plain or gzip file."""
-    with open(path, "rb") as probe:
-        gz = probe.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gz else open
-    count, last = 0, b"\n"
-    with opener(path, "rb") as fh:
-        while True:
-            block = fh.read(1 << 24)
-            if not block:
-                break
-            count += block.count(b"\n>") + (1 if last == b"\n" and block[:1] == b">" else 0)
-            last = block[-1:]
-    return count
 
 
 def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, *,

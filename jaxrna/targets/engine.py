@@ -23,11 +23,11 @@ import numpy as np
 
 from jaxrna.alphabet import encode
 from jaxrna.targets import hits as hitlib
-from jaxrna.targets.scan import RESET, fill_segments, scan_lanes, unpack_track
+from jaxrna.targets.scan import RESET, fill_segments, scan_lanes
 from jaxrna.targets.scoring import RowTables, ScanParams, exact_overlap, max_gain, row_tables
 
 ROW_STEP = 8          # miRNA heights are padded to multiples of this (few compiled shapes)
-OVERLAP_STEP = 64     # lane overlaps are rounded up to multiples of this
+OVERLAP_STEP = 32     # lane overlaps are rounded up to multiples of this
 SEGMENT_STEP = 64     # lane lengths are rounded up to multiples of this
 SEGMENT_MIN = 128     # segment lengths are powers of two from this
 SEGMENT_BATCH = 4096  # segments per refill call
@@ -73,6 +73,10 @@ class Query:
     @property
     def n(self) -> int:
         return len(self.sequence)
+
+    @property
+    def pad(self) -> int:
+        return self.height - self.n
 
     def tables_at(self, height: int):
         """(profile (5, height), gap_open, gap_extend, seed (height,)) padded at the top."""
@@ -141,6 +145,7 @@ class Chunk:
         lengths = np.array([len(t) for t in targets], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         self.total = int(lengths.sum())
+        self.codes = np.concatenate([t.codes for t in targets]).astype(np.int8)
         if overlap is None:  # free gaps: no finite overlap, one whole target per lane
             longest = int(lengths.max())
             self.width = 0
@@ -161,41 +166,30 @@ class Chunk:
         else:
             want = max(MIN_LANE, 4 * self.width)
             self.n_lanes = min(_lanes_bucket(-(-self.total // want)), max_lanes)
-            self.span = _round_up(-(-self.total // self.n_lanes), SEGMENT_STEP)
+            self.span = -(-self.total // self.n_lanes)
         stream = np.full(self.width + self.n_lanes * self.span, 4, dtype=np.int8)
         body = stream[self.width:self.width + self.total]
-        for t, s in zip(targets, self.starts):
-            body[s:s + len(t)] = t.codes
+        body[:] = self.codes
         body[self.starts] |= RESET
         stream[self.width + self.total:] |= RESET  # past the end: inert filler
         idx = (np.arange(self.span + self.width)[:, None]
                + np.arange(self.n_lanes)[None, :] * self.span)
         self.lanes = stream[idx]
 
-    def candidate_columns(self, colmax: np.ndarray):
-        """``(target index, 0-based column)`` of every column with a candidate."""
+    def candidate_columns(self, flags: np.ndarray):
+        """``(target index, 0-based column)`` of every column flagged as holding a candidate,
+        in stream order."""
         if self.lane_of_target:
-            cols, lanes = np.nonzero(colmax)
+            lanes, cols = np.nonzero(flags.T)
             keep = lanes < len(self.targets)
             cols, lanes = cols[keep], lanes[keep]
             keep = cols < np.array([len(t) for t in self.targets])[lanes]
             return lanes[keep], cols[keep]
-        owned = colmax[self.width:]                     # (S, B)
-        flat = owned.T.reshape(-1)[:self.total]         # stream order
-        pos = np.flatnonzero(flat)
+        col, lane = np.nonzero(flags[self.width:])     # owned columns (S, B)
+        pos = np.sort(lane.astype(np.int64) * self.span + col)
+        pos = pos[pos < self.total]
         tidx = np.searchsorted(self.starts, pos, side="right") - 1
         return tidx, pos - self.starts[tidx]
-
-
-def clusters(cols: np.ndarray, gap: int) -> list[tuple[int, int]]:
-    """Runs of sorted columns with no gap wider than ``gap``, as ``(first, last)``."""
-    if len(cols) == 0:
-        return []
-    cols = np.sort(cols)
-    breaks = np.flatnonzero(np.diff(cols) > gap)
-    firsts = np.concatenate([[cols[0]], cols[breaks + 1]])
-    lasts = np.concatenate([cols[breaks], [cols[-1]]])
-    return list(zip(firsts.tolist(), lasts.tolist()))
 
 
 class Engine:
@@ -214,105 +208,66 @@ class Engine:
         return max(q.overlap for q in queries)
 
     def scan_chunk(self, queries: list[Query], targets: list[Target], progress=None):
-        """Hits of every query against every target of the chunk: ``{(q, t): [Hit, ...]}``
-        for the pairs with at least one accepted hit (indices into the two lists).
+        """Hits of every query against every target of the chunk: ``{(q, t): [Hit, ...]}`` for
+        the pairs with at least one accepted hit (indices into the two lists)."""
+        return {(k, t): h for k, found in self.iter_chunk(queries, targets, progress)
+                for t, h in found.items()}
+
+    def iter_chunk(self, queries: list[Query], targets: list[Target], progress=None):
+        """Yield ``(query index, {target index: [Hit, ...]})`` for every query, in order.
         ``progress.update(n)`` is called with the pairs done as the scan goes."""
         params = self.params
-        if not targets or not queries:
-            return {}
+        if not targets:
+            for k in range(len(queries)):
+                yield k, {}
+            return
         # a miRNA whose best possible score is below the threshold cannot have hits
-        live = [k for k, q in enumerate(queries)
-                if q.gain >= params.score_threshold or params.gaps_can_gain]
-        if progress is not None and len(live) < len(queries):
-            progress.update((len(queries) - len(live)) * len(targets))
-        if not live:
-            return {}
-        chunk = Chunk(targets, self.overlap([queries[k] for k in live]), self.max_lanes,
-                      self.lane_columns)
-        dtype = value_dtype([queries[k] for k in live], params)
-        lanes = jnp.asarray(chunk.lanes)
-        jobs = []  # (query index, target index, first col, last col) clusters (0-based cols)
-        for k in live:
-            q = queries[k]
-            colmax = np.asarray(scan_lanes(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
-                                           threshold=params.score_threshold, dtype=dtype))
-            tidx, cols = chunk.candidate_columns(colmax)
+        live = [q.gain >= params.score_threshold or params.gaps_can_gain for q in queries]
+        chunk = None
+        if any(live):
+            chunk = Chunk(targets, self.overlap([q for q, ok in zip(queries, live) if ok]),
+                          self.max_lanes, self.lane_columns)
+            dtype = value_dtype([q for q, ok in zip(queries, live) if ok], params)
+            lanes = jnp.asarray(chunk.lanes)
+        for k, q in enumerate(queries):
+            found = {}
+            if live[k]:
+                flags = np.asarray(scan_lanes(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
+                                              threshold=params.score_threshold, dtype=dtype))
+                tidx, cols = chunk.candidate_columns(flags)
+                if len(tidx):
+                    batches = self._fill(q, chunk, tidx, cols, dtype)
+                    found = hitlib.select_hits(batches, q.sequence, q.tables.codes, targets, params,
+                                               self.energy)
             if progress is not None:
                 progress.update(len(targets))
-            if len(tidx) == 0:
-                continue
-            order = np.lexsort((cols, tidx))
-            tidx, cols = tidx[order], cols[order]
-            bounds = np.flatnonzero(np.diff(tidx)) + 1
-            for tt, cc in zip(np.split(tidx, bounds), np.split(cols, bounds)):
-                gap = 2 * (q.overlap or len(targets[tt[0]]))
-                for first, last in clusters(cc, gap):
-                    jobs.append((k, int(tt[0]), first, last))
-        segments = self._fill(queries, targets, jobs, dtype)
-        return self._select(queries, targets, jobs, segments)
+            yield k, found
 
-    def _fill(self, queries, targets, jobs, dtype):
-        """Full matrices for every cluster, batched by segment length (rows padded to the
-        tallest miRNA)."""
-        out = [None] * len(jobs)
-        groups: dict[int, list[int]] = {}
-        starts = []
-        height = max((queries[k].height for k, _, _, _ in jobs), default=0)
-        for idx, (k, t, first, last) in enumerate(jobs):
-            q = queries[k]
-            back = 2 * q.overlap if q.overlap is not None else first
-            start = max(0, first - back)
-            starts.append(start)
-            length = max(SEGMENT_MIN, _pow2(last + 1 - start))
-            groups.setdefault(length, []).append(idx)
-        for length, members in groups.items():
+    def _fill(self, q: Query, chunk: "Chunk", tidx: np.ndarray, cols: np.ndarray, dtype):
+        """Full matrices of every cluster of candidate columns (``tidx``/``cols`` in stream
+        order), batched by segment length."""
+        new = np.ones(len(tidx), dtype=bool)
+        gap = 2 * q.overlap if q.overlap is not None else None
+        new[1:] = (tidx[1:] != tidx[:-1]) | ((cols[1:] - cols[:-1] > gap) if gap is not None else False)
+        heads = np.flatnonzero(new)
+        tails = np.append(heads[1:], len(tidx)) - 1
+        target, first, last = tidx[heads], cols[heads], cols[tails]
+        start = np.maximum(0, first - gap) if gap is not None else np.zeros_like(first)
+        span = (last + 1 - start).astype(np.int64)
+        length = np.maximum(SEGMENT_MIN, 1 << np.ceil(np.log2(span)).astype(np.int64))
+        batches = []
+        for size in np.unique(length).tolist():
+            members = np.flatnonzero(length == size)
             for s in range(0, len(members), SEGMENT_BATCH):
                 part = members[s:s + SEGMENT_BATCH]
                 width = _lanes_bucket(len(part))
-                lanes = np.full((length, width), 4, dtype=np.int8)
-                prof = np.zeros((5, height, width), np.int32)
-                gopen = np.zeros((height, width), np.int32)
-                gext = np.zeros((height, width), np.int32)
-                seed = np.zeros((height, width), bool)
-                for lane, idx in enumerate(part):
-                    k, t, first, last = jobs[idx]
-                    q = queries[k]
-                    codes = targets[t].codes[starts[idx]:last + 1]
-                    lanes[:len(codes), lane] = codes
-                    prof[:, :, lane], gopen[:, lane], gext[:, lane], seed[:, lane] = q.tables_at(height)
-                best, code = fill_segments(prof, gopen, gext, seed, lanes,
+                pos = chunk.starts[target[part]][None, :] + start[part][None, :] + np.arange(size)[:, None]
+                inside = (start[part][None, :] + np.arange(size)[:, None]) <= last[part][None, :]
+                lanes = np.full((size, width), 4, dtype=np.int8)
+                lanes[:, :len(part)] = np.where(inside, chunk.codes[np.minimum(pos, chunk.total - 1)], 4)
+                best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
                                            threshold=self.params.score_threshold, dtype=dtype)
-                best = np.asarray(best).astype(np.int32)
-                code = np.asarray(code)
-                for lane, idx in enumerate(part):
-                    q = queries[jobs[idx][0]]
-                    t0, t1, t2, t3 = unpack_track(code[:, :, lane])
-                    out[idx] = hitlib.Segment(starts[idx], best[:, :, lane], t0, t1, t2, t3, height - q.n)
-        return out
-
-    def _select(self, queries, targets, jobs, segments):
-        params = self.params
-        per_pair: dict[tuple[int, int], list[int]] = {}
-        for idx, (k, t, _, _) in enumerate(jobs):
-            per_pair.setdefault((k, t), []).append(idx)
-        results = {}
-        for (k, t), members in per_pair.items():
-            scores, rows, cols, owner = [], [], [], []
-            for idx in members:
-                _, _, first, last = jobs[idx]
-                s, r, c = segments[idx].candidates(first + 1, last + 1, params.score_threshold)
-                scores.append(s)
-                rows.append(r)
-                cols.append(c)
-                owner.append(np.full(len(s), idx))
-            scores, rows, cols, owner = (np.concatenate(x) for x in (scores, rows, cols, owner))
-            order = hitlib.rank_candidates(scores, rows, cols)
-            scores, rows, cols, owner = scores[order], rows[order], cols[order], owner[order]
-            keep = hitlib.diagonal_filter(rows, cols)
-            ranked = [(int(scores[x]), int(rows[x]), int(cols[x]), segments[owner[x]]) for x in keep]
-            q, tg = queries[k], targets[t]
-            found = hitlib.build_hits(q.sequence, q.tables.codes, tg.sequence, tg.codes, ranked,
-                                      params, self.energy)
-            if found:
-                results[(k, t)] = found
-        return results
+                batches.append(hitlib.SegmentBatch(
+                    np.asarray(best)[:, :, :len(part)], np.asarray(code)[:, :, :len(part)],
+                    target[part], start[part], first[part] + 1, last[part] + 1, q.pad))
+        return batches

@@ -17,8 +17,9 @@ in a ``fori_loop``: unrolled, XLA duplicates the chain into every consumer.
 
 A ``lax.scan`` over columns drives it in two modes:
 
-- ``colmax`` (the bulk scan, :func:`scan_lanes`): per column the largest candidate score (best
-  at least the threshold, best state not b), else 0. A lane is a stretch of a packed stream of
+- ``flags`` (the bulk scan, :func:`scan_lanes`): per column whether it holds a candidate (a
+  cell whose best is at least the threshold and whose best state is not b). A lane is a
+  stretch of a packed stream of
   targets; a reset flag on a column starts a new target (the states restart from the zero
   boundary miRanda uses at column 0).
 - ``full`` (:func:`fill_segments`, short segments around candidates): every cell's best score
@@ -38,6 +39,8 @@ import numpy as np
 
 #: Bit flag on a lane code: this column is the first base of a new target.
 RESET = 8
+#: Seed positions 2..8: the rows pinned to c = -1, just above the last row.
+SEED_SPAN = 7
 #: Track codes packed in one byte: bits 0-1 best's state (0 none, 1 a, 2 b, 3 c), bits 2-3 a's
 #: predecessor state, bit 4 b came from b (else from a), bit 5 c came from c (else from a).
 T0_MASK, T1_SHIFT, T2_BIT, T3_BIT = 0x3, 2, 0x10, 0x20
@@ -84,26 +87,33 @@ def column_step(carry, t, tables, *, threshold, full: bool):
     b = jnp.maximum(from_a, from_b)
     up_a = _down(a) + gap_open
     n_rows = a.shape[0]
-    seed_b = jnp.broadcast_to(seed, a.shape)
     ext_b = jnp.broadcast_to(gap_extend, a.shape)
+    # Rows are aligned at the miRNA 5' end (padding on top), so the seed rows (positions 2..8)
+    # are always the rows just above the last one (position 1): c = -1 there (0 in padding
+    # rows, which also hold a = b = c = 0), and c only runs down the column above them.
+    chain = max(n_rows - SEED_SPAN - 1, 0)
 
     def row(r, c):
         prev = jnp.where(r == 0, zero, c[jnp.maximum(r - 1, 0)])
-        value = jnp.where(seed_b[r], jnp.asarray(-1, dtype), jnp.maximum(up_a[r], prev + ext_b[r]))
-        return c.at[r].set(value)
+        return c.at[r].set(jnp.maximum(up_a[r], prev + ext_b[r]))
 
-    c = jax.lax.fori_loop(0, n_rows, row, jnp.zeros_like(a))
+    below = (jnp.arange(n_rows) >= chain).reshape((n_rows,) + (1,) * (a.ndim - 1))
+    c = jnp.broadcast_to(jnp.where(below & seed, jnp.asarray(-1, dtype), zero), a.shape)
+    if chain:
+        c = jax.lax.fori_loop(0, chain, row, c)
+    above = c[-2] if n_rows > 1 else zero
+    c = c.at[-1].set(jnp.maximum(up_a[-1], above + ext_b[-1]))
     m = jnp.maximum(jnp.maximum(a, b), c)
     if not full:
-        hit = jnp.where((m >= threshold) & ((a >= b) | (c > b)), m, zero)
+        hit = (m >= threshold) & ((a >= b) | (c > b))
         col = hit[0]
-        for r in range(1, n_rows):  # a column reduction XLA vectorises (jnp.max(axis=0) does not)
-            col = jnp.maximum(col, hit[r])
+        for r in range(1, n_rows):  # a column reduction XLA vectorises (jnp.any(axis=0) does not)
+            col = col | hit[r]
         return (a, b, c, m), col
     best = jnp.maximum(m, zero)
     t0 = jnp.where(m > 0, _argmax3(a, b, c), jnp.uint8(0))
     t1 = jnp.where(a_raw > 0, _argmax3(_down(a_p), _down(b_p), _down(c_p)), jnp.uint8(0))
-    from_c = (~seed_b) & (_down(c) + ext_b > up_a)
+    from_c = (~jnp.broadcast_to(seed, a.shape)) & (_down(c) + ext_b > up_a)
     code = (t0 | (t1 << T1_SHIFT) | jnp.where(from_b > from_a, jnp.uint8(T2_BIT), jnp.uint8(0))
             | jnp.where(from_c, jnp.uint8(T3_BIT), jnp.uint8(0)))
     return (a, b, c, m), (best, code)
@@ -119,7 +129,7 @@ def _run(tables, lanes, dtype, threshold, full):
 @partial(jax.jit, static_argnames=("dtype",))
 def scan_lanes(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=jnp.int16):
     """Bulk scan of one miRNA: ``profile`` (5, N, 1), ``gap_open``/``gap_extend``/``seed``
-    (N, 1), ``lanes`` (L, B) int8 codes. Returns (L, B) column maxima of candidate scores."""
+    (N, 1), ``lanes`` (L, B) int8 codes. Returns (L, B) flags: the column holds a candidate."""
     tables = (profile.astype(dtype), gap_open.astype(dtype), gap_extend.astype(dtype), seed)
     return _run(tables, lanes, dtype, jnp.asarray(threshold, dtype), False)
 

@@ -1,0 +1,151 @@
+"""Benchmark ``jaxrna targets`` on the deterministic synthetic set (bench/make_targets_data.py).
+
+Self-contained: generates the data if it is missing, then times
+
+- ``scan``: the bulk column scan alone (cells/s of the fill, compile excluded), on one chunk;
+- ``end-to-end``: ``jaxrna targets MIRNAS TARGETS --no-energy --quiet -o FILE`` as a library
+  call (FASTA reading, scan, candidate refills, sorting, filtering, traceback and miranda-format
+  output written to a file), first miRNAs of the set against all targets unless told otherwise,
+  and extrapolates to the whole set (time per miRNA is constant: every miRNA scans every
+  target). Cells = sum of miRNA lengths x sum of target lengths.
+
+    python bench/bench_targets.py                         # CPU, 8 miRNAs x 30,000 targets
+    python bench/bench_targets.py --backend gpu --mirnas 200
+    python bench/bench_targets.py --mirnas 2000           # the whole set (hours on a CPU)
+
+Prints a short table; ``--json`` adds one machine-readable line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import make_targets_data  # noqa: E402
+
+
+def ensure_data(path: str) -> tuple[str, str]:
+    mirnas, utrs = os.path.join(path, "mirnas.fa"), os.path.join(path, "utrs.fa")
+    if not (os.path.exists(mirnas) and os.path.exists(utrs)):
+        make_targets_data.main(["--out", path])
+    return mirnas, utrs
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=os.path.join(HERE, "data", "targets"))
+    ap.add_argument("--mirnas", type=int, default=8, help="first K miRNAs of the set (default 8)")
+    ap.add_argument("--targets", type=int, default=None, help="first M targets (default all)")
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--energy", action="store_true", help="include the ViennaRNA energy step")
+    ap.add_argument("--chunk-nt", type=int, default=None)
+    ap.add_argument("--keep", metavar="FILE", help="keep the report here (default: a temp file)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxrna.formats.miranda import writer_for
+    from jaxrna.targets.api import DEFAULT_CHUNK_NT, write_scan
+    from jaxrna.targets.engine import Chunk, make_target, prepare_query, value_dtype
+    from jaxrna.targets.scan import scan_lanes
+    from jaxrna.targets.scoring import ScanParams
+    from jaxrna.targets.sequences import read_records
+
+    mirna_path, utr_path = ensure_data(args.data)
+    work = tempfile.mkdtemp(prefix="bench-targets-")
+    sub_mirnas = os.path.join(work, "mirnas.fa")
+    records = list(read_records(mirna_path))[:args.mirnas]
+    with open(sub_mirnas, "w") as fh:
+        fh.writelines(f">{r.id}\n{r.sequence}\n" for r in records)
+    sub_utrs = utr_path
+    if args.targets:
+        sub_utrs = os.path.join(work, "utrs.fa")
+        with open(sub_utrs, "w") as fh:
+            for k, r in enumerate(read_records(utr_path)):
+                if k >= args.targets:
+                    break
+                fh.write(f">{r.id}\n{r.sequence}\n")
+    all_mirna_nt = sum(len(r) for r in read_records(mirna_path))
+    n_all_mirnas = sum(1 for _ in read_records(mirna_path))
+    device = jax.devices(args.backend)[0]
+    params = ScanParams(no_energy=not args.energy)
+    chunk_nt = args.chunk_nt or DEFAULT_CHUNK_NT
+
+    with jax.default_device(device):
+        # 1. the bulk scan alone, on the first chunk
+        targets, size = [], 0
+        for r in read_records(sub_utrs):
+            targets.append(make_target(r.id, r.description, r.sequence))
+            size += len(r)
+            if size >= chunk_nt:
+                break
+        queries = [prepare_query(r.id, r.description, r.sequence, params) for r in records[:4]]
+        chunk = Chunk(targets, max(q.overlap for q in queries))
+        lanes = jnp.asarray(chunk.lanes)
+        dtype = value_dtype(queries, params)
+        q = queries[0]
+        t0 = time.perf_counter()
+        scan_lanes(q.profile, q.gap_open, q.gap_extend, q.seed, lanes, threshold=140, dtype=dtype).block_until_ready()
+        compile_s = time.perf_counter() - t0
+        best = float("inf")
+        for q in queries:
+            if q.height != queries[0].height:
+                continue
+            t0 = time.perf_counter()
+            np.asarray(scan_lanes(q.profile, q.gap_open, q.gap_extend, q.seed, lanes, threshold=140, dtype=dtype))
+            best = min(best, time.perf_counter() - t0)
+        padded_cells = lanes.shape[0] * lanes.shape[1] * queries[0].height
+        scan_rate = queries[0].n * chunk.total / best
+        del lanes
+
+        # 2. end to end
+        out_path = args.keep or os.path.join(work, "report.txt")
+        t0 = time.perf_counter()
+        with open(out_path, "w") as out:
+            writer = writer_for("miranda", out, no_energy=params.no_energy, quiet=True)
+            stats = write_scan(sub_mirnas, sub_utrs, writer, params, chunk_nt=chunk_nt)
+        e2e = time.perf_counter() - t0
+        out_bytes = os.path.getsize(out_path)
+        if not args.keep:
+            os.unlink(out_path)
+
+    cells = stats["cells"]
+    per_mirna = e2e / max(1, stats["mirnas"])
+    full_cells = all_mirna_nt * stats["target_nt"]
+    full_time = e2e * full_cells / cells
+    rows = [
+        ("machine", f"{platform.node()} {device.device_kind} ({os.cpu_count()} CPUs)"),
+        ("subset", f"{stats['mirnas']} miRNAs x {stats['targets']} targets, {stats['target_nt']:,} target nt"),
+        ("scan only", f"{scan_rate / 1e6:,.0f} M cells/s (real cells; {padded_cells / best / 1e6:,.0f} M padded "
+                      f"cells/s; compile {compile_s:.1f} s)"),
+        ("end to end", f"{e2e:.1f} s = {cells / e2e / 1e6:,.0f} M cells/s, {stats['hits']:,} hits, "
+                       f"{out_bytes / 1e6:,.1f} MB of miranda output"),
+        ("per miRNA", f"{per_mirna:.2f} s against all {stats['targets']} targets"),
+        ("whole set", f"{n_all_mirnas} miRNAs x {stats['targets']} targets = {full_cells:.3g} cells: "
+                      f"~{full_time / 60:,.1f} min extrapolated ({full_time:,.0f} s)"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    if args.json:
+        print(json.dumps({"backend": args.backend, "device": device.device_kind, "mirnas": stats["mirnas"],
+                          "targets": stats["targets"], "cells": cells, "end_to_end_s": e2e,
+                          "cells_per_s": cells / e2e, "scan_cells_per_s": scan_rate, "hits": stats["hits"],
+                          "extrapolated_full_s": full_time}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
