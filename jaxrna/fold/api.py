@@ -91,17 +91,31 @@ def _batched_fill(codes, weights, min_loop, tile):
     return jax.vmap(lambda c: blocked_fill(c, weights, min_loop=min_loop, tile=tile))(codes)
 
 
-def _fold_batch(seqs: list[str], weights: WeightSet, min_loop: int, with_pairs: bool):
+def _fill(codes: np.ndarray, weights: WeightSet, min_loop: int, one_at_a_time: bool):
+    """Tiled tables of a padded batch: one vmapped program, or one call per sequence.
+
+    On a CPU, XLA runs the tile schedule of one sequence several times faster than the same
+    schedule vmapped over a batch (the batched in-tile gathers dominate), so there batches of
+    non-trivial length are folded one sequence per call of the same compiled program.
+    """
+    if one_at_a_time:
+        return [blocked_fill(c, weights.matrix(), min_loop=min_loop, tile=TILE) for c in codes]
+    return _batched_fill(codes, weights.matrix(), min_loop, TILE)
+
+
+def _fold_batch(seqs: list[str], weights: WeightSet, min_loop: int, with_pairs: bool,
+                backend: str = "cpu"):
     padded = bucket_length(max(len(s) for s in seqs), TILE)
-    rows = len(seqs) if len(seqs) < _MIN_BATCH_PAD else batch_size_bucket(len(seqs))
+    one_at_a_time = backend == "cpu" and padded > TILE
+    rows = len(seqs) if (len(seqs) < _MIN_BATCH_PAD or one_at_a_time) else batch_size_bucket(len(seqs))
     codes, lengths = encode_batch(seqs + [""] * (rows - len(seqs)), padded)
-    tiles = _batched_fill(codes, weights.matrix(), min_loop, TILE)
+    tiles = _fill(codes, weights, min_loop, one_at_a_time)
     t = TILE
     if not with_pairs:
         last = np.maximum(lengths[:len(seqs)] - 1, 0)
-        scores = np.asarray(tiles[np.arange(len(seqs)), 0, last // t, 0, last % t])
-        return [(int(s) if n > 1 else 0, None) for s, n in zip(scores, lengths)]
-    host = np.asarray(tiles)
+        scores = [tiles[b][0, last[b] // t, 0, last[b] % t] for b in range(len(seqs))]
+        return [(int(s) if n > 1 else 0, None) for s, n in zip(jax.device_get(scores), lengths)]
+    host = [np.asarray(x) for x in tiles]
     out = []
     wm = weights.matrix()
     for b, seq in enumerate(seqs):
@@ -140,7 +154,7 @@ def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", m
                                   budget=batch_budget, base=TILE):
             with jax.default_device(jax.devices(backend)[0]):
                 done = _fold_batch([buffer[i].sequence for i in batch], weights, min_loop,
-                                   with_pairs)
+                                   with_pairs, backend)
             results.update(zip(batch, done))
             if on_done:
                 on_done(len(batch))

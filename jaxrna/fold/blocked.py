@@ -36,10 +36,16 @@ from jaxrna.fold.fill import NEG, nussinov_fill
 from jaxrna.kernels.tropical import maxplus_update
 
 
-def _groups(nb: int, count: int = 8) -> list[tuple[int, int]]:
-    """Block diagonals 1..nb-1 in at most ``count`` ranges of similar total work."""
+def _groups(nb: int, count: int | None = None) -> list[tuple[int, int]]:
+    """Block diagonals 1..nb-1 in at most ``count`` ranges (default 4 for small tables, else 8).
+
+    Each range is compiled once with the tile count of its first diagonal: more ranges waste
+    less work on empty tiles but take longer to compile.
+    """
     if nb <= 1:
         return []
+    if count is None:
+        count = 4 if nb <= 16 else 8
     size = max(1, -(-(nb - 1) // count))
     return [(d0, min(d0 + size, nb)) for d0 in range(1, nb, size)]
 
