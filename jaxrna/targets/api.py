@@ -176,9 +176,11 @@ class Spool:
 
 
 def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, *,
-               chunk_nt: int = DEFAULT_CHUNK_NT, pair_offset: int = 0, progress=None) -> dict:
+               chunk_nt: int = DEFAULT_CHUNK_NT, pair_offset: int = 0, progress=None,
+               engine_options: dict | None = None) -> dict:
     """Scan two FASTA files and write the report through ``writer``
-    (:class:`~jaxrna.formats.miranda.TargetsWriter`). Returns run statistics."""
+    (:class:`~jaxrna.formats.miranda.TargetsWriter`). Returns run statistics.
+    ``engine_options`` go to :class:`~jaxrna.targets.engine.Engine` (kernel, devices, ...)."""
     mirna_records = list(read_sequences(mirnas_path))
     queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
     tmp_input = None
@@ -190,15 +192,15 @@ def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, 
             targets_path = tmp_input.name
         n_targets = count_records(targets_path) if len(queries) > 1 and targets_path != "-" else None
         return _write_scan(mirna_records, queries, targets_path, n_targets, writer, params,
-                           chunk_nt, pair_offset, progress)
+                           chunk_nt, pair_offset, progress, engine_options or {})
     finally:
         if tmp_input is not None:
             os.unlink(tmp_input.name)
 
 
 def _write_scan(mirna_records, queries, targets_path, n_targets, writer, params, chunk_nt,
-                pair_offset, progress) -> dict:
-    engine = Engine(params, energy=_energy(params))
+                pair_offset, progress, engine_options) -> dict:
+    engine = Engine(params, energy=_energy(params), **engine_options)
     spool = Spool(len(queries))
     writer.begin()
     stats = {"mirnas": len(queries), "targets": 0, "pairs": 0, "hits": 0, "cells": 0,
@@ -215,18 +217,17 @@ def _write_scan(mirna_records, queries, targets_path, n_targets, writer, params,
         seen = 0
         for chunk in _chunks(read_sequences(targets_path), chunk_nt):
             targets = [make_target(r.id, r.description, r.sequence) for r in chunk]
-            found = engine.scan_chunk(queries, targets, progress=progress)
             total = n_targets if n_targets is not None else seen + len(targets)
-            for k, q in enumerate(queries):
+            for k, found in engine.iter_chunk(queries, targets, progress=progress):
+                q = queries[k]
                 texts = []
-                for t, tg in enumerate(targets):
-                    h = found.get((k, t))
-                    if h is None and not need_text:
-                        continue
+                for t in (range(len(targets)) if need_text else sorted(found)):
+                    h = found.get(t, [])
+                    tg = targets[t]
                     pair = PairResult(q.id, tg.id, q.n, len(tg), pair_offset + k * total + seen + t + 1,
-                                      h or [], q.description, tg.description)
+                                      h, q.description, tg.description)
                     texts.append(writer.pair_text(pair))
-                    stats["hits"] += len(h or [])
+                    stats["hits"] += len(h)
                 text = "".join(texts)
                 if k == 0:
                     writer.write(text)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -44,6 +45,10 @@ def _pow2(x: int) -> int:
     while p < x:
         p *= 2
     return p
+
+
+def _pow2_floor(x: int) -> int:
+    return 1 << (max(int(x), 1).bit_length() - 1)
 
 
 def _lanes_bucket(x: int) -> int:
@@ -164,8 +169,8 @@ class Chunk:
             self.span = lane_columns
             self.n_lanes = _lanes_bucket(-(-self.total // lane_columns))
         else:
-            want = max(MIN_LANE, 4 * self.width)
-            self.n_lanes = min(_lanes_bucket(-(-self.total // want)), max_lanes)
+            want = max(MIN_LANE, 4 * self.width)  # owned columns per lane, at least
+            self.n_lanes = max(1, min(_pow2_floor(self.total // want), max_lanes))
             self.span = -(-self.total // self.n_lanes)
         stream = np.full(self.width + self.n_lanes * self.span, 4, dtype=np.int8)
         body = stream[self.width:self.width + self.total]
@@ -176,17 +181,18 @@ class Chunk:
                + np.arange(self.n_lanes)[None, :] * self.span)
         self.lanes = stream[idx]
 
-    def candidate_columns(self, flags: np.ndarray):
-        """``(target index, 0-based column)`` of every column flagged as holding a candidate,
-        in stream order."""
+    def candidate_columns(self, col: np.ndarray, lane: np.ndarray):
+        """``(target index, 0-based column)`` of every flagged lane column (``col``, ``lane``
+        index the lanes array), owned by its lane, in stream order."""
         if self.lane_of_target:
-            lanes, cols = np.nonzero(flags.T)
-            keep = lanes < len(self.targets)
-            cols, lanes = cols[keep], lanes[keep]
-            keep = cols < np.array([len(t) for t in self.targets])[lanes]
-            return lanes[keep], cols[keep]
-        col, lane = np.nonzero(flags[self.width:])     # owned columns (S, B)
-        pos = np.sort(lane.astype(np.int64) * self.span + col)
+            keep = lane < len(self.targets)
+            col, lane = col[keep], lane[keep]
+            keep = col < np.array([len(t) for t in self.targets])[lane]
+            col, lane = col[keep], lane[keep]
+            order = np.lexsort((col, lane))
+            return lane[order], col[order]
+        keep = (col >= self.width) & (lane < self.n_lanes)
+        pos = np.sort(lane[keep].astype(np.int64) * self.span + (col[keep] - self.width))
         pos = pos[pos < self.total]
         tidx = np.searchsorted(self.starts, pos, side="right") - 1
         return tidx, pos - self.starts[tidx]
@@ -196,11 +202,22 @@ class Engine:
     """Scans prepared miRNAs against chunks of targets; returns accepted hits per pair."""
 
     def __init__(self, params: ScanParams, energy=None, max_lanes: int = MAX_LANES,
-                 lane_columns: int | None = None):
+                 lane_columns: int | None = None, kernel: str = "auto", devices=None,
+                 query_block: int = 8, refill_device=None):
+        """``kernel``: ``"xla"`` (the pure-JAX scan), ``"pallas"`` (the GPU kernel of
+        :mod:`jaxrna.kernels.miranda_fill`, ``query_block`` miRNAs per launch and device,
+        spread over ``devices``) or ``"auto"`` (Pallas on GPUs). ``refill_device``: where the
+        short segment refills run (default: the first device)."""
         self.params = params
         self.energy = energy
         self.max_lanes = max_lanes
         self.lane_columns = lane_columns
+        self.devices = list(devices) if devices else jax.devices()
+        if kernel == "auto":
+            kernel = "pallas" if self.devices[0].platform == "gpu" else "xla"
+        self.kernel = kernel
+        self.query_block = query_block
+        self.refill_device = refill_device or self.devices[0]
 
     def overlap(self, queries: list[Query]) -> int | None:
         if any(q.overlap is None for q in queries):
@@ -224,17 +241,15 @@ class Engine:
         # a miRNA whose best possible score is below the threshold cannot have hits
         live = [q.gain >= params.score_threshold or params.gaps_can_gain for q in queries]
         chunk = None
+        dtype = value_dtype([q for q, ok in zip(queries, live) if ok], params)
         if any(live):
             chunk = Chunk(targets, self.overlap([q for q, ok in zip(queries, live) if ok]),
                           self.max_lanes, self.lane_columns)
-            dtype = value_dtype([q for q, ok in zip(queries, live) if ok], params)
-            lanes = jnp.asarray(chunk.lanes)
-        for k, q in enumerate(queries):
+        flagged = self._flag_pallas if self.kernel != "xla" else self._flag_xla
+        for k, q, cols_lanes in flagged(queries, live, chunk):
             found = {}
-            if live[k]:
-                flags = np.asarray(scan_lanes(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
-                                              threshold=params.score_threshold, dtype=dtype))
-                tidx, cols = chunk.candidate_columns(flags)
+            if cols_lanes is not None:
+                tidx, cols = chunk.candidate_columns(*cols_lanes)
                 if len(tidx):
                     batches = self._fill(q, chunk, tidx, cols, dtype)
                     found = hitlib.select_hits(batches, q.sequence, q.tables.codes, targets, params,
@@ -243,6 +258,64 @@ class Engine:
                 progress.update(len(targets))
             yield k, found
 
+    def _flag_xla(self, queries, live, chunk):
+        """``(query index, query, (cols, lanes) of flagged columns or None)``, one at a time."""
+        if chunk is not None:
+            lanes = jnp.asarray(chunk.lanes)
+            dtype = value_dtype([q for q, ok in zip(queries, live) if ok], self.params)
+        for k, q in enumerate(queries):
+            if not live[k]:
+                yield k, q, None
+                continue
+            flags = np.asarray(scan_lanes(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
+                                          threshold=self.params.score_threshold, dtype=dtype))
+            yield k, q, np.nonzero(flags)
+
+    def _flag_pallas(self, queries, live, chunk):
+        """As :meth:`_flag_xla`, through the Pallas kernel: ``query_block`` miRNAs per launch
+        and device, the blocks of consecutive miRNAs spread over the devices (dispatched
+        asynchronously, collected in order)."""
+        from jaxrna.kernels.miranda_fill import BLOCK, WORD, packed_positions, scan_lanes_packed
+
+        if chunk is None:
+            for k, q in enumerate(queries):
+                yield k, q, None
+            return
+        length = _round_up(chunk.lanes.shape[0], WORD)
+        width = _round_up(chunk.lanes.shape[1], BLOCK)
+        lanes = np.full((length, width), 4 | RESET, dtype=np.int8)
+        lanes[:chunk.lanes.shape[0], :chunk.lanes.shape[1]] = chunk.lanes
+        on_device = [jax.device_put(lanes, d) for d in self.devices]
+        order = [k for k in range(len(queries)) if live[k]]
+        qb = self.query_block
+        blocks = [order[s:s + qb] for s in range(0, len(order), qb)]
+        pending = []  # (block, device array), at most one block in flight per device
+        done: dict[int, tuple] = {}
+        nxt = 0
+        for bi, block in enumerate(blocks):
+            height = max(queries[k].height for k in block)
+            tabs = [queries[k].tables_at(height) for k in block]
+            tabs += [tabs[-1]] * (qb - len(block))  # a full block: one compiled shape
+            dev = self.devices[bi % len(self.devices)]
+            args = [jax.device_put(np.stack([t[x] for t in tabs]), dev) for x in range(4)]
+            out = scan_lanes_packed(*args, on_device[bi % len(self.devices)],
+                                    self.params.score_threshold)
+            pending.append((block, out))
+            if len(pending) >= len(self.devices):
+                blk, arr = pending.pop(0)
+                words = np.asarray(arr)
+                for x, k in enumerate(blk):
+                    done[k] = packed_positions(words[x])
+            while nxt < len(queries) and (not live[nxt] or nxt in done):
+                yield nxt, queries[nxt], done.pop(nxt, None)
+                nxt += 1
+        for blk, arr in pending:
+            words = np.asarray(arr)
+            for x, k in enumerate(blk):
+                done[k] = packed_positions(words[x])
+        while nxt < len(queries):
+            yield nxt, queries[nxt], done.pop(nxt, None)
+            nxt += 1
     def _fill(self, q: Query, chunk: "Chunk", tidx: np.ndarray, cols: np.ndarray, dtype):
         """Full matrices of every cluster of candidate columns (``tidx``/``cols`` in stream
         order), batched by segment length."""
@@ -265,8 +338,9 @@ class Engine:
                 inside = (start[part][None, :] + np.arange(size)[:, None]) <= last[part][None, :]
                 lanes = np.full((size, width), 4, dtype=np.int8)
                 lanes[:, :len(part)] = np.where(inside, chunk.codes[np.minimum(pos, chunk.total - 1)], 4)
-                best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
-                                           threshold=self.params.score_threshold, dtype=dtype)
+                with jax.default_device(self.refill_device):
+                    best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
+                                               threshold=self.params.score_threshold, dtype=dtype)
                 batches.append(hitlib.SegmentBatch(
                     np.asarray(best)[:, :, :len(part)], np.asarray(code)[:, :, :len(part)],
                     target[part], start[part], first[part] + 1, last[part] + 1, q.pad))

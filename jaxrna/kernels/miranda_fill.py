@@ -1,0 +1,138 @@
+"""Pallas GPU kernel for the miRanda bulk scan: :func:`jaxrna.targets.scan.scan_lanes` on GPUs.
+
+Same recurrence and same answer as the pure-JAX column step (``jaxrna.targets.scan``), written
+for one GPU thread per lane: each program owns ``block`` lanes of the packed target stream for
+one miRNA and walks every column in registers (the H rows are unrolled, each row a vector of
+``block`` lanes: a, b and the best-of-three m carried, c recomputed down the column), so a
+column costs a few dozen integer ops per cell and no memory traffic but the lane codes.
+Flags (the column holds a candidate) are packed 32 columns to an int32 word per lane, so a
+miRNA's output is 1/8 of its input.
+
+The grid is (miRNA, lane block): many miRNAs in one launch (they read the same lanes, which
+stay in L2), each with its own rows. On CPU the kernel runs in Pallas' interpret mode, which is
+how the tests compare it with the pure-JAX path.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from jaxrna.kernels.tropical_pallas import compiler_params
+
+#: Columns packed per output word.
+WORD = 32
+#: Lanes per program (one GPU thread each).
+BLOCK = 128
+RESET = 8
+SEED_SPAN = 7
+
+
+def _kernel(thr_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref, out_ref, *,
+            height: int, words: int, block: int):
+    q = pl.program_id(0)
+    b0 = pl.program_id(1) * block
+    H = height
+    prof = [[prof_ref[q, k, r] for r in range(H)] for k in range(5)]
+    gopen = [gopen_ref[q, r] for r in range(H)]
+    gext = [gext_ref[q, r] for r in range(H)]
+    chain = max(H - SEED_SPAN - 1, 0)
+    pinned = [jnp.where(seed_ref[q, r] != 0, -1, 0) for r in range(H)]
+    thr = thr_ref[0]
+    zero = jnp.zeros((block,), jnp.int32)
+
+    def column(j, carry):
+        a_p, b_p, m_p, bits, shift = carry
+        t = lanes_ref[j, pl.ds(b0, block)].astype(jnp.int32)
+        keep = (t & RESET) == 0
+        base = t & 7
+        e0, e1, e2, e3 = base == 0, base == 1, base == 2, base == 3
+        a_p = [jnp.where(keep, x, 0) for x in a_p]
+        b_p = [jnp.where(keep, x, 0) for x in b_p]
+        m_p = [jnp.where(keep, x, 0) for x in m_p]
+        a_new, b_new, m_new = [], [], []
+        flag = zero != 0
+        up_a = zero                    # a of the row above (row 0 above: 0)
+        c_prev = zero                  # c of the row above
+        diag = zero                    # m of the row above in the previous column
+        for r in range(H):
+            s = jnp.where(e0, prof[0][r], jnp.where(e1, prof[1][r], jnp.where(
+                e2, prof[2][r], jnp.where(e3, prof[3][r], prof[4][r]))))
+            a = jnp.maximum(diag + s, 0)
+            b = jnp.maximum(a_p[r] + gopen[r], b_p[r] + gext[r])
+            if r < chain or r == H - 1:
+                c = jnp.maximum(up_a + gopen[r], c_prev + gext[r])
+            else:
+                c = zero + pinned[r]
+            m = jnp.maximum(jnp.maximum(a, b), c)
+            flag = flag | ((m >= thr) & ((a >= b) | (c > b)))
+            diag = m_p[r]
+            up_a, c_prev = a, c
+            a_new.append(a)
+            b_new.append(b)
+            m_new.append(m)
+        bits = bits | (flag.astype(jnp.int32) << shift)
+        return a_new, b_new, m_new, bits, shift + 1
+
+    def word(w, carry):
+        a_p, b_p, m_p = carry
+        a_p, b_p, m_p, bits, _ = jax.lax.fori_loop(
+            w * WORD, (w + 1) * WORD, column, (a_p, b_p, m_p, zero, jnp.int32(0)))
+        out_ref[q, w, pl.ds(b0, block)] = bits
+        return a_p, b_p, m_p
+
+    init = [zero] * H
+    jax.lax.fori_loop(0, words, word, (list(init), list(init), list(init)))
+
+
+@partial(jax.jit, static_argnames=("block", "interpret", "num_warps"))
+def scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, *, block: int = BLOCK,
+                      interpret: bool = False, num_warps: int = 4):
+    """Candidate flags of ``Q`` miRNAs over the lanes, 32 columns per int32 word.
+
+    ``profile`` (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H), ``lanes`` (L, B) int8
+    codes with L a multiple of 32 and B of ``block``, ``threshold`` a scalar. Returns (Q, L/32,
+    B) int32: bit k of word w is column 32 w + k.
+    """
+    q, _, height = profile.shape
+    length, width = lanes.shape
+    if length % WORD or width % block:
+        raise ValueError(f"lanes {lanes.shape} must be (multiple of {WORD}, multiple of {block})")
+    words = length // WORD
+    kernel = partial(_kernel, height=height, words=words, block=block)
+    thr = jnp.asarray(threshold, jnp.int32).reshape(1)
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((q, words, width), jnp.int32),
+        grid=(q, width // block),
+        interpret=interpret,
+        compiler_params=None if interpret else compiler_params(num_warps, 1),
+        name="miranda_scan",
+    )(thr, profile.astype(jnp.int32), gap_open.astype(jnp.int32), gap_extend.astype(jnp.int32),
+      seed.astype(jnp.int32), lanes)
+
+
+def packed_positions(words):
+    """``(column, lane)`` of every set flag in (L/32, B) packed words (host side, NumPy)."""
+    import numpy as np
+
+    words = np.asarray(words).view(np.uint32)
+    w, lane = np.nonzero(words)
+    if w.size == 0:
+        return w, lane
+    bits = (words[w, lane][:, None] >> np.arange(WORD, dtype=np.uint32)[None, :]) & 1
+    k, bit = np.nonzero(bits)
+    return w[k] * WORD + bit, lane[k]
+
+
+def unpack_flags(words, length: int | None = None):
+    """(L, B) bool flags from (L/32, B) packed words (host side, NumPy)."""
+    import numpy as np
+
+    words = np.asarray(words).astype(np.uint32)
+    bits = (words[:, None, :] >> np.arange(WORD, dtype=np.uint32)[None, :, None]) & 1
+    flags = bits.reshape(-1, words.shape[-1]).astype(bool)
+    return flags if length is None else flags[:length]
