@@ -32,6 +32,9 @@ TILE = 64
 BYTES_PER_CELL = 20
 #: Below this many sequences in a bucket, keep the batch exact (no power-of-two padding).
 _MIN_BATCH_PAD = 2
+#: On a GPU, longer sequences are folded one at a time by the packed Pallas schedule
+#: (:mod:`jaxrna.fold.gpu`), whose table and traceback stay on the device.
+GPU_PACKED_ABOVE = 4096
 
 
 @dataclass(frozen=True)
@@ -165,12 +168,23 @@ def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", m
                              description=rec.description)
 
     for rec in records:
+        packed = backend == "gpu" and len(rec) > GPU_PACKED_ABOVE
         try:
-            check_memory(len(rec), rec.id, max_bytes)
+            if packed:
+                result = _fold_gpu_packed(rec, weights, min_loop, with_pairs, max_bytes)
+            else:
+                check_memory(len(rec), rec.id, max_bytes)
         except ResourceError as exc:
             if on_error is None:
                 raise
             on_error(rec, exc)
+            continue
+        if packed:
+            yield from flush()                 # keep input order
+            buffer = []
+            if on_done:
+                on_done(1)
+            yield result
             continue
         buffer.append(rec)
         if len(buffer) >= chunk:
@@ -178,6 +192,23 @@ def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", m
             buffer = []
     if buffer:
         yield from flush()
+
+
+def _fold_gpu_packed(rec: Record, weights: WeightSet, min_loop: int, with_pairs: bool,
+                     max_bytes: int | None) -> FoldResult:
+    """One long sequence through the packed GPU schedule (memory checked up front)."""
+    from jaxrna.fold.gpu import GpuMemoryError, fold_gpu
+
+    try:
+        with jax.default_device(jax.devices("gpu")[0]):
+            score, pairs = fold_gpu(encode(rec.sequence), weights.matrix(), min_loop,
+                                    with_pairs=with_pairs, record_id=rec.id, max_bytes=max_bytes,
+                                    pad_to=bucket_length(len(rec), TILE))
+    except GpuMemoryError as exc:
+        raise ResourceError(str(exc)) from None
+    return FoldResult(id=rec.id, sequence=rec.sequence, score_units=score, weights=weights,
+                      min_loop=min_loop, pairs=None if pairs is None else tuple(pairs),
+                      description=rec.description)
 
 
 def fold(sequences: str | Sequence[str], weights: WeightSet | str = "unit", min_loop: int = 3,

@@ -19,7 +19,7 @@ slice the bulk and the finish read contiguous, as the seed's transposed copy doe
 
 >>> from jaxrna.alphabet import encode
 >>> from jaxrna.weights import parse_weights
->>> t = blocked_fill(encode("GGGAAAUCCGGGAAAUCC"), parse_weights("unit").matrix(), 3, tile=4)
+>>> t = blocked_fill(encode("GGGAAAUCCGGGAAAUCC"), parse_weights("unit").matrix(), 3, tile=6)
 >>> int(blocked_score(t, 18))
 6
 """

@@ -23,8 +23,6 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Iterator
 
-from Bio import SeqIO
-
 from jaxrna.io.errors import InputError
 
 #: IUPAC nucleotide codes (plus X, which miRanda also reads as an ambiguity code).
@@ -183,6 +181,8 @@ def read_fasta(path: str | os.PathLike, alphabet: str = "rna", *,
     ASCII letter, e.g. proteins for alignment). Raises :class:`InputError` on the first
     problem; records before it have already been yielded.
     """
+    from Bio import SeqIO  # imported here so that jaxrna's core imports without Biopython
+
     path = os.fspath(path)
     handle = _open_text(path)
     tracker = _LineTracker(handle, path, alphabet)

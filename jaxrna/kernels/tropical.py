@@ -9,9 +9,11 @@
   (int32 and float32).
 * ``"interpret"`` -- the same Pallas kernel in interpret mode (CPU; for tests).
 
-``backend=None`` (the default) means ``$JAXRNA_TROPICAL_BACKEND`` if set, else ``"pallas"``
-when JAX's default backend is a GPU and the dtype is int32/float32, else ``"xla"``. Callers
-cannot tell the paths apart except by speed. Leading axes are batch axes.
+``backend=None`` (the default) means ``$JAXRNA_TROPICAL_BACKEND`` if set, else ``"auto"``: the
+choice is made when the computation is lowered for a device (``lax.platform_dependent``), so
+the Pallas kernel runs wherever the product runs on a CUDA GPU (int32/float32) and the pure-JAX
+path everywhere else -- also on the CPU of a machine that has a GPU. Callers cannot tell the
+paths apart except by speed. Leading axes are batch axes.
 
 >>> import jax.numpy as jnp
 >>> a = jnp.array([[0, 1], [2, 0]], jnp.int32)
@@ -25,7 +27,6 @@ cannot tell the paths apart except by speed. Leading axes are batch axes.
 from __future__ import annotations
 
 import os
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -41,14 +42,11 @@ def _chunk(k: int) -> int:
     return 1
 
 
-def resolve_backend(backend: str | None, dtype=jnp.int32) -> str:
-    """The backend :func:`maxplus_update` uses for ``backend`` (None = automatic) and ``dtype``."""
+def resolve_backend(backend: str | None) -> str:
+    """``backend`` (None = ``$JAXRNA_TROPICAL_BACKEND`` or ``"auto"``) checked and normalised."""
     if backend is None:
-        backend = os.environ.get("JAXRNA_TROPICAL_BACKEND", "").strip().lower() or None
-    if backend is None or backend == "auto":
-        on_gpu = jax.default_backend() == "gpu"
-        return "pallas" if on_gpu and jnp.dtype(dtype) in _PALLAS_DTYPES else "xla"
-    if backend not in BACKENDS:
+        backend = os.environ.get("JAXRNA_TROPICAL_BACKEND", "").strip().lower() or "auto"
+    if backend != "auto" and backend not in BACKENDS:
         raise ValueError(f"unknown max-plus backend {backend!r}; use one of {BACKENDS} or auto")
     return backend
 
@@ -81,12 +79,18 @@ def maxplus_update(c: jax.Array, a: jax.Array, b: jax.Array, *, backend: str | N
     :class:`~jaxrna.kernels.tropical_pallas.Structure`) promises that the operands are
     -infinity outside a band, so the GPU kernel may skip those blocks; the result is the same.
     """
-    be = resolve_backend(backend, jnp.result_type(c, a, b))
+    be = resolve_backend(backend)
     if be == "xla":
         return maxplus_update_xla(c, a, b)
     from jaxrna.kernels.tropical_pallas import maxplus_update_pallas
 
-    return maxplus_update_pallas(c, a, b, structure=structure, interpret=(be == "interpret"))
+    if be in ("pallas", "interpret"):
+        return maxplus_update_pallas(c, a, b, structure=structure, interpret=(be == "interpret"))
+    if jnp.result_type(c, a, b) not in _PALLAS_DTYPES:
+        return maxplus_update_xla(c, a, b)
+    return jax.lax.platform_dependent(
+        c, a, b, default=maxplus_update_xla,
+        cuda=lambda c, a, b: maxplus_update_pallas(c, a, b, structure=structure))
 
 
 def maxplus(a: jax.Array, b: jax.Array, neg: int | float = -(1 << 29), *,
