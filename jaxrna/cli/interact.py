@@ -1,0 +1,154 @@
+"""``jaxrna interact``: BPMax RNA-RNA interaction of strand-1 records against strand-2 records."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import logging
+import time
+
+from jaxrna.cli.common import add_backend_option, add_output_options, setup_logging, weights_arg
+from jaxrna.formats.interact import SCORE_ONLY_FORMATS, WRITERS, write_window_rows, write_windows_header
+from jaxrna.io import InputError, atomic_output, read_fasta, sequence_record
+from jaxrna.progress import progress
+
+log = logging.getLogger("jaxrna")
+
+EXAMPLES = """examples:
+  jaxrna interact test-data/interact_a.fa test-data/interact_b.fa
+  jaxrna interact --seq1 UCGCUGCU --seq2 GUCGGA -f dbn
+  jaxrna interact mirnas.fa targets.fa --pairs zip --weights integer -f json -o out.json
+  jaxrna interact srna.fa transcripts.fa --window2 128 --all-windows windows.tsv
+
+Strand 1 comes from the first input, strand 2 from the second, both read 5'->3'; strand 2 is
+paired antiparallel. In structures, intramolecular pairs are () and intermolecular pairs are
+[ on strand 1 and ] on strand 2. With --window1/--window2 the score is that of the best pair
+of windows (spans of at most L1 and L2 nt), reported with its 1-based coordinates.
+
+weights: bpmax (GC 3, AU 1, GU 1.5; default), unit (1 per pair), integer (GC 3, AU 2, GU 1),
+or explicit GC=x,AU=y,GU=z (half-integers are exact).
+"""
+
+
+def window_length(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a window is at least 1 nt, got {value}")
+    return value
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "interact", help="BPMax RNA-RNA interaction: maximum-weight joint structures",
+        description="Predict the joint secondary structure of two RNAs by maximising the total "
+                    "weight of intramolecular and intermolecular base pairs (BPMax). Allowed "
+                    "pairs: A-U, G-C, G-U; N and other IUPAC codes never pair. Hairpins close "
+                    "at least 3 unpaired bases.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("fasta1", nargs="?", metavar="A.fa",
+                   help="strand-1 records (FASTA, plain or gzip; '-' reads standard input)")
+    p.add_argument("fasta2", nargs="?", metavar="B.fa", help="strand-2 records (FASTA)")
+    p.add_argument("--seq1", metavar="SEQ", help="strand 1 given directly (id 'seq1'), instead of A.fa")
+    p.add_argument("--seq2", metavar="SEQ", help="strand 2 given directly (id 'seq2'), instead of B.fa")
+    p.add_argument("--pairs", choices=["all", "zip"], default="all",
+                   help="all: every record of A with every record of B (default); "
+                        "zip: the k-th record of A with the k-th of B")
+    p.add_argument("-w", "--weights", type=weights_arg, default="bpmax", metavar="SET",
+                   help="bpmax (default), unit, integer, or GC=x,AU=y,GU=z")
+    p.add_argument("--window1", type=window_length, metavar="L1", default=None,
+                   help="limit spans on strand 1 to L1 nt and report the best window (default: whole strand)")
+    p.add_argument("--window2", type=window_length, metavar="L2", default=None,
+                   help="limit spans on strand 2 to L2 nt and report the best window (default: whole strand)")
+    p.add_argument("--all-windows", metavar="FILE", default=None,
+                   help="also write every window's score to FILE (tsv)")
+    p.add_argument("--outer", choices=["auto", "1", "2"], default="auto",
+                   help="which strand forms the grid of matrices: auto = the shorter (default); "
+                        "the result is the same, only time and memory change")
+    add_output_options(p, list(WRITERS), "tsv")
+    p.add_argument("--score-only", action="store_true",
+                   help="skip the traceback (formats tsv and json only)")
+    p.add_argument("--max-memory", type=float, metavar="GiB", default=None,
+                   help="refuse pairs whose tables need more (default: 80%% of the device's memory)")
+    add_backend_option(p)
+    p.set_defaults(func=run)
+
+
+def _records(path: str | None, seq: str | None, name: str, flag: str):
+    if path is not None and seq is not None:
+        raise InputError(f"give strand {name[-1]} either as a FASTA file or with {flag}, not both")
+    if seq is not None:
+        return [sequence_record(seq, id=name)]
+    if path is None:
+        raise InputError(f"no strand-{name[-1]} input: give a FASTA file or {flag} SEQ")
+    return list(read_fasta(path))
+
+
+def run(args) -> int:
+    setup_logging(args.quiet)
+    if isinstance(args.weights, str):
+        args.weights = weights_arg(args.weights)
+    if args.seq1 is not None and args.fasta2 is None and args.fasta1 is not None:
+        args.fasta1, args.fasta2 = None, args.fasta1      # `--seq1 S B.fa`
+    if args.score_only and args.format not in SCORE_ONLY_FORMATS:
+        raise InputError(f"--score-only needs a score-only format ({', '.join(SCORE_ONLY_FORMATS)}), "
+                         f"not {args.format}")
+    if args.fasta1 == "-" and args.fasta2 == "-":
+        raise InputError("only one input can be standard input ('-')")
+    recs1 = _records(args.fasta1, args.seq1, "seq1", "--seq1")
+    recs2 = _records(args.fasta2, args.seq2, "seq2", "--seq2")
+    if args.pairs == "zip":
+        if len(recs1) != len(recs2):
+            raise InputError(f"--pairs zip needs as many records in each input; got "
+                             f"{len(recs1)} and {len(recs2)}")
+        pairs = list(zip(recs1, recs2))
+    else:
+        pairs = list(itertools.product(recs1, recs2))
+
+    from jaxrna.interact.api import interact_pairs
+    from jaxrna.runtime import enable_compilation_cache, resolve_backend
+
+    enable_compilation_cache()
+    backend = resolve_backend(args.backend)
+    max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
+    bar = progress(len(pairs), "interact", unit="pair", quiet=args.quiet)
+    start = time.perf_counter()
+    failed: list[str] = []
+    count = 0
+
+    def report(pair, exc) -> None:
+        failed.append(f"{pair[0].id} x {pair[1].id}")
+        log.error("%s", exc)
+
+    try:
+        results = interact_pairs(pairs, args.weights, args.window1, args.window2, args.outer,
+                                 with_pairs=not args.score_only,
+                                 keep_windows=args.all_windows is not None, max_bytes=max_bytes,
+                                 backend=backend, on_done=bar.update, on_error=report)
+        windows_file = (atomic_output(args.all_windows) if args.all_windows
+                        else contextlib.nullcontext())
+        with atomic_output(args.output) as out, windows_file as wout:
+            if args.all_windows:
+                write_windows_header(wout)
+
+            def counted(results):
+                nonlocal count
+                for r in results:
+                    count += 1
+                    if args.all_windows:
+                        write_window_rows(r, wout)
+                    yield r
+
+            WRITERS[args.format](counted(results), out)
+    finally:
+        bar.close()
+    log.info("computed %d pair%s in %.2f s", count, "" if count == 1 else "s",
+             time.perf_counter() - start)
+    if failed:
+        log.error("%d pair%s refused and left out of the output: %s", len(failed),
+                  "" if len(failed) == 1 else "s", ", ".join(failed))
+        return 2
+    return 0

@@ -1,0 +1,317 @@
+"""High-level RNA-RNA interaction: pairs of strands in, :class:`InteractResult` objects out.
+
+Strand 1 and strand 2 are both given 5'->3'. By default the shorter strand is the outer grid
+of matrices (the seed's choice; F is symmetric in the strands). Scores are exact: weights are
+integers in units of ``1/scale`` (:mod:`jaxrna.weights`).
+
+>>> r = interact("UCGCUGCU", "GUCGGA", weights="bpmax")
+>>> r.score, r.s1_score, r.s2_score
+(14.5, 3, 1)
+>>> r.dotbracket
+'.[([.[)[&](]]])'
+>>> w = interact("CCACAGGUAGCCUGCC", "GUCGUGGUCCGCAACACUCG", weights="bpmax", window1=8, window2=8)
+>>> w.score, w.window1, w.window2
+(17.5, (8, 15), (0, 7))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import partial
+from typing import Iterable, Iterator, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrna.alphabet import encode
+from jaxrna.batching import batch_size_bucket
+from jaxrna.interact.brute import Pair
+from jaxrna.interact.recurrence import bpmax_fill
+from jaxrna.interact.traceback import to_original, traceback
+from jaxrna.interact.windows import Plan, extract_box, plan, single_score, window_scores
+from jaxrna.io.errors import ResourceError
+from jaxrna.io.fasta import Record
+from jaxrna.runtime import human_bytes, memory_bytes
+from jaxrna.weights import WeightSet, format_number, parse_weights
+
+
+@dataclass(frozen=True)
+class InteractResult:
+    """One interaction. Coordinates are 0-based on each strand read 5'->3'; ``window1`` and
+    ``window2`` are the (inclusive) ranges the score, S1, S2 and the structure refer to (the
+    whole strands when no window was asked for). ``pairs`` is None without a traceback;
+    ``windows[a, b]`` (integer units), when asked for, is the score of the window starting at
+    ``a`` on strand 1 and ``b`` on strand 2."""
+
+    id1: str
+    id2: str
+    sequence1: str
+    sequence2: str
+    weights: WeightSet
+    score_units: int
+    s1_units: int
+    s2_units: int
+    window1: tuple[int, int]
+    window2: tuple[int, int]
+    windowed: bool = False
+    pairs: tuple[Pair, ...] | None = None
+    windows: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    def value(self, units: int):
+        """A score in integer units in the user's units (an int when whole)."""
+        f = Fraction(int(units), self.weights.scale)
+        return f.numerator if f.denominator == 1 else float(f)
+
+    @property
+    def score(self):
+        """The score in the user's units (an int when whole)."""
+        return self.value(self.score_units)
+
+    @property
+    def s1_score(self):
+        return self.value(self.s1_units)
+
+    @property
+    def s2_score(self):
+        return self.value(self.s2_units)
+
+    def text(self, units: int) -> str:
+        """A score in integer units as text without a trailing ``.0``."""
+        return format_number(Fraction(int(units), self.weights.scale))
+
+    @property
+    def score_text(self) -> str:
+        return self.text(self.score_units)
+
+    @property
+    def subsequence1(self) -> str:
+        return self.sequence1[self.window1[0]:self.window1[1] + 1]
+
+    @property
+    def subsequence2(self) -> str:
+        return self.sequence2[self.window2[0]:self.window2[1] + 1]
+
+    @property
+    def structures(self) -> tuple[str, str] | None:
+        """Dot-brackets of the two windows: ``()`` intramolecular, ``[`` on strand 1 and ``]``
+        on strand 2 for intermolecular pairs."""
+        if self.pairs is None:
+            return None
+        a0, b0 = self.window1[0], self.window2[0]
+        s1 = ["."] * (self.window1[1] - a0 + 1)
+        s2 = ["."] * (self.window2[1] - b0 + 1)
+        for p in self.pairs:
+            if p.kind == "intra1":
+                s1[p.i - a0], s1[p.j - a0] = "(", ")"
+            elif p.kind == "intra2":
+                s2[p.i - b0], s2[p.j - b0] = "(", ")"
+            else:
+                s1[p.i - a0], s2[p.j - b0] = "[", "]"
+        return "".join(s1), "".join(s2)
+
+    @property
+    def dotbracket(self) -> str | None:
+        """The joint structure ``s1&s2``."""
+        st = self.structures
+        return None if st is None else f"{st[0]}&{st[1]}"
+
+
+# ---- planning --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Problem:
+    """One pair in internal orientation: ``outer_is_1`` says whether strand 1 is the grid."""
+
+    rec1: Record
+    rec2: Record
+    outer_is_1: bool
+    plan: Plan
+
+    @property
+    def outer(self) -> str:
+        return self.rec1.sequence if self.outer_is_1 else self.rec2.sequence[::-1]
+
+    @property
+    def inner(self) -> str:
+        return self.rec2.sequence[::-1] if self.outer_is_1 else self.rec1.sequence
+
+
+def make_problem(rec1: Record, rec2: Record, window1: int | None = None,
+                 window2: int | None = None, outer: str = "auto", tile: int | None = None,
+                 backend: str = "cpu") -> Problem:
+    """Orient and plan one pair. ``outer``: ``"auto"`` (the shorter strand; strand 1 on a
+    tie), ``"1"`` or ``"2"``."""
+    n1, n2 = len(rec1), len(rec2)
+    if outer not in ("auto", "1", "2"):
+        raise ValueError(f"outer must be auto, 1 or 2, not {outer!r}")
+    outer_is_1 = n1 <= n2 if outer == "auto" else outer == "1"
+    if outer_is_1:
+        p = plan(n1, n2, window1, window2, tile=tile, backend=backend)
+    else:
+        p = plan(n2, n1, window2, window1, tile=tile, backend=backend)
+    return Problem(rec1=rec1, rec2=rec2, outer_is_1=outer_is_1, plan=p)
+
+
+def device_memory(backend: str) -> int:
+    """Memory JAX may use on ``backend`` (bytes; 0 if unknown)."""
+    if backend == "gpu":
+        try:
+            stats = jax.devices("gpu")[0].memory_stats() or {}
+            return int(stats.get("bytes_limit", 0))
+        except (RuntimeError, AttributeError):
+            return 0
+    return memory_bytes()
+
+
+def check_memory(problem: Problem, max_bytes: int | None = None, backend: str = "cpu") -> None:
+    """Refuse up front a pair whose table would not fit, with an estimate and advice."""
+    limit = max_bytes if max_bytes is not None else int(0.8 * device_memory(backend))
+    need = problem.plan.bytes_needed()
+    if limit and need > limit:
+        p = problem.plan
+        raise ResourceError(
+            f"pair '{problem.rec1.id}' x '{problem.rec2.id}' ({len(problem.rec1)} x "
+            f"{len(problem.rec2)} nt, windows {p.l_outer} x {p.l_inner} on the outer x inner "
+            f"strand) needs about {human_bytes(need)}, more than the {human_bytes(limit)} "
+            f"allowed; use --window1/--window2 (memory grows with the square of each window), "
+            f"a machine with more memory, or raise --max-memory")
+
+
+# ---- computing -------------------------------------------------------------------------------
+
+@partial(jax.jit, static_argnames=("geo",))
+def fill_batch(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo):
+    """:func:`~jaxrna.interact.recurrence.bpmax_fill` over a batch of same-geometry problems."""
+    return jax.vmap(lambda a, b: bpmax_fill(a, b, weights, geo))(codes_u, codes_v)
+
+
+def _codes(seqs: list[str], length: int) -> np.ndarray:
+    out = np.full((len(seqs), length), 4, dtype=np.int32)
+    for k, s in enumerate(seqs):
+        out[k, :len(s)] = encode(s)
+    return out
+
+
+def _finish(prob: Problem, table, s_outer, s_inner, weights: WeightSet, with_pairs: bool,
+            keep_windows: bool) -> InteractResult:
+    p, geo = prob.plan, prob.plan.geo
+    count_o, count_i = p.n_windows
+    scores = window_scores(table, geo, p.w_outer, p.w_inner, count_o, count_i)
+    n1, n2 = len(prob.rec1), len(prob.rec2)
+    # windows[a, b]: strand-1 start a, strand-2 start b (5'->3'); inner/outer start q on the
+    # reversed strand 2 is the strand-2 start n2 - L2 - q.
+    windows = scores[:, ::-1] if prob.outer_is_1 else scores[::-1, :].T
+    # ties: the highest strand-1 start, then the lowest strand-2 start -- the last maximum of
+    # the spec's scan over (i1, i2) on (strand 1, reversed strand 2), as its tv3 example shows
+    best = windows == windows.max()
+    a = int(np.flatnonzero(best.any(axis=1))[-1])
+    b = int(np.flatnonzero(best[a])[0])
+    l1, l2 = (p.l_outer, p.l_inner) if prob.outer_is_1 else (p.l_inner, p.l_outer)
+    t_start = n2 - l2 - int(b)                      # the window's start on reversed strand 2
+    o0, q0 = (int(a), t_start) if prob.outer_is_1 else (t_start, int(a))
+    s_o = np.asarray(s_outer)
+    s_i = np.asarray(s_inner)
+    so, si = single_score(s_o, o0, p.w_outer), single_score(s_i, q0, p.w_inner)
+    s1u, s2u = (so, si) if prob.outer_is_1 else (si, so)
+    pairs = None
+    if with_pairs:
+        box = extract_box(table, s_o, s_i, geo, encode(prob.outer), encode(prob.inner),
+                          o0, p.l_outer, q0, p.l_inner)
+        local = traceback(box, weights.matrix())
+        pairs = tuple(to_original(local, prob.outer_is_1, o0, q0, n2))
+    return InteractResult(
+        id1=prob.rec1.id, id2=prob.rec2.id, sequence1=prob.rec1.sequence,
+        sequence2=prob.rec2.sequence, weights=weights, score_units=int(windows[a, b]),
+        s1_units=s1u, s2_units=s2u, window1=(int(a), int(a) + l1 - 1),
+        window2=(int(b), int(b) + l2 - 1), windowed=l1 < n1 or l2 < n2, pairs=pairs,
+        windows=windows.astype(np.int64) if keep_windows else None)
+
+
+#: Batches of tables up to this size are copied to the host whole for reading.
+HOST_BYTES = 256 << 20
+def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bool = True,
+                 keep_windows: bool = False, batch_budget: int = 1 << 30) -> list[InteractResult]:
+    """Compute every problem (same weights), batching those that share a geometry."""
+    groups: dict = {}
+    for k, prob in enumerate(problems):
+        groups.setdefault(prob.plan.geo, []).append(k)
+    wm = jnp.asarray(weights.matrix())
+    out: list[InteractResult | None] = [None] * len(problems)
+    for geo, members in groups.items():
+        per = max(1, geo.table_bytes() + geo.work_bytes())
+        cap = max(1, min(len(members), batch_budget // per))
+        for s in range(0, len(members), cap):
+            chunk = members[s:s + cap]
+            rows = len(chunk) if len(chunk) < 2 else min(batch_size_bucket(len(chunk)), cap)
+            rows = max(rows, len(chunk))
+            outer = [problems[k].outer for k in chunk] + [""] * (rows - len(chunk))
+            inner = [problems[k].inner for k in chunk] + [""] * (rows - len(chunk))
+            tables, s_o, s_i = fill_batch(_codes(outer, geo.n_outer), _codes(inner, geo.n_inner),
+                                          wm, geo)
+            if geo.table_bytes() * rows <= HOST_BYTES:    # small: read it all on the host
+                tables = np.asarray(tables)
+            for b, k in enumerate(chunk):
+                out[k] = _finish(problems[k], tables[b], s_o[b], s_i[b], weights, with_pairs,
+                                 keep_windows)
+    return out  # type: ignore[return-value]
+
+
+def interact_pairs(pairs: Iterable[tuple[Record, Record]], weights: WeightSet | str = "bpmax",
+                   window1: int | None = None, window2: int | None = None, outer: str = "auto",
+                   with_pairs: bool = True, keep_windows: bool = False, chunk: int = 256,
+                   max_bytes: int | None = None, batch_budget: int = 1 << 30,
+                   backend: str = "cpu", tile: int | None = None, on_done=None,
+                   on_error=None) -> Iterator[InteractResult]:
+    """Interact a stream of ``(strand 1, strand 2)`` record pairs, yielding results in order.
+
+    ``window1``/``window2``: window lengths (None = whole strand). ``backend``: a JAX platform
+    name. A pair that would not fit in memory raises :class:`ResourceError`, or, when
+    ``on_error(pair, error)`` is given, is reported to it and skipped. ``on_done(k)`` is called
+    as ``k`` more pairs finish.
+    """
+    if isinstance(weights, str):
+        weights = parse_weights(weights)
+    for name, w in (("window1", window1), ("window2", window2)):
+        if w is not None and w < 1:
+            raise ValueError(f"{name} must be at least 1, got {w}")
+    buffer: list[Problem] = []
+
+    def flush() -> Iterator[InteractResult]:
+        with jax.default_device(jax.devices(backend)[0]):
+            results = run_problems(buffer, weights, with_pairs, keep_windows, batch_budget)
+        if on_done:
+            on_done(len(results))
+        yield from results
+
+    for rec1, rec2 in pairs:
+        prob = make_problem(rec1, rec2, window1, window2, outer, tile, backend)
+        try:
+            check_memory(prob, max_bytes, backend)
+        except ResourceError as exc:
+            if on_error is None:
+                raise
+            on_error((rec1, rec2), exc)
+            continue
+        buffer.append(prob)
+        if len(buffer) >= chunk:
+            yield from flush()
+            buffer = []
+    if buffer:
+        yield from flush()
+
+
+def interact(seq1: str, seq2: str, weights: WeightSet | str = "bpmax", window1: int | None = None,
+             window2: int | None = None, outer: str = "auto", with_pairs: bool = True,
+             keep_windows: bool = False, backend: str = "auto") -> InteractResult:
+    """BPMax of one pair of strands (both 5'->3'); see :func:`interact_pairs`."""
+    from jaxrna.runtime import resolve_backend
+
+    def rec(seq: str, rid: str) -> Record:
+        return Record(id=rid, sequence=seq.upper().replace("T", "U"))
+
+    results = list(interact_pairs([(rec(seq1, "seq1"), rec(seq2, "seq2"))], weights, window1,
+                                  window2, outer, with_pairs, keep_windows,
+                                  backend=resolve_backend(backend)))
+    return results[0]

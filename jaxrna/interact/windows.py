@@ -1,0 +1,211 @@
+"""The windowed (banded) layout: planning a fill, its memory, and reading windows back.
+
+A *problem* is one pair of strands in internal orientation: an outer strand (the matrices'
+grid) and an inner strand (the matrices), each with a window length ``L`` (span ``W = L - 1``;
+a strand without a window has ``L`` = its length). :func:`plan` picks the padded geometry
+(:class:`~jaxrna.interact.recurrence.Geometry`): only the band of each matrix is allocated
+(``ne`` tiles per tile row), and only outer cells within the outer window.
+
+Windows are reported for every full window start ``(o, q)`` (``o`` on the outer strand, ``q``
+on the inner): ``F(o, o + W_o, q, q + W_i)``. A window cut short by the strand's end is a
+sub-box of a full one, so its score is never larger; the best full window is the spec's best
+window.
+
+>>> p = plan(23, 20000, None, 128)           # strand 1 whole: filled to its padded 24
+>>> (p.geo.w_outer, p.geo.w_inner, p.geo.tile, p.geo.ne, p.n_windows)
+(23, 127, 32, 5, (1, 19873))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrna.fold.fill import NEG
+from jaxrna.interact.recurrence import Geometry
+
+
+def round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def choose_tile(w_inner: int, backend: str = "cpu") -> int:
+    """Tile size for a band of ``w_inner + 1`` diagonals: small bands waste less with small
+    tiles; measured best for a band of 128: 32 on CPU (XLA), 16 on an H200 (Pallas)."""
+    if w_inner < 16:
+        return 8
+    if w_inner < 48 or backend == "gpu":
+        return 16
+    return 32
+
+
+def padded_outer(n: int) -> int:
+    return round_up(max(n, 1), 8)
+
+
+def padded_inner(m: int, tile: int) -> int:
+    """At least ``m + 1`` (end-exclusive columns reach ``m``): multiples of 16 below 64, of 64
+    below 1024, then of 512, so many different lengths share a few compiled shapes."""
+    step = 16 if m < 64 else 64 if m < 1024 else 512
+    return max(round_up(m + 1, step), round_up(m + 1, tile))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One problem: true lengths, window lengths and the padded geometry."""
+
+    n_outer: int
+    n_inner: int
+    l_outer: int
+    l_inner: int
+    geo: Geometry
+
+    @property
+    def w_outer(self) -> int:
+        return self.l_outer - 1
+
+    @property
+    def w_inner(self) -> int:
+        return self.l_inner - 1
+
+    @property
+    def n_windows(self) -> tuple[int, int]:
+        return self.n_outer - self.l_outer + 1, self.n_inner - self.l_inner + 1
+
+    def bytes_needed(self) -> int:
+        return self.geo.table_bytes() + self.geo.work_bytes()
+
+
+def plan(n_outer: int, n_inner: int, l_outer: int | None = None, l_inner: int | None = None,
+         tile: int | None = None, backend: str = "cpu", outer_blocks: int | None = None,
+         inner_blocks: int = 8) -> Plan:
+    """Geometry for strands of ``n_outer`` and ``n_inner`` nt with windows ``l_outer``/``l_inner``
+    (None = the whole strand), to run on ``backend`` (``"cpu"`` or ``"gpu"``: the H1/H2 sweep
+    and the tile size follow it). A strand without a window is filled to its padded length,
+    so strands of nearby lengths share one compiled program. ``outer_blocks`` (None =
+    automatic) cuts the outer diagonals into groups with their own batch size: less work on
+    large problems, more to compile."""
+    lo = n_outer if l_outer is None else min(l_outer, n_outer)
+    li = n_inner if l_inner is None else min(l_inner, n_inner)
+    np_o = padded_outer(n_outer)
+    w_o = lo - 1 if lo < n_outer else np_o - 1
+    if tile is None:          # unwindowed: from the padded span, so equal paddings share a tile
+        tile = choose_tile(li - 1 if li < n_inner else padded_inner(n_inner, 16) - 1, backend)
+    np_i = padded_inner(n_inner, tile)
+    w_i = li - 1 if li < n_inner else np_i - 1
+    if outer_blocks is None:
+        outer_blocks = 1 if np_o * np_i * (w_i + 1) < 1 << 20 else 8 if backend == "gpu" else 4
+    geo = Geometry(n_outer=np_o, n_inner=np_i, w_outer=w_o, w_inner=w_i, tile=tile,
+                   outer_blocks=outer_blocks, inner_blocks=inner_blocks,
+                   sweep="reduce" if backend == "gpu" else "loop")
+    return Plan(n_outer=n_outer, n_inner=n_inner, l_outer=lo, l_inner=li, geo=geo)
+
+
+# ---- reading the table ---------------------------------------------------------------------
+
+def cell_index(geo: Geometry, i1, j1, i2, j2):
+    """Index tuple into the table for cells ``F(i1, j1, i2, j2)`` (NumPy or JAX ints, broadcast).
+
+    The caller keeps ``j1 - i1 <= w_outer`` and ``0 <= j2 - i2 <= w_inner``.
+    """
+    t = geo.tile
+    jp = j2 + 1
+    return (geo.offset(j1 - i1) + i1, jp // t - i2 // t, i2 // t, i2 % t, jp % t)
+
+
+@partial(jax.jit, static_argnames=("geo", "w_outer", "w_inner", "count_outer", "count_inner"))
+def _window_scores_device(table, geo, w_outer, w_inner, count_outer, count_inner):
+    o = jnp.arange(count_outer)[:, None]
+    q = jnp.arange(count_inner)[None, :]
+    return table[cell_index(geo, o, o + w_outer, q, q + w_inner)]
+
+
+def window_scores(table, geo: Geometry, w_outer: int, w_inner: int, count_outer: int,
+                  count_inner: int) -> np.ndarray:
+    """``F(o, o + w_outer, q, q + w_inner)`` for ``o < count_outer``, ``q < count_inner``, from
+    a table on the host (NumPy) or on the device."""
+    if isinstance(table, np.ndarray):
+        o = np.arange(count_outer)[:, None]
+        q = np.arange(count_inner)[None, :]
+        return table[cell_index(geo, o, o + w_outer, q, q + w_inner)]
+    return np.asarray(_window_scores_device(table, geo, w_outer, w_inner, count_outer,
+                                            count_inner))
+
+
+def single_score(s_table: np.ndarray, start: int, span: int) -> int:
+    """``S(start, start + span)`` from a diagonal-major S table."""
+    return int(s_table[span, start])
+
+
+@dataclass
+class Box:
+    """Host copy of the cells one window's traceback reads, in local coordinates.
+
+    Outer positions ``0 .. P-1`` are ``o0 ..`` on the outer strand, inner ``0 .. Q-1`` are
+    ``q0 ..`` on the inner strand. ``F``, ``s_outer`` and ``s_inner`` read them.
+    """
+
+    tiles: np.ndarray           # (cells, ne, tile rows, T, T)
+    cells: np.ndarray           # cells[i1, j1] -> row of ``tiles`` (-1 outside the window)
+    geo: Geometry
+    o0: int
+    q0: int
+    row0: int                   # first tile row copied
+    codes_outer: np.ndarray     # local codes, length P
+    codes_inner: np.ndarray     # local codes, length Q
+    s_outer: np.ndarray         # dense P x P, S(i, j) for i <= j, 0 below
+    s_inner: np.ndarray         # dense Q x Q
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.codes_outer), len(self.codes_inner)
+
+    def F(self, i1: int, j1: int, i2, j2):
+        """F at local coordinates; ``i2``/``j2`` may be NumPy arrays (broadcast)."""
+        i2 = np.asarray(i2) + self.q0
+        j2 = np.asarray(j2) + self.q0
+        cell = self.cells[i1, j1]
+        if cell < 0:
+            raise IndexError(f"outer cell {(i1, j1)} is outside the window")
+        _, f, tile_row, r, c = cell_index(self.geo, 0, 0, i2, j2)
+        return self.tiles[cell, f, tile_row - self.row0, r, c]
+
+
+def _dense_single(s_diag: np.ndarray, start: int, length: int) -> np.ndarray:
+    """Dense ``length x length`` S table of positions ``start ..`` from a diagonal-major one."""
+    span = min(length, s_diag.shape[0])
+    out = np.zeros((length, length), dtype=np.int64)
+    i = np.arange(length)
+    for d in range(span):
+        out[i[:length - d], i[:length - d] + d] = s_diag[d, start:start + length - d]
+    return out
+
+
+def extract_box(table: jax.Array | np.ndarray, s_outer: np.ndarray, s_inner: np.ndarray, geo: Geometry,
+                codes_outer: np.ndarray, codes_inner: np.ndarray, o0: int, p: int, q0: int,
+                q: int) -> Box:
+    """Copy to the host what the traceback of the box ``[o0, o0+p) x [q0, q0+q)`` reads."""
+    t = geo.tile
+    cells = np.full((p, p), -1, dtype=np.int64)
+    pairs = [(a, b) for a in range(p) for b in range(a, min(p, a + geo.w_outer + 1))]
+    rows = np.array([geo.offset(b - a) + o0 + a for a, b in pairs], dtype=np.int64)
+    for k, (a, b) in enumerate(pairs):
+        cells[a, b] = k
+    row0 = q0 // t
+    row1 = (q0 + q - 1) // t + 1
+    if isinstance(table, np.ndarray):
+        tiles = table[rows][:, :, row0:row1]
+    else:
+        tiles = np.asarray(table[jnp.asarray(rows)][:, :, row0:row1])
+    return Box(tiles=tiles, cells=cells, geo=geo, o0=o0, q0=q0, row0=row0,
+               codes_outer=np.asarray(codes_outer[o0:o0 + p]),
+               codes_inner=np.asarray(codes_inner[q0:q0 + q]),
+               s_outer=_dense_single(np.asarray(s_outer), o0, p),
+               s_inner=_dense_single(np.asarray(s_inner), q0, q))
+
+
+__all__ = ["Plan", "plan", "window_scores", "extract_box", "Box", "cell_index", "NEG"]

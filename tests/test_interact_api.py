@@ -1,0 +1,145 @@
+"""`jaxrna.interact` end to end: spec vectors, brute force, the reference DP, windows, tracebacks.
+
+Strand lengths are chosen so the tests share a few compiled geometries (each costs seconds).
+"""
+
+import random
+
+import numpy as np
+import pytest
+
+from jaxrna.interact.api import interact, interact_pairs
+from jaxrna.interact.brute import check_joint, enumerate_best, joint_weight
+from jaxrna.interact.reference import reference_tables, reference_windows
+from jaxrna.io.errors import ResourceError
+from jaxrna.io.fasta import Record
+from jaxrna.weights import parse_weights
+from test_interact_reference import TV1_STRUCTURE, VECTORS, random_strand
+
+
+def run(pairs, weights, **kw):
+    recs = [(Record(f"a{k}", a), Record(f"b{k}", b)) for k, (a, b) in enumerate(pairs)]
+    return list(interact_pairs(recs, weights, **kw))
+
+
+def assert_valid(r, weights):
+    """The traceback is a valid joint structure (the spec's four rules) weighing the score."""
+    w = parse_weights(weights) if isinstance(weights, str) else weights
+    check_joint(r.pairs, r.sequence1, r.sequence2, w)
+    assert joint_weight(r.pairs, r.sequence1, r.sequence2, w) == r.score_units
+    for p in r.pairs:                       # inside the reported windows
+        if p.kind in ("intra1", "inter"):
+            assert r.window1[0] <= p.i <= r.window1[1]
+        for pos, on2 in ((p.j, p.kind == "inter"), (p.i, p.kind == "intra2"), (p.j, p.kind == "intra2")):
+            if on2:
+                assert r.window2[0] <= pos <= r.window2[1]
+
+
+@pytest.mark.parametrize("wname", ["bpmax", "integer", "unit"])
+def test_spec_vectors(wname):
+    for name, s1, s2, table in VECTORS:
+        if wname not in table:
+            continue
+        (r,) = run([(s1, s2)], wname)                  # one at a time: the CLI tests reuse these
+        s1_exp, s2_exp, f_exp = table[wname]
+        assert r.score == f_exp, name
+        if s1_exp is not None:
+            assert (r.s1_score, r.s2_score) == (s1_exp, s2_exp), name
+        assert_valid(r, wname)
+
+
+def test_tv1_traceback_is_the_spec_structure():
+    r = interact("UCGCUGCU", "GUCGGA", "bpmax")
+    assert sorted(r.pairs) == sorted(TV1_STRUCTURE)
+    assert r.dotbracket == ".[([.[)[&](]]])"
+    assert r.score_text == "14.5" and not r.windowed
+
+
+@pytest.mark.parametrize("wname", ["bpmax", "integer", "unit"])
+def test_brute_force_random_small(wname):
+    rng = random.Random(hash(wname) % 1000)
+    pairs = [(random_strand(rng, rng.randint(1, 8)), random_strand(rng, rng.randint(1, 8)))
+             for _ in range(32)]
+    w = parse_weights(wname)
+    for (s1, s2), r in zip(pairs, run(pairs, w)):
+        assert r.score_units == enumerate_best(s1, s2, w)[0], (s1, s2)
+        assert_valid(r, w)
+
+
+def test_brute_force_random_9nt():
+    rng = random.Random(99)
+    w = parse_weights("bpmax")
+    for _ in range(4):
+        s1, s2 = random_strand(rng, 9), random_strand(rng, 9)
+        (r,) = run([(s1, s2)], w)
+        assert r.score_units == enumerate_best(s1, s2, w)[0], (s1, s2)
+        assert_valid(r, w)
+
+
+def test_reference_random_up_to_25nt():
+    rng = random.Random(25)
+    for k in range(4):
+        w = parse_weights(("bpmax", "integer", "unit", "GC=3,AU=2.5,GU=0.5")[k])
+        s1, s2 = random_strand(rng, rng.randint(17, 24)), random_strand(rng, 25)
+        F, S1, S2 = reference_tables(s1, s2, w)
+        (r,) = run([(s1, s2)], w)
+        assert r.score_units == F[0][len(s1) - 1][0][len(s2) - 1], (s1, s2)
+        assert (r.s1_units, r.s2_units) == (S1[0][-1], S2[0][-1])
+        assert_valid(r, w)
+
+
+def test_tv3_windowed():
+    s1, s2 = "CCACAGGUAGCCUGCC", "GUCGUGGUCCGCAACACUCG"
+    w = parse_weights("bpmax")
+    (r,) = run([(s1, s2)], w, window1=8, window2=8, keep_windows=True)
+    assert r.score == 17.5 and r.windowed
+    assert (r.window1, r.window2) == ((8, 15), (0, 7))          # the spec's best window
+    F, S1, S2 = reference_tables(s1, s2, w, 7, 7)
+    assert (r.s1_units, r.s2_units) == (S1[8][15], S2[12][19])  # s2[0..7] is t[12..19]
+    spec = reference_windows(s1, s2, w, 8, 8)
+    assert r.windows.max() == max(spec.values())
+    for a in range(r.windows.shape[0]):                         # every full window
+        for b in range(r.windows.shape[1]):
+            assert r.windows[a, b] == spec[(a, len(s2) - 8 - b)]
+    assert_valid(r, w)
+
+
+def test_windowed_random():
+    rng = random.Random(8)
+    for k in range(3):
+        w = parse_weights(("integer", "bpmax", "unit")[k])
+        s1, s2 = random_strand(rng, rng.randint(9, 16)), random_strand(rng, rng.randint(17, 25))
+        (r,) = run([(s1, s2)], w, window1=8, window2=8)
+        spec = reference_windows(s1, s2, w, 8, 8)
+        assert r.score_units == max(spec.values())
+        # the reported window has the reported score
+        t0 = len(s2) - 1 - r.window2[1]
+        assert spec[(r.window1[0], t0)] == r.score_units
+        assert_valid(r, w)
+
+
+def test_either_strand_outside_gives_the_same_answer():
+    s1, s2 = VECTORS[1][1], VECTORS[1][2]
+    a = interact(s1, s2, "integer", outer="1")
+    b = interact(s1, s2, "integer", outer="2")
+    assert a.score == b.score == 22
+    assert_valid(a, "integer")
+    assert_valid(b, "integer")
+
+
+def test_n_never_pairs_and_score_only():
+    s1, s2 = "GGNNAUCC", "GGANNUCC"
+    w = parse_weights("unit")
+    (r,) = run([(s1, s2)], w, with_pairs=False)
+    F, _, _ = reference_tables(s1, s2, w)
+    assert r.score_units == F[0][7][0][7] and r.pairs is None and r.dotbracket is None
+
+
+def test_memory_estimate_refuses_what_does_not_fit():
+    recs = [(Record("big", "ACGU" * 10), Record("long", "ACGU" * 500))]
+    with pytest.raises(ResourceError, match="needs about"):
+        list(interact_pairs(recs, "bpmax", max_bytes=1 << 20))
+    errors = []
+    assert list(interact_pairs(recs, "bpmax", max_bytes=1 << 20,
+                               on_error=lambda pair, exc: errors.append(pair[1].id))) == []
+    assert errors == ["long"]
