@@ -1,0 +1,13 @@
+"""Pairwise alignment: Needleman-Wunsch and Smith-Waterman with affine gaps (three-state Gotoh).
+
+``scoring`` (schemes, alphabets, Biopython matrices), ``reference`` (the definition in plain
+Python), ``recurrence`` (one pair's recurrence along antidiagonals), ``traceback`` (host walks
+through direction bits), ``api`` (strings and records in, :class:`Alignment` out). The batched
+and Pallas sweeps live in :mod:`jaxrna.kernels.wavefront`.
+"""
+
+from jaxrna._callable import make_callable
+from jaxrna.align.api import Alignment, align, align_records
+
+__all__ = ["Alignment", "align", "align_records"]
+make_callable(__name__, align)

@@ -26,7 +26,12 @@ import jax.numpy as jnp
 
 from jaxrna.align.scoring import NEG, Scoring
 
+#: Minus infinity when sweeping in int16.
+NEG16 = -(1 << 14)
+
 STATE_M, STATE_X, STATE_Y = 0, 1, 2
+#: For a traceback: "the state holding H at this cell", resolved from the cell's bits.
+STATE_H = 3
 START_BIT = 64
 
 
@@ -55,32 +60,40 @@ def substitution(qc, tc, p: Params, equality: bool):
     return jnp.take(p.matrix, qc * p.size + tc, mode="clip")
 
 
+def add_max(a, b, c):
+    """``max(a + b, c)``: one instruction on Hopper (the Pallas kernel may pass an inline-PTX
+    version)."""
+    return jnp.maximum(a + b, c)
+
+
 def cell(h_diag, m_up, x_up, y_up, m_left, x_left, y_left, s, go, ge, *, local: bool,
-         want_bits: bool = False):
+         want_bits: bool = False, add_max=add_max):
     """The Gotoh update for any array of cells: returns ``(M, X, Y, H, bits)``.
 
     ``h_diag`` is ``H = max(M, X, Y)`` at the up-left neighbour; ``bits`` is None unless
-    ``want_bits``.
+    ``want_bits``. Written as add-max chains (``max(M, Y) + open`` for both opening moves,
+    local ``max(H, 0) + s = max(H + s, s)``): the same integers, fewer operations.
     """
-    if local:
-        start = h_diag <= 0
-        h_diag = jnp.maximum(h_diag, 0)
-    m = h_diag + s
-    cm, cx, cy = m_up + go, x_up + ge, y_up + go
-    x = jnp.maximum(jnp.maximum(cm, cy), cx)
-    dm, dy, dx = m_left + go, y_left + ge, x_left + go
-    y = jnp.maximum(jnp.maximum(dm, dx), dy)
+    m = add_max(h_diag, s, s) if local else h_diag + s
+    x = add_max(jnp.maximum(m_up, y_up), go, x_up + ge)
+    y = add_max(jnp.maximum(m_left, x_left), go, y_left + ge)
     h = jnp.maximum(jnp.maximum(m, x), y)
     bits = None
     if want_bits:
         hsrc = jnp.where(m == h, 0, jnp.where(x == h, 1, 2))
-        xsrc = jnp.where(cm == x, 0, jnp.where(cx == x, 1, 2))
-        ysrc = jnp.where(dm == y, 0, jnp.where(dy == y, 2, 1))
+        xsrc = jnp.where(m_up + go == x, 0, jnp.where(x_up + ge == x, 1, 2))
+        ysrc = jnp.where(m_left + go == y, 0, jnp.where(y_left + ge == y, 2, 1))
         bits = hsrc | (xsrc << 2) | (ysrc << 4)
         if local:
-            bits = bits | jnp.where(start, START_BIT, 0)
+            bits = bits | jnp.where(h_diag <= 0, START_BIT, 0)
         bits = bits.astype(jnp.uint8)
     return m, x, y, h, bits
+
+
+def fits_int16(scoring: Scoring, h: int, w: int) -> bool:
+    """Whether every value of an ``h`` x ``w`` (padded) sweep stays inside int16: finite
+    scores within +-2**13 over the longest path, minus infinity at -2**14."""
+    return (h + w + 2) * scoring.max_abs() < (1 << 13)
 
 
 def border_row(c0, width: int, go, ge, local: bool):
@@ -102,7 +115,8 @@ def border_col(r0, height: int, go, ge, local: bool):
 
 def sweep(q, t, top, left, p: Params, mv=None, nv=None, *, local: bool, equality: bool,
           want_dirs: bool = False, want_final: bool = False, want_best: bool = False,
-          row_lines: tuple[int, ...] = (), col_lines: tuple[int, ...] = ()):
+          row_lines: tuple[int, ...] = (), col_lines: tuple[int, ...] = (),
+          dtype=jnp.int32):
     """Evaluate a rectangle of ``h = len(q)`` rows by ``w = len(t)`` columns.
 
     ``top``: ``(3, w + 1)`` M, X, Y of the row above (index 0 is the corner);
@@ -115,62 +129,75 @@ def sweep(q, t, top, left, p: Params, mv=None, nv=None, *, local: bool, equality
     ``rows`` ``(h + w - 1, 3, len(row_lines))`` M, X, Y of the given rows (1-based) as they
     pass, skewed: row r, column j at step ``j + r - 2``; ``cols`` likewise for columns
     (row i at step ``c + i - 2``).
+
+    ``dtype`` int16 halves the memory traffic (twice the SIMD lanes on CPU) when
+    :func:`fits_int16` says every value fits; outputs are int32 either way.
     """
     h, w = q.shape[0], t.shape[0]
     steps = h + w - 1
-    lanes = jnp.arange(h, dtype=jnp.int32)
-    mv = jnp.int32(h) if mv is None else jnp.asarray(mv, jnp.int32)
-    nv = jnp.int32(w) if nv is None else jnp.asarray(nv, jnp.int32)
-    pad = jnp.full((3, h), NEG, jnp.int32)
-    top_p = jnp.concatenate([top.astype(jnp.int32), pad], axis=1)   # index up to h + w
+    neg_v = NEG16 if dtype == jnp.int16 else NEG
+    if dtype != jnp.int32:
+        p = Params(*(v.astype(dtype) for v in p))
+        q, t = q.astype(dtype), t.astype(dtype)
+    lanes = jnp.arange(h, dtype=dtype)
+    mv = jnp.asarray(h if mv is None else mv, dtype)
+    nv = jnp.asarray(w if nv is None else nv, dtype)
+    pad = jnp.full((3, h), neg_v, dtype)
+    top_p = jnp.concatenate([jnp.maximum(top, neg_v).astype(dtype), pad], axis=1)  # to h + w
     top_h = jnp.max(top_p, axis=0)
-    left = left.astype(jnp.int32)
+    left = jnp.maximum(left, neg_v).astype(dtype)
     left_next, left_h = left[:, 1:], jnp.max(left, axis=0)[:-1]
     zeros = jnp.zeros((h,), t.dtype)
     t_rev = jnp.concatenate([zeros, t, zeros])[::-1]
     row_idx = jnp.asarray(row_lines, jnp.int32) - 1
     col_pos = jnp.asarray(col_lines, jnp.int32)
-    tf = nv + mv - 2
+    lane_ok = lanes < mv
+    neg = jnp.full((h,), neg_v, dtype)
+
+    def shift(first_value, v):
+        return jnp.concatenate([first_value, v[:-1]])
 
     def step(carry, s):
-        prev, prev2_h, fin, best = carry
-        first = s == lanes                      # column 1: the left neighbour is the border
-        up = jnp.concatenate([jax.lax.dynamic_slice_in_dim(top_p, s + 1, 1, axis=1),
-                              prev[:, :-1]], axis=1)
-        lf = jnp.where(first[None], left_next, prev)
-        dg = jnp.concatenate([jax.lax.dynamic_slice_in_dim(top_h, s, 1), prev2_h[:-1]])
-        dg = jnp.where(first, left_h, dg)
+        pm, px, py, ph, p2h, fin, best = carry
+        s_d = s.astype(dtype)
+        first = s_d == lanes                    # column 1: the left neighbour is the border
+        j = s_d - lanes + 1
+        top_up = jax.lax.dynamic_slice_in_dim(top_p, s + 1, 1, axis=1)
+        dg = jnp.where(first, left_h, shift(jax.lax.dynamic_slice_in_dim(top_h, s, 1), p2h))
         tc = jax.lax.dynamic_slice_in_dim(t_rev, w + h - 1 - s, h)
         sub = substitution(q, tc, p, equality)
-        m, x, y, hh, bits = cell(dg, up[0], up[1], up[2], lf[0], lf[1], lf[2], sub, p.go, p.ge,
-                                 local=local, want_bits=want_dirs)
-        cur = jnp.stack([m, x, y])
+        m, x, y, hh, bits = cell(
+            dg, shift(top_up[0], pm), shift(top_up[1], px), shift(top_up[2], py),
+            jnp.where(first, left_next[0], pm), jnp.where(first, left_next[1], px),
+            jnp.where(first, left_next[2], py), sub, p.go, p.ge, local=local,
+            want_bits=want_dirs)
         out = {}
-        if want_final:
-            fin = jnp.where(s == tf, jax.lax.dynamic_index_in_dim(cur, mv - 1, axis=1,
-                                                                   keepdims=False), fin)
-        if want_best:
-            j = s - lanes + 1
-            vals = jnp.where((j >= 1) & (j <= nv) & (lanes < mv), m, NEG)
-            k = jnp.argmax(vals).astype(jnp.int32)
-            v = vals[k]
-            better = (v > best[0]) | ((v == best[0]) & (k + 1 < best[1]))
-            best = jnp.where(better, jnp.stack([v, k + 1, s - k + 1]), best)
+        if want_final:                          # every lane keeps its cell in column nv
+            at = j == nv
+            fin = tuple(jnp.where(at, v, f) for v, f in zip((m, x, y), fin))
+        if want_best:                           # per lane: the first largest M over true cells
+            v = jnp.where((j >= 1) & (j <= nv) & lane_ok, m, neg_v)
+            gt = v > best[0]
+            best = (jnp.where(gt, v, best[0]), jnp.where(gt, j, best[1]))
         if want_dirs:
             out["dirs"] = bits
-        if row_lines:
-            out["rows"] = cur[:, row_idx]
-        if col_lines:
-            k = s - col_pos + 1
-            out["cols"] = jnp.where(((k >= 0) & (k < h))[None], cur[:, jnp.clip(k, 0, h - 1)], NEG)
-        return (cur, hh, fin, best), out
+        if row_lines or col_lines:
+            cur = jnp.stack([m, x, y])
+            if row_lines:
+                out["rows"] = cur[:, row_idx].astype(jnp.int32)
+            if col_lines:
+                k = s - col_pos + 1
+                out["cols"] = jnp.where(((k >= 0) & (k < h))[None], cur[:, jnp.clip(k, 0, h - 1)],
+                                        neg_v).astype(jnp.int32)
+        return (m, x, y, hh, ph, fin, best), out
 
-    init = (jnp.full((3, h), NEG, jnp.int32), jnp.full((h,), NEG, jnp.int32),
-            jnp.full((3,), NEG, jnp.int32), jnp.array([NEG, 1 << 30, 1 << 30], jnp.int32))
-    (_, _, fin, best), ys = jax.lax.scan(step, init, jnp.arange(steps, dtype=jnp.int32))
+    init = (neg, neg, neg, neg, neg, (neg, neg, neg), (neg, jnp.zeros((h,), dtype)))
+    (*_, fin, best), ys = jax.lax.scan(step, init, jnp.arange(steps, dtype=jnp.int32))
     result = dict(ys)
     if want_final:
-        result["final"] = fin
+        result["final"] = jnp.stack([f[mv - 1] for f in fin]).astype(jnp.int32)
     if want_best:
-        result["best"] = best
+        k = jnp.argmax(best[0]).astype(jnp.int32)    # ties: the smallest row, then column
+        result["best"] = jnp.stack([best[0][k].astype(jnp.int32), k + 1,
+                                    best[1][k].astype(jnp.int32)])
     return result

@@ -24,6 +24,7 @@ that have T but not U).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -83,6 +84,7 @@ class Scoring:
     synonyms: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "matrix", np.ascontiguousarray(self.matrix, dtype=np.int32))
         if self.gap_open < 0 or self.gap_extend < 0:
             raise ValueError("gap penalties must be >= 0")
 
@@ -93,21 +95,14 @@ class Scoring:
 
     def table(self) -> np.ndarray:
         """A 256-entry lookup from ASCII byte to code; -1 for letters outside the alphabet."""
-        t = np.full(256, -1, dtype=np.int16)
-        for code, letter in enumerate(self.alphabet):
-            t[ord(letter)] = code
-            t[ord(letter.lower())] = code
-        for extra, same in self.synonyms:
-            t[ord(extra)] = t[ord(extra.lower())] = self.alphabet.index(same)
-        return t
+        return _lookup_table(self.alphabet, self.synonyms)
 
     def encode(self, sequence: str) -> np.ndarray:
         """Encode ``sequence`` as int32 codes; raises ``ValueError`` naming the first bad letter."""
         raw = np.frombuffer(sequence.encode("ascii", errors="replace"), dtype=np.uint8)
         codes = self.table()[raw]
-        bad = np.flatnonzero(codes < 0)
-        if bad.size:
-            pos = int(bad[0])
+        if codes.size and codes.min() < 0:
+            pos = int(np.argmax(codes < 0))
             raise ValueError(f"letter {sequence[pos]!r} at position {pos + 1} is not in the "
                              f"alphabet of {self.name} ({self.alphabet})")
         return codes.astype(np.int32)
@@ -136,7 +131,8 @@ class Scoring:
         return int(self.matrix[0, 1]) if self.size > 1 else 0
 
     def max_abs(self) -> int:
-        return max(int(np.abs(self.matrix).max()), self.gap_open, self.gap_extend, 1)
+        """The largest absolute score (matrix entry or gap penalty)."""
+        return _max_abs(self.matrix.tobytes(), self.gap_open, self.gap_extend)
 
     def to_fraction(self, units: int) -> Fraction:
         return Fraction(int(units), self.scale)
@@ -162,6 +158,24 @@ class Scoring:
         out["gap_open"] = format_number(Fraction(self.gap_open, self.scale))
         out["gap_extend"] = format_number(Fraction(self.gap_extend, self.scale))
         return out
+
+
+@functools.lru_cache(maxsize=64)
+def _lookup_table(alphabet: str, synonyms: tuple) -> np.ndarray:
+    t = np.full(256, -1, dtype=np.int16)
+    for code, letter in enumerate(alphabet):
+        t[ord(letter)] = code
+        t[ord(letter.lower())] = code
+    for extra, same in synonyms:
+        t[ord(extra)] = t[ord(extra.lower())] = alphabet.index(same)
+    t.flags.writeable = False
+    return t
+
+
+@functools.lru_cache(maxsize=64)
+def _max_abs(matrix_bytes: bytes, gap_open: int, gap_extend: int) -> int:
+    values = np.frombuffer(matrix_bytes, dtype=np.int32)
+    return max(int(np.abs(values).max()), gap_open, gap_extend, 1)
 
 
 def check_range(scoring: Scoring, longest_path: int) -> None:
@@ -212,7 +226,8 @@ def from_matrix(name: str, gap_open=10, gap_extend=0.5) -> Scoring:
     known = {n.upper(): n for n in substitution_matrices.load()}
     key = MATRIX_ALIASES.get(name.upper(), name).upper()
     if key not in known:
-        raise ValueError(f"unknown substitution matrix {name!r}; known: {', '.join(matrix_names())}")
+        raise ValueError(f"unknown substitution matrix {name!r}; "
+                         f"known: {', '.join(matrix_names())}")
     real = known[key]
     m = substitution_matrices.load(real)
     alphabet = m.alphabet
@@ -225,7 +240,8 @@ def from_matrix(name: str, gap_open=10, gap_extend=0.5) -> Scoring:
     ints = np.rint(values * scale).astype(np.int64)
     if np.abs(ints - values * scale).max() > 1e-6:
         raise ValueError(f"matrix {real} values are not multiples of 1/{scale}")
-    synonyms = (("U", "T"),) if "T" in alphabet and "U" not in alphabet else ()
+    nucleotide = set(alphabet.upper()) <= set("ACGTURYSWKMBDHVNX")
+    synonyms = (("U", "T"),) if nucleotide and "T" in alphabet and "U" not in alphabet else ()
     return Scoring(alphabet=alphabet.upper(), matrix=ints.astype(np.int32),
                    gap_open=int(o * scale), gap_extend=int(e * scale), scale=scale, name=real,
                    equality=False, synonyms=synonyms)
@@ -237,8 +253,46 @@ def edit_preset() -> Scoring:
     Implemented as maximising the negated costs (match 0, mismatch -1, linear gaps of 3);
     results report the cost.
     """
-    s = match_mismatch(0, -1, gap_open=3, gap_extend=3, name="edit (indel 3, substitution 1, match 0)")
+    s = match_mismatch(0, -1, gap_open=3, gap_extend=3,
+                       name="edit (indel 3, substitution 1, match 0)")
     return replace(s, minimise=True)
 
 
 PRESETS = {"edit": edit_preset}
+
+#: Defaults of ``jaxrna align`` (EMBOSS needle/water's: EDNAFULL, open 10, extend 0.5).
+DEFAULT_MATRIX = "NUC.4.4"
+DEFAULT_GAP_OPEN = 10
+DEFAULT_GAP_EXTEND = 0.5
+
+
+def make_scoring(match=None, mismatch=None, matrix: str | None = None, gap_open=None,
+                 gap_extend=None, preset: str | None = None) -> Scoring:
+    """The scheme the options describe: a ``preset``, ``match``/``mismatch`` scores, or a
+    ``matrix`` (default NUC.4.4); gap penalties default to 10 and 0.5.
+
+    >>> d = make_scoring(match=2).describe()
+    >>> d["scoring"], d["gap_open"], d["gap_extend"]
+    ('match 2, mismatch -1', '10', '0.5')
+    >>> make_scoring(preset="edit", matrix="BLOSUM62")
+    Traceback (most recent call last):
+    ...
+    ValueError: preset 'edit' fixes all scores; drop --matrix
+    """
+    if preset is not None:
+        given = [n for n, v in (("--match", match), ("--mismatch", mismatch), ("--matrix", matrix),
+                                ("--gap-open", gap_open), ("--gap-extend", gap_extend))
+                 if v is not None]
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+        if given:
+            raise ValueError(f"preset {preset!r} fixes all scores; drop {', '.join(given)}")
+        return PRESETS[preset]()
+    o = DEFAULT_GAP_OPEN if gap_open is None else gap_open
+    e = DEFAULT_GAP_EXTEND if gap_extend is None else gap_extend
+    if match is not None or mismatch is not None:
+        if matrix is not None:
+            raise ValueError("give either --match/--mismatch or --matrix, not both")
+        return match_mismatch(1 if match is None else match, -1 if mismatch is None else mismatch,
+                              o, e)
+    return from_matrix(matrix or DEFAULT_MATRIX, o, e)
