@@ -14,7 +14,7 @@ import sys
 from jaxrna._version import __version__
 from jaxrna.io.errors import JaxrnaError
 
-SUBCOMMANDS = ["fold", "interact"]
+SUBCOMMANDS = ["fold", "align", "interact", "targets"]
 
 EPILOG = """examples:
   jaxrna fold test-data/fold_example.fa
