@@ -70,3 +70,17 @@ def test_gpu_engine_matches_cpu_engine():
     expected = Engine(params, kernel="xla", devices=cpu).scan_chunk(qs, ts)
     got = Engine(params, kernel="pallas", query_block=4).scan_chunk(qs, ts)
     assert got == expected and len(expected) >= 12
+
+
+def test_pallas_full_interpret_matches_pure_jax():
+    from jaxrna.kernels.miranda_fill import fill_segments_pallas
+    from jaxrna.targets.scan import fill_segments
+
+    rng = np.random.default_rng(3)
+    q = prepare_query("q", "", "ACGUNAGU", ScanParams(score_threshold=30))
+    lanes = rng.integers(0, 5, size=(24, 128)).astype(np.int8)
+    best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes)
+    best2, code2 = fill_segments_pallas(q.profile[:, :, 0], q.gap_open[:, 0], q.gap_extend[:, 0],
+                                        q.seed[:, 0], lanes, interpret=True)
+    assert np.array_equal(np.asarray(best), np.asarray(best2))
+    assert np.array_equal(np.asarray(code).astype(np.int8), np.asarray(code2))

@@ -247,4 +247,5 @@ def _write_scan(mirna_records, queries, targets_path, n_targets, writer, params,
     finally:
         spool.close()
     stats["pairs"] = stats["mirnas"] * stats["targets"]
+    stats["timings"] = dict(engine.timings)
     return stats

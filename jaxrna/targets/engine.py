@@ -5,8 +5,9 @@
    the stream before it. ``W`` is :func:`~jaxrna.targets.scoring.exact_overlap`: from that far
    in, a lane's values equal the whole target's, so every stream column is owned by exactly
    one lane and computed exactly.
-2. :func:`~jaxrna.targets.scan.scan_lanes` gives, per miRNA, each column's best candidate
-   score; the nonzero columns of each target are grouped into clusters.
+2. The bulk scan (:func:`~jaxrna.targets.scan.scan_lanes_words`, or on GPUs the Pallas kernel
+   :func:`~jaxrna.kernels.miranda_fill.scan_lanes_packed`) flags, per miRNA, every column that
+   holds a candidate; the flagged columns of each target are grouped into clusters.
 3. Each cluster is refilled as a short segment starting ``2 W`` columns before it (or at the
    target start), with full matrices (:func:`~jaxrna.targets.scan.fill_segments`); the
    candidates and their tracebacks lie in its exact part.
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import jax
@@ -24,14 +26,15 @@ import numpy as np
 
 from jaxrna.alphabet import encode
 from jaxrna.targets import hits as hitlib
-from jaxrna.targets.scan import RESET, fill_segments, scan_lanes
+from jaxrna.kernels.miranda_fill import packed_positions
+from jaxrna.targets.scan import RESET, WORD, fill_segments, scan_lanes_words
 from jaxrna.targets.scoring import RowTables, ScanParams, exact_overlap, max_gain, row_tables
 
 ROW_STEP = 8          # miRNA heights are padded to multiples of this (few compiled shapes)
 OVERLAP_STEP = 32     # lane overlaps are rounded up to multiples of this
-SEGMENT_STEP = 64     # lane lengths are rounded up to multiples of this
 SEGMENT_MIN = 128     # segment lengths are powers of two from this
 SEGMENT_BATCH = 4096  # segments per refill call
+PALLAS_SEGMENT_BATCH = 1024  # segments per Pallas refill launch (fixed: one shape per length)
 MAX_LANES = 32768
 MIN_LANE = 512
 
@@ -154,7 +157,7 @@ class Chunk:
         if overlap is None:  # free gaps: no finite overlap, one whole target per lane
             longest = int(lengths.max())
             self.width = 0
-            self.span = _round_up(longest, SEGMENT_STEP)
+            self.span = _round_up(longest, WORD)
             self.n_lanes = _lanes_bucket(len(targets))
             lanes = np.full((self.span, self.n_lanes), 4 | RESET, dtype=np.int8)
             for k, t in enumerate(targets):
@@ -177,9 +180,12 @@ class Chunk:
         body[:] = self.codes
         body[self.starts] |= RESET
         stream[self.width + self.total:] |= RESET  # past the end: inert filler
-        idx = (np.arange(self.span + self.width)[:, None]
-               + np.arange(self.n_lanes)[None, :] * self.span)
-        self.lanes = stream[idx]
+        rows = _round_up(self.span + self.width, WORD)  # whole flag words
+        stream = np.concatenate([stream, np.full(rows, 4 | RESET, dtype=np.int8)])
+        # lane b = stream[b * span : b * span + rows], laid out (rows, lanes)
+        view = np.lib.stride_tricks.as_strided(stream, shape=(rows, self.n_lanes),
+                                               strides=(1, self.span), writeable=False)
+        self.lanes = np.ascontiguousarray(view)
 
     def candidate_columns(self, col: np.ndarray, lane: np.ndarray):
         """``(target index, 0-based column)`` of every flagged lane column (``col``, ``lane``
@@ -218,6 +224,8 @@ class Engine:
         self.kernel = kernel
         self.query_block = query_block
         self.refill_device = refill_device or self.devices[0]
+        #: wall seconds spent in the bulk scan, the segment refills and hit selection
+        self.timings = {"scan": 0.0, "refill": 0.0, "select": 0.0}
 
     def overlap(self, queries: list[Query]) -> int | None:
         if any(q.overlap is None for q in queries):
@@ -246,17 +254,25 @@ class Engine:
             chunk = Chunk(targets, self.overlap([q for q, ok in zip(queries, live) if ok]),
                           self.max_lanes, self.lane_columns)
         flagged = self._flag_pallas if self.kernel != "xla" else self._flag_xla
+        clock = time.perf_counter
+        t0 = clock()
         for k, q, cols_lanes in flagged(queries, live, chunk):
             found = {}
+            t1 = clock()
+            self.timings["scan"] += t1 - t0
             if cols_lanes is not None:
                 tidx, cols = chunk.candidate_columns(*cols_lanes)
                 if len(tidx):
                     batches = self._fill(q, chunk, tidx, cols, dtype)
+                    t2 = clock()
+                    self.timings["refill"] += t2 - t1
                     found = hitlib.select_hits(batches, q.sequence, q.tables.codes, targets, params,
                                                self.energy)
+                    self.timings["select"] += clock() - t2
             if progress is not None:
                 progress.update(len(targets))
             yield k, found
+            t0 = clock()
 
     def _flag_xla(self, queries, live, chunk):
         """``(query index, query, (cols, lanes) of flagged columns or None)``, one at a time."""
@@ -267,15 +283,15 @@ class Engine:
             if not live[k]:
                 yield k, q, None
                 continue
-            flags = np.asarray(scan_lanes(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
-                                          threshold=self.params.score_threshold, dtype=dtype))
-            yield k, q, np.nonzero(flags)
+            words = np.asarray(scan_lanes_words(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
+                                                threshold=self.params.score_threshold, dtype=dtype))
+            yield k, q, packed_positions(words)
 
     def _flag_pallas(self, queries, live, chunk):
         """As :meth:`_flag_xla`, through the Pallas kernel: ``query_block`` miRNAs per launch
         and device, the blocks of consecutive miRNAs spread over the devices (dispatched
         asynchronously, collected in order)."""
-        from jaxrna.kernels.miranda_fill import BLOCK, WORD, packed_positions, scan_lanes_packed
+        from jaxrna.kernels.miranda_fill import BLOCK, scan_lanes_packed
 
         if chunk is None:
             for k, q in enumerate(queries):
@@ -328,19 +344,29 @@ class Engine:
         start = np.maximum(0, first - gap) if gap is not None else np.zeros_like(first)
         span = (last + 1 - start).astype(np.int64)
         length = np.maximum(SEGMENT_MIN, 1 << np.ceil(np.log2(span)).astype(np.int64))
+        use_pallas = (self.kernel == "pallas" and dtype == jnp.int16
+                      and self.refill_device.platform == "gpu")
+        if use_pallas:
+            from jaxrna.kernels.miranda_fill import fill_segments_pallas
         batches = []
         for size in np.unique(length).tolist():
             members = np.flatnonzero(length == size)
-            for s in range(0, len(members), SEGMENT_BATCH):
-                part = members[s:s + SEGMENT_BATCH]
-                width = _lanes_bucket(len(part))
+            step = PALLAS_SEGMENT_BATCH if use_pallas else SEGMENT_BATCH
+            for s in range(0, len(members), step):
+                part = members[s:s + step]
+                # Pallas: one fixed width (few compiled shapes, little padding); XLA: powers of 2
+                width = PALLAS_SEGMENT_BATCH if use_pallas else max(64, _pow2(len(part)))
                 pos = chunk.starts[target[part]][None, :] + start[part][None, :] + np.arange(size)[:, None]
                 inside = (start[part][None, :] + np.arange(size)[:, None]) <= last[part][None, :]
                 lanes = np.full((size, width), 4, dtype=np.int8)
                 lanes[:, :len(part)] = np.where(inside, chunk.codes[np.minimum(pos, chunk.total - 1)], 4)
                 with jax.default_device(self.refill_device):
-                    best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
-                                               threshold=self.params.score_threshold, dtype=dtype)
+                    if use_pallas:
+                        best, code = fill_segments_pallas(q.profile[:, :, 0], q.gap_open[:, 0],
+                                                          q.gap_extend[:, 0], q.seed[:, 0], lanes)
+                    else:
+                        best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
+                                                   threshold=self.params.score_threshold, dtype=dtype)
                 batches.append(hitlib.SegmentBatch(
                     np.asarray(best)[:, :, :len(part)], np.asarray(code)[:, :, :len(part)],
                     target[part], start[part], first[part] + 1, last[part] + 1, q.pad))

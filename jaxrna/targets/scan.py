@@ -134,6 +134,34 @@ def scan_lanes(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=j
     return _run(tables, lanes, dtype, jnp.asarray(threshold, dtype), False)
 
 
+#: Columns per packed flag word.
+WORD = 32
+
+
+@partial(jax.jit, static_argnames=("dtype",))
+def scan_lanes_words(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=jnp.int16):
+    """:func:`scan_lanes` with the flags packed 32 columns to an int32 word per lane (L a
+    multiple of 32): (L/32, B); bit k of word w is column 32 w + k. 8x less output to move and
+    search than one flag per column."""
+    tables = (profile.astype(dtype), gap_open.astype(dtype), gap_extend.astype(dtype), seed)
+    threshold = jnp.asarray(threshold, dtype)
+    n_rows = tables[1].shape[0]
+    step = partial(column_step, tables=tables, threshold=threshold, full=False)
+    words = lanes.reshape((lanes.shape[0] // WORD, WORD) + lanes.shape[1:])
+
+    def word(carry, block):
+        def col(k, c):
+            state, bits = c
+            state, flag = step(state, block[k])
+            return state, bits | (flag.astype(jnp.int32) << k)
+
+        state, bits = jax.lax.fori_loop(0, WORD, col, (carry, jnp.zeros(lanes.shape[1:], jnp.int32)))
+        return state, bits
+
+    init = tuple(jnp.zeros((n_rows,) + lanes.shape[1:], dtype) for _ in range(4))
+    return jax.lax.scan(word, init, words)[1]
+
+
 @partial(jax.jit, static_argnames=("dtype",))
 def fill_segments(profile, gap_open, gap_extend, seed, lanes, *, threshold=0, dtype=jnp.int16):
     """Full matrices of independent segments, each with its own miRNA: ``profile`` (5, N, B),
