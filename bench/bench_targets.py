@@ -151,12 +151,14 @@ def main(argv=None) -> int:
                            params, chunk_nt=chunk_nt, engine_options=options)
             warm_s = time.perf_counter() - t0
         out_path = args.keep or os.path.join(work, "report.txt")
+        c0 = time.process_time()
         t0 = time.perf_counter()
         with open(out_path, "w") as out:
             writer = writer_for("miranda", out, no_energy=params.no_energy, quiet=True)
             stats = write_scan(sub_mirnas, sub_utrs, writer, params, chunk_nt=chunk_nt,
                                engine_options=options)
         e2e = time.perf_counter() - t0
+        cpu_s = time.process_time() - c0
         out_bytes = os.path.getsize(out_path)
         if not args.keep:
             os.unlink(out_path)
@@ -174,6 +176,8 @@ def main(argv=None) -> int:
                        f"{out_bytes / 1e6:,.1f} MB of miranda output"
                        + (f" (after a {args.warmup}-miRNA warm-up run of {warm_s:.1f} s)" if args.warmup else " (cold)")),
         ("per miRNA", f"{per_mirna:.2f} s against all {stats['targets']} targets"),
+        ("CPU time", f"{cpu_s:.1f} s of process CPU time over {e2e:.1f} s wall "
+                     f"({cpu_s / e2e:.2f} cores busy on average; load average {os.getloadavg()[0]:.1f})"),
         ("breakdown", ", ".join(f"{k} {v:.1f} s" for k, v in stats["timings"].items())
                       + f", reading/formatting/other {e2e - sum(stats['timings'].values()):.1f} s"),
         ("whole set", f"{n_all_mirnas} miRNAs x {stats['targets']} targets = {full_cells:.3g} cells: "
@@ -186,7 +190,8 @@ def main(argv=None) -> int:
         print(json.dumps({"backend": args.backend, "device": device.device_kind, "mirnas": stats["mirnas"],
                           "targets": stats["targets"], "cells": cells, "end_to_end_s": e2e,
                           "cells_per_s": cells / e2e, "scan_cells_per_s": scan_rate, "hits": stats["hits"],
-                          "extrapolated_full_s": full_time}))
+                          "extrapolated_full_s": full_time, "cpu_s": cpu_s,
+                          "load_average": os.getloadavg()[0]}))
     return 0
 
 

@@ -27,6 +27,7 @@ worst case of about 2 kcal/mol. See ENERGY_TOLERANCE.
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 
@@ -84,6 +85,41 @@ def _model():
     md.temperature = 30.0
     md.dangles = 1
     return RNA, md
+
+
+#: Below this many folds a batch is folded in this process; above, in a pool of processes.
+PARALLEL_MIN = 2000
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        import concurrent.futures
+        import multiprocessing
+
+        # spawn, not fork: the parent runs JAX, which is multithreaded
+        import atexit
+
+        workers = max(1, (os.cpu_count() or 1) - 1)
+        _POOL = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"))
+        atexit.register(_POOL.shutdown)
+    return _POOL
+
+
+def fold_energies(fold_strings: list[str], energy=None) -> list[float]:
+    """:func:`fold_energy` of many strings (or ``energy`` of each, when another function is
+    given); large batches of real folds go to a pool of processes (one per core but one), with
+    the results in input order."""
+    if energy is None:
+        energy = fold_energy
+    if energy is not fold_energy or len(fold_strings) < PARALLEL_MIN or (os.cpu_count() or 1) < 4:
+        return [energy(s) for s in fold_strings]
+    try:
+        return list(_pool().map(fold_energy, fold_strings, chunksize=max(64, len(fold_strings) // 256)))
+    except Exception:  # no worker processes here (e.g. a restricted sandbox): fold in-process
+        return [fold_energy(s) for s in fold_strings]
 
 
 def fold_energy(fold_string: str) -> float:

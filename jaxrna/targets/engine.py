@@ -9,8 +9,9 @@
    :func:`~jaxrna.kernels.miranda_fill.scan_lanes_packed`) flags, per miRNA, every column that
    holds a candidate; the flagged columns of each target are grouped into clusters.
 3. Each cluster is refilled as a short segment starting ``2 W`` columns before it (or at the
-   target start), with full matrices (:func:`~jaxrna.targets.scan.fill_segments`); the
-   candidates and their tracebacks lie in its exact part.
+   target start), with full matrices (:func:`~jaxrna.targets.scan.fill_segments`, on GPUs
+   :func:`~jaxrna.kernels.miranda_fill.fill_segments_pallas`); the candidates and their
+   tracebacks lie in its exact part.
 4. :mod:`jaxrna.targets.hits` pools the candidates of each (miRNA, target) pair, sorts and
    filters them over the whole target, and traces the survivors.
 """

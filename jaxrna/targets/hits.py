@@ -12,8 +12,7 @@ Coordinates are miRanda's: row ``i`` = 1..n over the reversed miRNA, column ``j`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -159,11 +158,10 @@ def strict_seed_ok(query: str, middle: str) -> bool:
 
 
 def make_hit(mirna: str, mirna_codes, target: str, target_codes, score: int, i_end: int, j_end: int,
-             moves, i0: int, j0: int, params: ScanParams, energy: Callable[[str], float] | None):
+             moves, i0: int, j0: int, params: ScanParams):
     """The hit traced from ``(i_end, j_end)`` with ``moves`` (traceback order), or None when the
-    strict or energy filter rejects it. ``mirna_codes`` are the reversed miRNA's codes."""
-    from jaxrna.targets.energy import duplex_string
-
+    strict test rejects it; its energy is left to the caller. ``mirna_codes`` are the reversed
+    miRNA's codes."""
     n, m = len(mirna), len(target)
     seq1 = mirna[::-1]
     q_rev, m_rev, t_rev = [], [], []  # traceback order: the miRNA 5' end first
@@ -196,12 +194,7 @@ def make_hit(mirna: str, mirna_codes, target: str, target_codes, score: int, i_e
     aln_mirna = seq1[:i0].lower() + q_rev[::-1] + seq1[i_end:].lower()
     aln_map = " " * left + m_rev[::-1] + " " * right
     aln_target = left_t + t_rev[::-1] + right_t
-    e = None
-    if not params.no_energy:
-        e = energy(duplex_string(aln_mirna, aln_target, left, right))
-        if not e < params.energy_threshold:
-            return None
-    return Hit(score=int(score), energy=e, mirna_len=n, row_start=i0, row_end=i_end,
+    return Hit(score=int(score), energy=None, mirna_len=n, row_start=i0, row_end=i_end,
                col_start=j0, col_end=j_end, ref_display_start=max(lo, 0) + 1,
                ref_display_end=min(hi, m), aln_mirna=aln_mirna, aln_map=aln_map,
                aln_target=aln_target, aln_len=len(moves), matches=m_rev.count("|"),
@@ -241,12 +234,23 @@ def select_hits(batches: list[SegmentBatch], mirna: str, mirna_codes, targets, p
         for x, row, n in zip(sel.tolist(), mv.tolist(), ln.tolist()):
             steps[x] = row[:n]
     registered = span_registered(tgt, j0, j)
-    out: dict[int, list[Hit]] = {}
+    made = []
     for x in np.flatnonzero(registered).tolist():
         t = int(tgt[x])
         tg = targets[t]
         hit = make_hit(mirna, mirna_codes, tg.sequence, tg.codes, int(score[x]), int(i[x]), int(j[x]),
-                       steps[x], int(i0[x]), int(j0[x]), params, energy)
+                       steps[x], int(i0[x]), int(j0[x]), params)
         if hit is not None:
-            out.setdefault(t, []).append(hit)
+            made.append((t, hit))
+    if not params.no_energy:  # the energy filter, all of this miRNA's hits at once
+        from jaxrna.targets.energy import duplex_string, fold_energies
+
+        folds = [duplex_string(h.aln_mirna, h.aln_target, h.row_start, h.mirna_len - h.row_end)
+                 for _, h in made]
+        energies = fold_energies(folds, energy)
+        made = [(t, replace(h, energy=e)) for (t, h), e in zip(made, energies)
+                if e < params.energy_threshold]
+    out: dict[int, list[Hit]] = {}
+    for t, hit in made:
+        out.setdefault(t, []).append(hit)
     return out
