@@ -20,14 +20,14 @@ import shutil
 import sys
 import tempfile
 from dataclasses import replace
-from typing import IO, Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator
 
 from jaxrna.io.errors import InputError
 from jaxrna.io.fasta import Record
 from jaxrna.targets.engine import Engine, make_target, prepare_query
 from jaxrna.targets.records import PairResult
 from jaxrna.targets.scoring import ScanParams
-from jaxrna.targets.sequences import count_records, read_records
+from jaxrna.targets.sequences import LETTERS, count_records, read_records
 
 log = logging.getLogger("jaxrna")
 
@@ -41,18 +41,13 @@ SPOOL_MEMORY = 256 * 1024 * 1024
 
 def check_letters(record: Record) -> Record:
     """Refuse letters miRanda refuses (it accepts IUPAC nucleotide codes and X)."""
-    bad = set(record.sequence) - MIRANDA_LETTERS
+    bad = set(record.sequence) - set(LETTERS.decode())
     if bad:
         ch = min(bad)
         pos = record.sequence.index(ch) + 1
         raise InputError(f"character {ch!r} at sequence position {pos} is not an IUPAC nucleotide code",
                          path=record.source, line=record.line, record=record.id)
     return record
-
-
-def read_sequences(path: str) -> Iterator[Record]:
-    """Stream FASTA records as miRanda reads them (any case, T kept, duplicate ids allowed)."""
-    return read_records(path)
 
 
 def _as_records(items, prefix: str) -> list[Record]:
@@ -104,9 +99,9 @@ def scan_targets(mirnas, targets, params: ScanParams | None = None, *, chunk_nt:
     ``strict``, ``no_energy``). ``only_hits`` leaves out pairs without hits.
     """
     params = _params(params, options)
-    mirna_records = list(read_sequences(mirnas)) if isinstance(mirnas, (str, os.PathLike)) \
+    mirna_records = list(read_records(mirnas)) if isinstance(mirnas, (str, os.PathLike)) \
         else _as_records(mirnas, "mirna")
-    target_iter = read_sequences(targets) if isinstance(targets, (str, os.PathLike)) \
+    target_iter = read_records(targets) if isinstance(targets, (str, os.PathLike)) \
         else iter(_as_records(targets, "target"))
     engine = Engine(params, energy=_energy(params))
     queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
@@ -181,7 +176,7 @@ def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, 
     """Scan two FASTA files and write the report through ``writer``
     (:class:`~jaxrna.formats.miranda.TargetsWriter`). Returns run statistics.
     ``engine_options`` go to :class:`~jaxrna.targets.engine.Engine` (kernel, devices, ...)."""
-    mirna_records = list(read_sequences(mirnas_path))
+    mirna_records = list(read_records(mirnas_path))
     queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
     tmp_input = None
     try:
@@ -215,7 +210,7 @@ def _write_scan(mirna_records, queries, targets_path, n_targets, writer, params,
         for k in range(1, len(queries)):
             spool.add(k, writer.mirna_text(mirna_records[k].id, mirna_records[k].description, queries[k].n))
         seen = 0
-        for chunk in _chunks(read_sequences(targets_path), chunk_nt):
+        for chunk in _chunks(read_records(targets_path), chunk_nt):
             targets = [make_target(r.id, r.description, r.sequence) for r in chunk]
             total = n_targets if n_targets is not None else seen + len(targets)
             for k, found in engine.iter_chunk(queries, targets, progress=progress):

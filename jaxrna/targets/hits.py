@@ -18,14 +18,11 @@ import numpy as np
 
 from jaxrna.targets.records import Hit
 from jaxrna.targets.scan import T0_MASK, T1_SHIFT, T2_BIT, T3_BIT
-from jaxrna.targets.scoring import DIAGONAL_SPREAD, SEED_FIRST, SEED_LAST, SPAN_OVERLAP, ScanParams
+from jaxrna.targets.scoring import (DIAGONAL_SPREAD, SEED_FIRST, SEED_LAST, SPAN_OVERLAP, ScanParams,
+                                    pair_symbol)
 
-_SYMBOL = np.full((5, 5), " ", dtype="<U1")
-for _q, _t in ((0, 3), (3, 0), (1, 2), (2, 1)):
-    _SYMBOL[_q, _t] = "|"
-for _q, _t in ((2, 3), (3, 2)):
-    _SYMBOL[_q, _t] = ":"
-_SYMBOL_LIST = _SYMBOL.tolist()
+#: Middle-line symbol of miRNA base code q against target base code t (0..4).
+_SYMBOL = [[pair_symbol(q, t) for t in range(5)] for q in range(5)]
 
 
 @dataclass
@@ -169,7 +166,7 @@ def make_hit(mirna: str, mirna_codes, target: str, target_codes, score: int, i_e
     for move in moves:
         if move == 1:
             q_rev.append(seq1[i - 1])
-            m_rev.append(_SYMBOL_LIST[mirna_codes[i - 1]][target_codes[j - 1]])
+            m_rev.append(_SYMBOL[mirna_codes[i - 1]][target_codes[j - 1]])
             t_rev.append(target[j - 1])
             i, j = i - 1, j - 1
         elif move == 2:
