@@ -130,7 +130,8 @@ def run(args) -> int:
             with atomic_output(args.output) as out:
                 writer = writer_for(fmt, out, no_energy=params.no_energy, quiet=args.quiet)
                 stats = write_scan(args.mirnas, args.targets, writer, params, chunk_nt=chunk_nt,
-                                   pair_offset=args.pair_offset, progress=bar)
+                                   pair_offset=args.pair_offset, progress=bar,
+                                   engine_options={"devices": jax.devices(backend)})
     finally:
         bar.close()
     elapsed = time.perf_counter() - start
