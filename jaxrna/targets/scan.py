@@ -17,14 +17,18 @@ in a ``fori_loop``: unrolled, XLA duplicates the chain into every consumer.
 
 A ``lax.scan`` over columns drives it in two modes:
 
-- ``flags`` (the bulk scan, :func:`scan_lanes`): per column whether it holds a candidate (a
-  cell whose best is at least the threshold and whose best state is not b). A lane is a
-  stretch of a packed stream of
+- ``flags`` (the bulk scan, :func:`scan_lanes_words`; :func:`scan_lanes` unpacked): whether
+  each column holds a candidate (a cell whose best is at least the threshold and whose best
+  state is not b), 32 columns packed per int32 word. A lane is a stretch of a packed stream of
   targets; a reset flag on a column starts a new target (the states restart from the zero
   boundary miRanda uses at column 0).
 - ``full`` (:func:`fill_segments`, short segments around candidates): every cell's best score
   and packed traceback codes, from which hits are extracted exactly on the host.
 
+The GPU kernels in :mod:`jaxrna.kernels.miranda_fill` compute the same two things in Pallas.
+
+Seed rows are static: rows are aligned at the miRNA 5' end, so positions 2..8 are always the
+seven rows above the last one, where c is pinned (-1, or 0 in padding rows).
 Rows are padded at the top (the miRNA 3' end) to a bucketed height with rows that score far
 below zero and have zero gap penalties: they hold a = b = c = 0, exactly miRanda's row 0.
 """
