@@ -41,7 +41,7 @@ SPOOL_MEMORY = 256 * 1024 * 1024
 
 def check_letters(record: Record) -> Record:
     """Refuse letters miRanda refuses (it accepts IUPAC nucleotide codes and X)."""
-    bad = set(record.sequence) - set(LETTERS.decode())
+    bad = set(record.sequence) - set(LETTERS)
     if bad:
         ch = min(bad)
         pos = record.sequence.index(ch) + 1

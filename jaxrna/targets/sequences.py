@@ -1,7 +1,7 @@
 """Fast streaming FASTA input for target scans, read as miRanda reads it.
 
-Target files are large (a human 3'UTR set is ~100 MB), so records are parsed at C speed with
-bytes operations rather than per character: about 1 s per 100 MB. Sequences keep their letters
+Target files are large (a human 3'UTR set is ~100 MB), so records are parsed with whole-string
+operations (split, join, set inclusion) rather than per character: about 1.5 s per 100 MB. Sequences keep their letters
 (upper-cased; T and U as written, since miRanda prints the input letters); miRanda's alphabet is
 accepted (IUPAC nucleotide codes and X, any case; blanks inside lines are skipped) and anything
 else raises :class:`~jaxrna.io.errors.InputError` naming the file, line and record. Duplicate ids
@@ -16,81 +16,55 @@ are allowed, as in miRanda. Plain or gzip files; ``-`` reads standard input.
 
 from __future__ import annotations
 
-import gzip
 import os
-import sys
-from typing import IO, Iterator
+from typing import Iterator
 
 from jaxrna.io.errors import InputError
-from jaxrna.io.fasta import Record
+from jaxrna.io.fasta import Record, _open_text
 
 #: miRanda's accepted sequence letters (IUPAC nucleotide codes and X), either case.
-LETTERS = b"ACGTURYSWKMBDHVNXacgturyswkmbdhvnx"
-_BLANKS = b" \t\r\n\v\f"
-
-
-def _open(path: str) -> IO[bytes]:
-    if path == "-":
-        raw = sys.stdin.buffer
-        head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-        return gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
-    try:
-        with open(path, "rb") as probe:
-            head = probe.read(2)
-    except FileNotFoundError:
-        raise InputError("no such file", path=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a FASTA file", path=path) from None
-    except PermissionError:
-        raise InputError("permission denied", path=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot open file: {exc.strerror or exc}", path=path) from None
-    if head == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+LETTERS = "ACGTURYSWKMBDHVNXacgturyswkmbdhvnx"
+_ALLOWED = frozenset(LETTERS + " \t\r\n\v\f")
 
 
 def _locate(path, lines, first_line, rid):
     """Raise the error for the first bad character among a record's sequence lines."""
     for k, line in enumerate(lines):
-        body = line.rstrip(b"\r\n")
-        bad = body.translate(None, LETTERS + b" \t\r\v\f")
-        if bad:
-            ch = chr(bad[0]) if bad[0] < 128 else repr(bytes(bad[:1]))
-            col = body.index(bad[:1]) + 1
-            what = "is not a letter" if not ch.isalpha() else "is not an IUPAC nucleotide code"
-            raise InputError(f"character {ch!r} at column {col} {what}", path=path,
-                             line=first_line + 1 + k, record=rid)
+        for col, ch in enumerate(line.rstrip("\r\n"), start=1):
+            if ch not in _ALLOWED:
+                what = "is not a letter" if not (ch.isascii() and ch.isalpha()) else \
+                    "is not an IUPAC nucleotide code"
+                raise InputError(f"character {ch!r} at column {col} {what}", path=path,
+                                 line=first_line + 1 + k, record=rid)
     raise AssertionError("unreachable")
 
 
 def read_records(path: str | os.PathLike) -> Iterator[Record]:
     """Stream the records of a FASTA file (see the module notes)."""
     path = os.fspath(path)
-    handle = _open(path)
-    header: bytes | None = None
+    handle = _open_text(path)
+    header: str | None = None
     header_line = 0
-    lines: list[bytes] = []
+    lines: list[str] = []
     count = 0
     lineno = 0
 
     def finish():
-        title = header[1:].strip().decode("utf-8", "replace")
+        title = header[1:].strip()
         rid = title.split(None, 1)[0] if title else ""
         if not rid:
             raise InputError("header line has no record id", path=path, line=header_line)
-        seq = b"".join(lines).translate(None, _BLANKS)
+        seq = "".join("".join(lines).split())
         if not seq:
             raise InputError("empty record (no sequence)", path=path, line=header_line, record=rid)
-        if seq.translate(None, LETTERS):
+        if not _ALLOWED.issuperset(seq):
             _locate(path, lines, header_line, rid)
-        return Record(id=rid, sequence=seq.upper().decode("ascii"), description=title,
-                      line=header_line, source=path)
+        return Record(id=rid, sequence=seq.upper(), description=title, line=header_line, source=path)
 
     try:
         for line in handle:
             lineno += 1
-            if line[:1] == b">":
+            if line[:1] == ">":
                 if header is not None:
                     yield finish()
                     count += 1
@@ -104,6 +78,9 @@ def read_records(path: str | os.PathLike) -> Iterator[Record]:
         if header is not None:
             yield finish()
             count += 1
+    except UnicodeDecodeError:
+        raise InputError("not FASTA: the file is not text (binary data or not UTF-8)",
+                         path=path, line=lineno + 1) from None
     except (OSError, EOFError) as exc:  # e.g. a truncated gzip stream
         raise InputError(f"cannot read file: {exc}", path=path, line=lineno) from None
     finally:
@@ -115,13 +92,13 @@ def read_records(path: str | os.PathLike) -> Iterator[Record]:
 
 def count_records(path: str) -> int:
     """Number of FASTA records (lines starting with '>') in a plain or gzip file."""
-    count, last = 0, b"\n"
-    with _open(path) as fh:
+    count, last = 0, "\n"
+    with _open_text(path) as fh:
         while True:
             block = fh.read(1 << 24)
             if not block:
                 break
-            count += block.count(b"\n>") + (1 if last == b"\n" and block[:1] == b">" else 0)
+            count += block.count("\n>") + (1 if last == "\n" and block[:1] == ">" else 0)
             last = block[-1:]
     return count
 
