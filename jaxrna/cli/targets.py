@@ -12,7 +12,7 @@ import math
 import re
 import time
 
-from jaxrna.cli.common import add_backend_option, setup_logging
+from jaxrna.cli.common import add_backend_option, positive_int, setup_logging
 from jaxrna.io import InputError, atomic_output
 from jaxrna.progress import progress
 
@@ -51,13 +51,6 @@ def real_number(text: str) -> float:
     return value
 
 
-def offset_number(text: str) -> int:
-    value = whole_number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
-
-
 def add_parser(subparsers) -> None:
     from jaxrna.formats.miranda import FORMATS
 
@@ -93,9 +86,9 @@ def add_parser(subparsers) -> None:
                    help="write results to FILE (written atomically; default: standard output)")
     p.add_argument("-f", "--format", choices=FORMATS, default="miranda",
                    help="miranda (default), keyval, tsv (one row per hit, clean 1-based spans) or json")
-    p.add_argument("--pair-offset", type=offset_number, default=0, metavar="N",
+    p.add_argument("--pair-offset", type=positive_int, default=0, metavar="N",
                    help="start miRanda's running pair counter (\"Strand\") at N+1, for pieces of a split run")
-    p.add_argument("--chunk-nt", type=offset_number, default=None, metavar="NT",
+    p.add_argument("--chunk-nt", type=positive_int, default=None, metavar="NT",
                    help="target nucleotides scanned per chunk (memory vs. speed; default 32,000,000)")
     add_backend_option(p)
     p.set_defaults(func=run)
