@@ -5,7 +5,6 @@ Strand lengths are chosen so the tests share a few compiled geometries (each cos
 
 import random
 
-import numpy as np
 import pytest
 
 from jaxrna.interact.api import interact, interact_pairs
@@ -57,7 +56,7 @@ def test_tv1_traceback_is_the_spec_structure():
 
 @pytest.mark.parametrize("wname", ["bpmax", "integer", "unit"])
 def test_brute_force_random_small(wname):
-    rng = random.Random(hash(wname) % 1000)
+    rng = random.Random({"bpmax": 1, "integer": 2, "unit": 3}[wname])
     pairs = [(random_strand(rng, rng.randint(1, 8)), random_strand(rng, rng.randint(1, 8)))
              for _ in range(32)]
     w = parse_weights(wname)

@@ -3,12 +3,11 @@
 import dataclasses
 import random
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrna.alphabet import encode
+from jaxrna.alphabet import encode, encode_batch
 from jaxrna.fold.fill import nussinov_fill
 from jaxrna.fold.reference import reference_table
 from jaxrna.interact.api import fill_batch
@@ -32,10 +31,7 @@ def random_strand(rng, n):
 
 
 def encode_padded(seqs, length):
-    out = np.full((len(seqs), length), 4, np.int32)
-    for k, s in enumerate(seqs):
-        out[k, :len(s)] = encode(s)
-    return out
+    return encode_batch(seqs, length)[0].astype(np.int32)
 
 
 def fill(pairs, geo, weights):

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from typing import IO, Callable, Iterable
 
+from jaxrna.interact.brute import pair_weight_of
+
 TSV_HEADER = "#id1\tid2\tscore\ts1_score\ts2_score\tstructure\tstart1\tend1\tstart2\tend2\n"
 
 
@@ -49,8 +51,6 @@ def write_dbn(results: Iterable, out: IO[str]) -> None:
 
 
 def _pair_json(r, p) -> dict:
-    from jaxrna.interact.brute import pair_weight_of
-
     w = pair_weight_of(p, r.sequence1, r.sequence2, r.weights)
     return {"kind": p.kind, "i": p.i + 1, "j": p.j + 1, "weight": r.value(w)}
 

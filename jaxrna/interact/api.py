@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.alphabet import encode
+from jaxrna.alphabet import encode, encode_batch
 from jaxrna.batching import batch_size_bucket
 from jaxrna.interact.brute import Pair
 from jaxrna.interact.recurrence import bpmax_fill
@@ -187,13 +187,6 @@ def fill_batch(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo):
     return jax.vmap(lambda a, b: bpmax_fill(a, b, weights, geo))(codes_u, codes_v)
 
 
-def _codes(seqs: list[str], length: int) -> np.ndarray:
-    out = np.full((len(seqs), length), 4, dtype=np.int32)
-    for k, s in enumerate(seqs):
-        out[k, :len(s)] = encode(s)
-    return out
-
-
 def _finish(prob: Problem, table, s_outer, s_inner, weights: WeightSet, with_pairs: bool,
             keep_windows: bool) -> InteractResult:
     p, geo = prob.plan, prob.plan.geo
@@ -248,8 +241,8 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
             rows = max(rows, len(chunk))
             outer = [problems[k].outer for k in chunk] + [""] * (rows - len(chunk))
             inner = [problems[k].inner for k in chunk] + [""] * (rows - len(chunk))
-            tables, s_o, s_i = fill_batch(_codes(outer, geo.n_outer), _codes(inner, geo.n_inner),
-                                          wm, geo)
+            tables, s_o, s_i = fill_batch(encode_batch(outer, geo.n_outer)[0],
+                                          encode_batch(inner, geo.n_inner)[0], wm, geo)
             if geo.table_bytes() * rows <= HOST_BYTES:    # small: read it all on the host
                 tables = np.asarray(tables)
             for b, k in enumerate(chunk):

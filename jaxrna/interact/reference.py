@@ -13,16 +13,10 @@ so that intermolecular pairs are antiparallel. Scores are integers in the weight
 
 from __future__ import annotations
 
+from jaxrna.fold.reference import pair_weight
 from jaxrna.weights import WeightSet
 
-_KIND = {("G", "C"): "gc", ("C", "G"): "gc", ("A", "U"): "au", ("U", "A"): "au",
-         ("G", "U"): "gu", ("U", "G"): "gu"}
-
-
-def pair_weight(a: str, b: str, weights: WeightSet) -> int:
-    """Integer weight of the pair (a, b); 0 when the letters cannot pair (N included)."""
-    kind = _KIND.get((a, b))
-    return getattr(weights, kind) if kind else 0
+__all__ = ["pair_weight", "single_table", "reference_tables", "reference_score", "reference_windows"]
 
 
 def _norm(seq: str) -> str:

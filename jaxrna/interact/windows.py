@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.fold.fill import NEG
 from jaxrna.interact.recurrence import Geometry
 
 
@@ -208,4 +207,4 @@ def extract_box(table: jax.Array | np.ndarray, s_outer: np.ndarray, s_inner: np.
                s_inner=_dense_single(np.asarray(s_inner), q0, q))
 
 
-__all__ = ["Plan", "plan", "window_scores", "extract_box", "Box", "cell_index", "NEG"]
+__all__ = ["Plan", "plan", "window_scores", "extract_box", "Box", "cell_index"]
