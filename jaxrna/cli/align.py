@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from fractions import Fraction
 
-from jaxrna.cli.common import add_backend_option, add_output_options, setup_logging
+from jaxrna.cli.common import RunSummary, add_backend_option, add_output_options, setup_logging
 from jaxrna.formats.align import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io import InputError, atomic_output, read_fasta
 from jaxrna.progress import progress
@@ -121,33 +120,14 @@ def run(args) -> int:
     backend = resolve_backend(args.backend)
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     bar = progress(None, "align", unit="pair", quiet=args.quiet)
-    start = time.perf_counter()
-    count = 0
-    failed: list[str] = []
-
-    def report(pair, exc) -> None:
-        failed.append(f"{pair[0].id} x {pair[1].id}")
-        log.error("pair %s x %s skipped: %s", pair[0].id, pair[1].id, exc)
-
-    def counted(results):
-        nonlocal count
-        for r in results:
-            count += 1
-            yield r
-
+    summary = RunSummary("aligned", "pair")
     try:
         results = align_records(_pairs(args), scoring, args.mode, args.score_only,
                                 backend=backend, max_bytes=max_bytes, on_done=bar.update,
-                                on_error=report)
+                                on_error=lambda pair, exc: summary.skip(
+                                    f"{pair[0].id} x {pair[1].id}", exc))
         with atomic_output(args.output) as out:
-            WRITERS[args.format](counted(results), out)
+            WRITERS[args.format](summary.count(results), out)
     finally:
         bar.close()
-    log.info("aligned %d pair%s in %.2f s", count, "" if count == 1 else "s",
-             time.perf_counter() - start)
-    if failed:
-        log.error("%d pair%s failed and %s left out of the output: %s", len(failed),
-                  "" if len(failed) == 1 else "s", "was" if len(failed) == 1 else "were",
-                  ", ".join(failed))
-        return 2
-    return 0
+    return summary.finish()

@@ -57,3 +57,47 @@ def weights_arg(text: str):
 
 def usage_error(message: str) -> InputError:
     return InputError(message)
+
+
+class RunSummary:
+    """Counts the results a run writes, collects the items it had to skip, and ends the run
+    with one summary line: exit status 0, or 2 when anything was left out.
+
+    >>> s = RunSummary("folded", "record")
+    >>> list(s.count(iter("ab")))
+    ['a', 'b']
+    >>> s.skip("r3", "too large")
+    >>> s.finish()
+    2
+    """
+
+    def __init__(self, verb: str, noun: str) -> None:
+        import time
+
+        self.verb, self.noun = verb, noun
+        self.done = 0
+        self.failed: list[str] = []
+        self._start = time.perf_counter()
+
+    def count(self, results):
+        for r in results:
+            self.done += 1
+            yield r
+
+    def skip(self, name: str, reason) -> None:
+        self.failed.append(name)
+        logging.getLogger("jaxrna").error("%s '%s' skipped: %s", self.noun, name, reason)
+
+    def finish(self) -> int:
+        import time
+
+        log = logging.getLogger("jaxrna")
+        plural = lambda k, w: w if k == 1 else w + "s"  # noqa: E731
+        log.info("%s %d %s in %.2f s", self.verb, self.done, plural(self.done, self.noun),
+                 time.perf_counter() - self._start)
+        if not self.failed:
+            return 0
+        k = len(self.failed)
+        log.error("%d %s failed and %s left out of the output: %s", k, plural(k, self.noun),
+                  "was" if k == 1 else "were", ", ".join(self.failed))
+        return 2

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 
-from jaxrna.cli.common import add_backend_option, add_output_options, positive_int, setup_logging, weights_arg
+from jaxrna.cli.common import (RunSummary, add_backend_option, add_output_options, positive_int,
+                               setup_logging, weights_arg)
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io import InputError, atomic_output, read_fasta, sequence_record
 from jaxrna.progress import progress
@@ -69,33 +69,14 @@ def run(args) -> int:
     backend = resolve_backend(args.backend)
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     bar = progress(None, "fold", quiet=args.quiet)
-    start = time.perf_counter()
-    count = 0
-    failed: list[str] = []
-
-    def report(rec, exc) -> None:
-        failed.append(rec.id)
-        log.error("record '%s' skipped: %s", rec.id, exc)
-
-    def counted(results):
-        nonlocal count
-        for r in results:
-            count += 1
-            yield r
-
+    summary = RunSummary("folded", "record")
     try:
         results = fold_records(_records(args), args.weights, args.min_loop,
                                with_pairs=not args.score_only, max_bytes=max_bytes,
-                               on_done=bar.update, backend=backend, on_error=report)
+                               on_done=bar.update, backend=backend,
+                               on_error=lambda rec, exc: summary.skip(rec.id, exc))
         with atomic_output(args.output) as out:
-            WRITERS[args.format](counted(results), out)
+            WRITERS[args.format](summary.count(results), out)
     finally:
         bar.close()
-    log.info("folded %d record%s in %.2f s", count, "" if count == 1 else "s",
-             time.perf_counter() - start)
-    if failed:
-        log.error("%d record%s failed and %s left out of the output: %s", len(failed),
-                  "" if len(failed) == 1 else "s", "was" if len(failed) == 1 else "were",
-                  ", ".join(failed))
-        return 2
-    return 0
+    return summary.finish()

@@ -6,9 +6,9 @@ import argparse
 import contextlib
 import itertools
 import logging
-import time
 
-from jaxrna.cli.common import add_backend_option, add_output_options, setup_logging, weights_arg
+from jaxrna.cli.common import (RunSummary, add_backend_option, add_output_options, setup_logging,
+                               weights_arg)
 from jaxrna.formats.interact import SCORE_ONLY_FORMATS, WRITERS, write_window_rows, write_windows_header
 from jaxrna.io import InputError, atomic_output, read_fasta, sequence_record
 from jaxrna.progress import progress
@@ -115,13 +115,10 @@ def run(args) -> int:
     backend = resolve_backend(args.backend)
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     bar = progress(len(pairs), "interact", unit="pair", quiet=args.quiet)
-    start = time.perf_counter()
-    failed: list[str] = []
-    count = 0
+    summary = RunSummary("computed", "pair")
 
     def report(pair, exc) -> None:
-        failed.append(f"{pair[0].id} x {pair[1].id}")
-        log.error("%s", exc)
+        summary.skip(f"{pair[0].id} x {pair[1].id}", exc)
 
     try:
         results = interact_pairs(pairs, args.weights, args.window1, args.window2, args.outer,
@@ -134,21 +131,13 @@ def run(args) -> int:
             if args.all_windows:
                 write_windows_header(wout)
 
-            def counted(results):
-                nonlocal count
+            def with_windows(results):
                 for r in results:
-                    count += 1
-                    if args.all_windows:
-                        write_window_rows(r, wout)
+                    write_window_rows(r, wout)
                     yield r
 
-            WRITERS[args.format](counted(results), out)
+            stream = with_windows(results) if args.all_windows else results
+            WRITERS[args.format](summary.count(stream), out)
     finally:
         bar.close()
-    log.info("computed %d pair%s in %.2f s", count, "" if count == 1 else "s",
-             time.perf_counter() - start)
-    if failed:
-        log.error("%d pair%s refused and left out of the output: %s", len(failed),
-                  "" if len(failed) == 1 else "s", ", ".join(failed))
-        return 2
-    return 0
+    return summary.finish()
