@@ -73,6 +73,31 @@ def format_number(value: Fraction | float | int) -> str:
     return text
 
 
+def user_number(value: Fraction) -> int | float:
+    """An exact score in the user's units: an int when whole, else a float.
+
+    >>> user_number(Fraction(29, 2)), user_number(Fraction(14))
+    (14.5, 14)
+    """
+    return value.numerator if value.denominator == 1 else float(value)
+
+
+class ScoredResult:
+    """Mixin for results with an exact ``score_fraction``: ``score`` and ``score_text``."""
+
+    score_fraction: Fraction
+
+    @property
+    def score(self) -> int | float:
+        """The score in the user's units (an int when whole)."""
+        return user_number(self.score_fraction)
+
+    @property
+    def score_text(self) -> str:
+        """The score as printed: no trailing ``.0``."""
+        return format_number(self.score_fraction)
+
+
 def parse_weights(spec: str) -> WeightSet:
     """Parse ``unit``, ``bpmax``, ``integer`` or an explicit ``GC=3,AU=2,GU=1``.
 

@@ -33,7 +33,7 @@ from jaxrna.kernels.wavefront import (batch_sweep, block_dirs, checkpoint_bytes,
                                       checkpoint_sweep, pair_sweep, pallas_scores,
                                       tile_wavefront)
 from jaxrna.runtime import human_bytes, memory_bytes
-from jaxrna.weights import format_number
+from jaxrna.weights import ScoredResult
 
 __all__ = ["Alignment", "align", "align_records", "pair_sweep", "batch_sweep", "make_scoring"]
 
@@ -56,7 +56,7 @@ TILE = 128
 
 
 @dataclass(frozen=True)
-class Alignment:
+class Alignment(ScoredResult):
     """One aligned pair. Coordinates are 0-based half-open; ``ops`` is a string over ``M``
     (aligned pair), ``I`` (query residue against a gap) and ``D`` (target residue against a
     gap), or None when only the score was computed (then a local alignment's start is None).
@@ -78,16 +78,6 @@ class Alignment:
     @property
     def score_fraction(self) -> Fraction:
         return self.scoring.report(self.score_units)
-
-    @property
-    def score(self) -> int | float:
-        """The score in the user's units (the cost for the edit preset); an int when whole."""
-        f = self.score_fraction
-        return f.numerator if f.denominator == 1 else float(f)
-
-    @property
-    def score_text(self) -> str:
-        return format_number(self.score_fraction)
 
     @property
     def empty(self) -> bool:

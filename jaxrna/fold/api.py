@@ -24,7 +24,7 @@ from jaxrna.fold.traceback import pairs_to_dotbracket, traceback
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 from jaxrna.runtime import human_bytes, memory_bytes
-from jaxrna.weights import WeightSet, format_number, parse_weights
+from jaxrna.weights import ScoredResult, WeightSet, parse_weights
 
 TILE = 64
 #: Bytes per padded position squared: device tiles and row-shifted copy (2 x 4 B, plus group
@@ -38,7 +38,7 @@ GPU_PACKED_ABOVE = 4096
 
 
 @dataclass(frozen=True)
-class FoldResult:
+class FoldResult(ScoredResult):
     """One folded sequence: pairs are 0-based ``(i, j)`` with ``i < j``."""
 
     id: str
@@ -56,16 +56,6 @@ class FoldResult:
     @property
     def score_fraction(self) -> Fraction:
         return self.weights.to_fraction(self.score_units)
-
-    @property
-    def score(self) -> int | float:
-        """The score in the user's units (an int when whole)."""
-        f = self.score_fraction
-        return f.numerator if f.denominator == 1 else float(f)
-
-    @property
-    def score_text(self) -> str:
-        return format_number(self.score_fraction)
 
     @property
     def structure(self) -> str | None:

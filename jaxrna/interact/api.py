@@ -34,7 +34,7 @@ from jaxrna.interact.windows import Plan, extract_box, plan, single_score, windo
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 from jaxrna.runtime import human_bytes, memory_bytes
-from jaxrna.weights import WeightSet, format_number, parse_weights
+from jaxrna.weights import WeightSet, format_number, parse_weights, user_number
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,7 @@ class InteractResult:
 
     def value(self, units: int):
         """A score in integer units in the user's units (an int when whole)."""
-        f = Fraction(int(units), self.weights.scale)
-        return f.numerator if f.denominator == 1 else float(f)
+        return user_number(Fraction(int(units), self.weights.scale))
 
     @property
     def score(self):
