@@ -19,6 +19,7 @@ import collections
 import gzip
 import io
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import IO, Iterator
@@ -28,6 +29,12 @@ from jaxrna.io.errors import InputError
 #: IUPAC nucleotide codes (plus X, which miRanda also reads as an ambiguity code).
 NUCLEOTIDE_LETTERS = frozenset("ACGTURYSWKMBDHVNX")
 ALPHABETS = {"rna": NUCLEOTIDE_LETTERS, "letters": None}
+#: The first character of a line that is not allowed (fast path of the validation).
+_BAD = {
+    "rna": re.compile("[^" + "".join(sorted(NUCLEOTIDE_LETTERS)) +
+                      "".join(sorted(NUCLEOTIDE_LETTERS)).lower() + " \t\r\n]"),
+    "letters": re.compile("[^A-Za-z \t\r\n]"),
+}
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,8 @@ def normalise(sequence: str, alphabet: str = "rna") -> str:
 
 def _check_residues(text: str, alphabet: str, *, path: str | None, line: int | None,
                     record: str | None, offset: int) -> None:
+    if _BAD[alphabet].search(text) is None:
+        return
     allowed = ALPHABETS[alphabet]
     for col, ch in enumerate(text, start=1):
         if ch in " \t\r\n":
