@@ -143,6 +143,8 @@ export GALAXY_CONFIG_FILE=$work/galaxy.yml
 # Jobs activate $GALAXY_VIRTUAL_ENV (Galaxy's own scripts - uploads, metadata - need its
 # python first on PATH); the jaxrna link comes right after it.
 export GALAXY_VIRTUAL_ENV=$gx_venv
+# A caller's active virtual environment would stop job scripts from activating Galaxy's.
+unset VIRTUAL_ENV PYTHONHOME
 export PATH=$gx_venv/bin:$work/bin:$PATH
 export JAXRNA_CACHE_DIR=${JAXRNA_CACHE_DIR:-$work/jax-cache}
 gx_pid=
