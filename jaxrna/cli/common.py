@@ -36,14 +36,25 @@ def setup_logging(quiet: bool) -> None:
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.ERROR)  # "no TPU" chatter
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+def int_at_least(minimum: int, too_small: str = "expected a number >= {minimum}, got {value}"):
+    """An argparse type: a whole number >= ``minimum`` (``too_small`` formats the complaint).
+
+    >>> int_at_least(1)("3")
+    3
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(too_small.format(minimum=minimum, value=value))
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(0)
 
 
 def weights_arg(text: str):

@@ -7,8 +7,8 @@ import contextlib
 import itertools
 import logging
 
-from jaxrna.cli.common import (RunSummary, add_backend_option, add_output_options, setup_logging,
-                               weights_arg)
+from jaxrna.cli.common import (RunSummary, add_backend_option, add_output_options, int_at_least,
+                               setup_logging, weights_arg)
 from jaxrna.formats.interact import SCORE_ONLY_FORMATS, WRITERS, write_window_rows, write_windows_header
 from jaxrna.io import InputError, atomic_output, read_fasta, sequence_record
 from jaxrna.progress import progress
@@ -31,14 +31,7 @@ or explicit GC=x,AU=y,GU=z (half-integers are exact).
 """
 
 
-def window_length(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a window is at least 1 nt, got {value}")
-    return value
+window_length = int_at_least(1, "a window is at least 1 nt, got {value}")
 
 
 def add_parser(subparsers) -> None:
