@@ -365,6 +365,13 @@ def traceback_device(tab: jax.Array, codes: jax.Array, weights: jax.Array, lengt
     the pair, then the leftmost split), so the structure is identical.
     """
     nb = int(round((np.sqrt(8 * tab.shape[0] + 1) - 1) / 2))
+    return structure_search(partial(cell, tab, nb=nb), codes, weights, length, min_loop, search)
+
+
+def structure_search(get, codes: jax.Array, weights: jax.Array, length, min_loop: int,
+                     search: int = 1024) -> tuple[jax.Array, jax.Array]:
+    """The traceback of :func:`traceback_device` on any table layout: ``get(i, j)`` reads
+    ``N(i, j)`` (broadcasting over index arrays; 0 for ``j < i``). Traceable (jit, vmap)."""
     size = codes.shape[0]
     n = jnp.asarray(length, jnp.int32)
     codes = codes.astype(jnp.int32)
@@ -372,7 +379,6 @@ def traceback_device(tab: jax.Array, codes: jax.Array, weights: jax.Array, lengt
     stack = jnp.zeros((size + 2, 2), jnp.int32).at[0].set(jnp.stack([jnp.int32(0), n - 1]))
     partner = jnp.full((size,), -1, jnp.int32)
     sp0 = (n > 1).astype(jnp.int32)
-    get = partial(cell, tab, nb=nb)
 
     def split_search(i, j, v):
         def cond(st):
