@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrna.align.scoring import NEG, Scoring
+from jaxrna.semiring import Semiring
 
 #: Minus infinity when sweeping in int16.
 NEG16 = -(1 << 14)
@@ -66,18 +67,50 @@ def add_max(a, b, c):
     return jnp.maximum(a + b, c)
 
 
+_MAX_PLUS_ADD = add_max
+
+
 def cell(h_diag, m_up, x_up, y_up, m_left, x_left, y_left, s, go, ge, *, local: bool,
-         want_bits: bool = False, add_max=add_max):
+         want_bits: bool = False, add_max=add_max, semiring: Semiring | None = None,
+         start=None):
     """The Gotoh update for any array of cells: returns ``(M, X, Y, H, bits)``.
 
-    ``h_diag`` is ``H = max(M, X, Y)`` at the up-left neighbour; ``bits`` is None unless
-    ``want_bits``. Written as add-max chains (``max(M, Y) + open`` for both opening moves,
-    local ``max(H, 0) + s = max(H + s, s)``): the same integers, fewer operations.
+    ``h_diag`` is ``H = M (+) X (+) Y`` at the up-left neighbour; ``bits`` is None unless
+    ``want_bits``. Written as add-max chains (``(M (+) Y) + open`` for both opening moves,
+    local ``(H (+) start) + s = (H + s) (+) (start + s)``): the same integers, fewer
+    operations.
+
+    ``semiring`` (default :data:`~jaxrna.semiring.MAX_PLUS`: ``(+)`` is ``max``) evaluates the
+    same update in another semiring: with :func:`~jaxrna.semiring.log_semiring` every input
+    is a log weight (scores already divided by the temperature) and the outputs are log sums
+    over the paths into the cell. ``start`` is the log weight of starting a local alignment
+    here (default 0, the semiring's one; a sweep that stores values relative to an offset
+    ``C`` passes ``-C``). ``add_max`` overrides and direction bits are max-plus only.
+
+    >>> import jax.numpy as jnp
+    >>> from jaxrna.semiring import log_semiring
+    >>> v = [jnp.float32(0.0)] * 7 + [jnp.float32(1.0), jnp.float32(-2.0), jnp.float32(-1.0)]
+    >>> [float(a) for a in cell(*v, local=False)[:4]]        # M, X, Y, H
+    [1.0, -1.0, -1.0, 1.0]
+    >>> [round(float(a), 4) for a in cell(*v, local=False, semiring=log_semiring(1.0))[:4]]
+    [1.0, -0.4486, -0.4486, 1.3851]
     """
-    m = add_max(h_diag, s, s) if local else h_diag + s
-    x = add_max(jnp.maximum(m_up, y_up), go, x_up + ge)
-    y = add_max(jnp.maximum(m_left, x_left), go, y_left + ge)
-    h = jnp.maximum(jnp.maximum(m, x), y)
+    if semiring is None or semiring.is_max:
+        plus = jnp.maximum
+    else:
+        if want_bits or add_max is not _MAX_PLUS_ADD:
+            raise ValueError("direction bits and add_max overrides are max-plus only")
+        plus = semiring.plus
+
+        def add_max(a, b, c):  # noqa: F811 (a + b) (+) c in this semiring
+            return plus(a + b, c)
+    if local:
+        m = add_max(h_diag, s, s if start is None else start + s)
+    else:
+        m = h_diag + s
+    x = add_max(plus(m_up, y_up), go, x_up + ge)
+    y = add_max(plus(m_left, x_left), go, y_left + ge)
+    h = plus(plus(m, x), y)
     bits = None
     if want_bits:
         hsrc = jnp.where(m == h, 0, jnp.where(x == h, 1, 2))

@@ -1,0 +1,392 @@
+"""The forward partition function of pairwise alignment, and match posteriors by ``jax.grad``.
+
+The model is jaxrna's three-state Gotoh alignment (:mod:`jaxrna.align.reference`) summed
+instead of maximised: an alignment weighs ``exp(score / T)``, its score in the user's units
+(substitution scores, a gap run of length L scoring ``-(open + (L - 1) * extend)``; an X run
+directly followed by a Y run is two runs). ``mode="global"``: ``Z`` sums every alignment of
+the whole sequences. ``mode="local"``: ``Z = 1`` (the empty alignment) plus every alignment
+of a query substring with a target substring that starts and ends with an aligned pair, so
+``T ln Z`` tends to the Smith-Waterman score ``max(0, best)`` as ``T -> 0``. Minimised
+presets (edit distance) weigh ``exp(-cost / T)``.
+
+The match posterior ``P[i, j]`` (query i aligned to target j) is ``T * d ln Z / d S[i, j]``,
+``S`` the per-cell substitution scores: reverse-mode autodiff through the forward sweep is
+the backward (outside) pass.
+
+:func:`forward` is the core: :func:`jaxrna.align.recurrence.cell`, the same update the
+max-plus paths and the Pallas kernel use, evaluated in any :class:`~jaxrna.semiring.Semiring`
+along antidiagonals (``lax.scan``; the shorter sequence on the lanes) of one pair given its
+dense substitution scores and true lengths: pure, jit-able, vmap-able over padded batches.
+In the log semiring the values of each antidiagonal are stored relative to a running offset
+(the previous antidiagonal's largest ``H``), so float32 keeps its relative precision along
+paths of any length; the scan body is rematerialised in the backward pass, so the memory of
+:func:`posteriors` is about :func:`posterior_bytes` (O(n m) floats, the carry of each
+antidiagonal).
+
+>>> lz, P = match_posteriors("GATTACA", "GATCA", match=1, mismatch=-1, gap_open=2,
+...                          gap_extend=1)
+>>> round(lz, 3), P.shape, round(float(P[0, 0]), 3)
+(2.848, (7, 5), 0.972)
+>>> round(log_partition("GATTACA", "GATCA", match=1, mismatch=-1, gap_open=2, gap_extend=1,
+...                     temperature=0.01) * 0.01, 3)   # T -> 0: the Needleman-Wunsch score 2
+2.0
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrna.align.recurrence import cell
+from jaxrna.align.scoring import Scoring, make_scoring
+from jaxrna.batching import bucket_length
+from jaxrna.semiring import MAX_PLUS, Semiring, log_semiring
+
+__all__ = ["forward", "posteriors", "batch_log_partition", "batch_posteriors",
+           "substitution_scores", "log_partition", "match_posteriors", "posterior_bytes",
+           "Posterior", "posterior_records"]
+
+MODES = ("global", "local")
+
+
+# --------------------------------------------------------------------------------------
+# the core: one pair, encoded
+
+
+def skew(S: jax.Array) -> jax.Array:
+    """``(h + w - 1, h)`` antidiagonals of ``S`` (``h`` x ``w``): ``out[s, k] = S[k, s - k]``
+    where ``0 <= s - k < w`` (0 elsewhere), by padding and reshaping only.
+
+    >>> skew(jnp.arange(6).reshape(2, 3)).tolist()
+    [[0, 0], [1, 3], [2, 4], [0, 5]]
+    """
+    h, w = S.shape
+    flat = jnp.pad(S, ((0, 0), (0, h))).reshape(-1)[:h * (w + h - 1)]
+    return flat.reshape(h, w + h - 1).T
+
+
+def forward(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
+            semiring: Semiring = MAX_PLUS) -> jax.Array:
+    """``ln Z`` (log semiring) or the best score (max-plus) of the pair whose substitution
+    scores are ``S[:m, :n]``.
+
+    ``S``: ``(h, w)`` scores of every query position against every target position (padded;
+    integers for exact max-plus, floats in the user's units for the log semiring, which
+    divides them by its temperature); ``go``, ``ge``: the gap open and extend *scores*
+    (``<= 0``, same units); ``m``, ``n``: the true lengths (default ``h``, ``w``; traced
+    values are fine, so the function vmaps over padded batches). Global: ``H(m, n)``;
+    local: ``1 (+) (+)_cells M`` (the empty alignment included, ``max(0, best)`` in
+    max-plus).
+    """
+    h, w = S.shape
+    m = h if m is None else m
+    n = w if n is None else n
+    if h > w:                  # the model is symmetric: put the shorter sequence on the lanes
+        return forward(S.T, go, ge, n, m, local=local, semiring=semiring)
+    sr = semiring
+    if not sr.is_max and not jnp.issubdtype(S.dtype, jnp.floating):
+        S = S.astype(jnp.result_type(float))
+    dt = S.dtype
+    S = sr.weight(S)
+    go = sr.weight(jnp.asarray(go, dt))
+    ge = sr.weight(jnp.asarray(ge, dt))
+    zero, one = sr.zero(dt), sr.one(dt)
+    m = jnp.asarray(m, jnp.int32)
+    n = jnp.asarray(n, jnp.int32)
+
+    def gap(length):              # log weight of one gap run of ``length`` >= 1 columns
+        return go + (length - 1).astype(dt) * ge
+
+    edge = jnp.where(m + n == 0, one, gap(jnp.maximum(m, n)))   # a global pair with m or n 0
+    if h == 0:
+        return one if local else edge
+    rescale = not sr.is_max
+    lanes = jnp.arange(h, dtype=jnp.int32)
+    lane_x = gap(lanes + 1)                              # X(i, 0) of row i = lane + 1
+    lane_h = jnp.where(lanes == 0, one, gap(lanes))      # H(i - 1, 0)
+    full = jnp.full((h,), zero, dt)
+
+    def shift(first, v):
+        return jnp.concatenate([jnp.broadcast_to(first, (1,)).astype(dt), v[:-1]])
+
+    def step(carry, xs):
+        # values of step s - 1 relative to the offset c1, of step s - 2 relative to c1 - d1
+        pm, px, py, ph, p2h, d1, c1, tail = carry
+        s, sub = xs
+        j = s - lanes + 1                                # lane k computes cell (k + 1, j)
+        first = j == 1
+        if local:                                        # minus infinity on the border
+            top_y = top_h = left_x = left_h = zero
+        else:
+            top_y = gap(s + 1) - c1                      # Y(0, s + 1)
+            top_h = jnp.where(s == 0, one, gap(s)) - c1  # H(0, s)
+            left_x, left_h = lane_x - c1, lane_h - c1
+        dg = jnp.where(first, left_h, shift(top_h, p2h - d1))
+        mm, xx, yy, hh, _ = cell(
+            dg, shift(zero, pm), shift(zero, px), shift(top_y, py),
+            jnp.where(first, zero, pm), jnp.where(first, left_x, px), jnp.where(first, zero, py),
+            sub, go, ge, local=local, semiring=sr, start=-c1 if rescale else None)
+        valid = (lanes < m) & (j >= 1) & (j <= n)
+        delta = d1
+        if rescale:
+            top = jnp.max(jnp.where(valid, hh, zero))
+            delta = jax.lax.stop_gradient(jnp.where(top > zero / 2, top, 0).astype(dt))
+            mm, xx, yy, hh = (v - delta for v in (mm, xx, yy, hh))
+        c = c1 + delta
+        if local:                                        # every M cell may end the alignment
+            tail = sr.plus(tail - delta, jnp.where(valid, mm, zero))
+        else:                                            # H(i, n) of every row, absolute
+            tail = jnp.where(j == n, hh + c, tail)
+        return (mm, xx, yy, hh, ph, delta, c, tail), None
+
+    scalar = jnp.zeros((), dt)
+    init = (full, full, full, full, full, scalar, scalar, full)
+    xs = (jnp.arange(h + w - 1, dtype=jnp.int32), skew(S))
+    body = jax.checkpoint(step, prevent_cse=False) if rescale else step
+    carry, _ = jax.lax.scan(body, init, xs)
+    c, tail = carry[6], carry[7]
+    if local:
+        return sr.plus(one, c + sr.sum(tail))
+    return jnp.where((m == 0) | (n == 0), edge, tail[jnp.clip(m - 1, 0, h - 1)])
+
+
+def posteriors(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
+               temperature: float = 1.0) -> tuple[jax.Array, jax.Array]:
+    """``(ln Z, P)``: ``P[i, j] = T * d ln Z / d S[i, j]``, the probability that query ``i``
+    is aligned to target ``j`` (0 outside ``[:m, :n]``). Arguments as :func:`forward`."""
+    sr = log_semiring(temperature)
+    log_z, grad = jax.value_and_grad(
+        lambda s: forward(s, go, ge, m, n, local=local, semiring=sr))(S)
+    return log_z, grad * temperature
+
+
+@functools.partial(jax.jit, static_argnames=("local", "semiring"))
+def batch_log_partition(S, go, ge, m, n, *, local: bool, semiring: Semiring) -> jax.Array:
+    """:func:`forward` of a padded batch: ``S`` ``(B, h, w)``, ``m``, ``n`` ``(B,)``."""
+    fn = functools.partial(forward, local=local, semiring=semiring)
+    return jax.vmap(fn, in_axes=(0, None, None, 0, 0))(S, go, ge, m, n)
+
+
+@functools.partial(jax.jit, static_argnames=("local", "temperature"))
+def batch_posteriors(S, go, ge, m, n, *, local: bool, temperature: float = 1.0):
+    """:func:`posteriors` of a padded batch: ``(ln Z (B,), P (B, h, w))``."""
+    fn = functools.partial(posteriors, local=local, temperature=temperature)
+    return jax.vmap(fn, in_axes=(0, None, None, 0, 0))(S, go, ge, m, n)
+
+
+def substitution_scores(q, t, scoring: Scoring, dtype=None) -> jax.Array:
+    """``(len(q), len(t))`` scores of query codes ``q`` against target codes ``t``: floats
+    in the user's units, or the scheme's integer units when ``dtype`` is an integer type."""
+    dtype = jnp.dtype(dtype or _float_dtype())
+    if jnp.issubdtype(dtype, jnp.integer):
+        mat = jnp.asarray(scoring.matrix, dtype)
+    else:
+        mat = jnp.asarray(scoring.matrix, dtype) / scoring.scale
+    return mat[jnp.asarray(q)[:, None], jnp.asarray(t)[None, :]]
+
+
+def gap_scores(scoring: Scoring, dtype=None) -> tuple[float, float] | tuple[int, int]:
+    """The open and extend *scores* (``<= 0``) in the user's units (integer units when
+    ``dtype`` is an integer type)."""
+    if dtype is not None and jnp.issubdtype(jnp.dtype(dtype), jnp.integer):
+        return scoring.open_score, scoring.extend_score
+    return scoring.open_score / scoring.scale, scoring.extend_score / scoring.scale
+
+
+def posterior_bytes(h: int, w: int, itemsize: int = 4) -> int:
+    """Peak memory of :func:`posteriors` for one ``h`` x ``w`` (padded) pair: ``S``, its
+    antidiagonals and their cotangents, the saved carry of every antidiagonal (six rows of
+    the shorter length) and the gradient (measured: see bench/bench_align_partition.py)."""
+    short, steps = min(h, w), h + w - 1
+    return itemsize * (12 * steps * short + 3 * h * w) + (16 << 20)
+
+
+# --------------------------------------------------------------------------------------
+# strings or codes in, numbers out
+
+
+def _float_dtype():
+    return jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+
+
+def _padded(n: int) -> int:
+    """Padded length: a multiple of 16 up to 256, then the project's bucket ladder."""
+    return max(16, -(-n // 16) * 16) if n <= 256 else bucket_length(n)
+
+
+def _codes(seq, scoring: Scoring) -> np.ndarray:
+    if isinstance(seq, str):
+        return scoring.encode(seq)
+    codes = np.asarray(seq)
+    if codes.ndim != 1 or not np.issubdtype(codes.dtype, np.integer):
+        raise ValueError("expected a string or a 1-D array of integer codes")
+    if codes.size and (codes.min() < 0 or codes.max() >= scoring.size):
+        raise ValueError(f"codes must lie in 0..{scoring.size - 1} ({scoring.name})")
+    return codes.astype(np.int32)
+
+
+def _setup(query, target, scoring, mode, options):
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if scoring is None:
+        scoring = make_scoring(**options)
+    elif any(v is not None for v in options.values()):
+        raise ValueError("give either scoring or score options, not both")
+    if scoring.minimise and mode != "global":
+        raise ValueError("the edit preset is a global cost; use mode='global'")
+    return scoring, _codes(query, scoring), _codes(target, scoring)
+
+
+def _padded_pair(q: np.ndarray, t: np.ndarray, scoring: Scoring, dtype):
+    h, w = _padded(q.size), _padded(t.size)
+    qp = np.zeros(h, np.int32)
+    tp = np.zeros(w, np.int32)
+    qp[:q.size], tp[:t.size] = q, t
+    return substitution_scores(qp, tp, scoring, dtype)
+
+
+def log_partition(query, target, scoring: Scoring | None = None, *, mode: str = "global",
+                  temperature: float = 1.0, dtype=None, match=None, mismatch=None,
+                  matrix: str | None = None, gap_open=None, gap_extend=None,
+                  preset: str | None = None) -> float:
+    """``ln Z`` of one pair: strings, or arrays of the scheme's codes
+    (:meth:`~jaxrna.align.scoring.Scoring.encode`). Scores as
+    :func:`jaxrna.align.api.align` (``scoring`` or the score options; default NUC.4.4, gap
+    10 / 0.5). ``dtype``: float64 when ``jax_enable_x64`` is on, else float32."""
+    scoring, q, t = _setup(query, target, scoring, mode,
+                           dict(match=match, mismatch=mismatch, matrix=matrix,
+                                gap_open=gap_open, gap_extend=gap_extend, preset=preset))
+    sr = log_semiring(temperature)
+    S = _padded_pair(q, t, scoring, dtype)
+    go, ge = gap_scores(scoring)
+    out = batch_log_partition(S[None], go, ge, jnp.array([q.size]), jnp.array([t.size]),
+                              local=mode == "local", semiring=sr)
+    return float(out[0])
+
+
+def match_posteriors(query, target, scoring: Scoring | None = None, *, mode: str = "global",
+                     temperature: float = 1.0, dtype=None, match=None, mismatch=None,
+                     matrix: str | None = None, gap_open=None, gap_extend=None,
+                     preset: str | None = None) -> tuple[float, np.ndarray]:
+    """``(ln Z, P)`` of one pair, ``P`` the ``(len(query), len(target))`` probabilities that
+    query ``i`` is aligned to target ``j`` (0-based). Arguments as :func:`log_partition`."""
+    scoring, q, t = _setup(query, target, scoring, mode,
+                           dict(match=match, mismatch=mismatch, matrix=matrix,
+                                gap_open=gap_open, gap_extend=gap_extend, preset=preset))
+    S = _padded_pair(q, t, scoring, dtype)
+    go, ge = gap_scores(scoring)
+    log_z, P = batch_posteriors(S[None], go, ge, jnp.array([q.size]), jnp.array([t.size]),
+                                local=mode == "local", temperature=float(temperature))
+    return float(log_z[0]), np.asarray(P[0, :q.size, :t.size])
+
+
+# --------------------------------------------------------------------------------------
+# records (the CLI)
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """One pair's ``ln Z`` and ``(len(query), len(target))`` match probabilities."""
+
+    query_id: str
+    target_id: str
+    mode: str
+    temperature: float
+    log_partition: float
+    probabilities: np.ndarray = field(repr=False, compare=False)
+    scoring: Scoring | None = field(repr=False, compare=False, default=None)
+
+
+#: Pairs per batch are capped so one batch needs at most this much memory.
+BATCH_BYTES = 1 << 30
+#: And at most this many pairs (small pairs: bounded host copies of P).
+MAX_BATCH = 256
+
+
+def _batch_rows(count: int) -> int:
+    return count if count < 2 else 1 << (count - 1).bit_length()
+
+
+def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
+                      temperature: float = 1.0, *, backend: str = "cpu",
+                      max_bytes: int | None = None, on_done=None) -> Iterator[Posterior]:
+    """Match posteriors of (query, target) :class:`~jaxrna.io.fasta.Record` pairs, in input
+    order. Every pair is encoded and its memory estimated before any is computed: a bad
+    letter or a pair needing more than ``max_bytes`` (default 80% of the device's memory)
+    raises :class:`~jaxrna.io.errors.InputError`. Pairs of one padded shape run as vmapped
+    batches."""
+    from jaxrna.align.api import _memory_limit
+    from jaxrna.io.errors import InputError
+    from jaxrna.runtime import human_bytes
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if scoring.minimise and mode != "global":
+        raise ValueError("the edit preset is a global cost; use --mode global")
+    pairs = list(pairs)
+    limit = _memory_limit(backend, max_bytes)
+    device = jax.devices(backend)[0]
+    dtype = _float_dtype()
+    itemsize = jnp.dtype(dtype).itemsize
+    cache: dict[int, np.ndarray] = {}
+    groups: dict[tuple[int, int], list[int]] = {}
+    encoded = []
+    for idx, (qr, tr) in enumerate(pairs):
+        codes = []
+        for rec in (qr, tr):
+            if id(rec) not in cache:
+                try:
+                    cache[id(rec)] = scoring.encode(rec.sequence)
+                except ValueError as exc:
+                    raise InputError(str(exc), path=rec.source, line=rec.line,
+                                     record=rec.id) from None
+            codes.append(cache[id(rec)])
+        h, w = _padded(codes[0].size), _padded(codes[1].size)
+        need = posterior_bytes(h, w, itemsize)
+        if limit and need > limit:
+            raise InputError(
+                f"pair {qr.id} x {tr.id} ({codes[0].size} x {codes[1].size}) needs about "
+                f"{human_bytes(need)} for match posteriors, more than the "
+                f"{human_bytes(limit)} allowed; use shorter sequences, a machine with more "
+                f"memory, or raise --max-memory")
+        encoded.append(codes)
+        groups.setdefault((h, w), []).append(idx)
+    go, ge = gap_scores(scoring)
+    local = mode == "local"
+    done: dict[int, Posterior] = {}
+    next_out = 0
+    with jax.default_device(device):
+        for (h, w), members in groups.items():
+            per = posterior_bytes(h, w, itemsize)
+            cap = max(1, min(MAX_BATCH, min(BATCH_BYTES, limit or BATCH_BYTES) // per))
+            for s in range(0, len(members), cap):
+                part = members[s:s + cap]
+                rows = _batch_rows(len(part))
+                q = np.zeros((rows, h), np.int32)
+                t = np.zeros((rows, w), np.int32)
+                m = np.zeros(rows, np.int32)
+                n = np.zeros(rows, np.int32)
+                for r, idx in enumerate(part):
+                    qc, tc = encoded[idx]
+                    q[r, :qc.size], t[r, :tc.size], m[r], n[r] = qc, tc, qc.size, tc.size
+                S = jax.vmap(lambda a, b: substitution_scores(a, b, scoring, dtype))(q, t)
+                log_z, P = batch_posteriors(S, go, ge, m, n, local=local,
+                                            temperature=float(temperature))
+                log_z, P = np.asarray(log_z), np.asarray(P)
+                for r, idx in enumerate(part):
+                    qr, tr = pairs[idx]
+                    done[idx] = Posterior(qr.id, tr.id, mode, float(temperature),
+                                          float(log_z[r]), P[r, :m[r], :n[r]].copy(), scoring)
+                if on_done:
+                    on_done(len(part))
+                while next_out in done:                  # stream in input order
+                    yield done.pop(next_out)
+                    next_out += 1
+    while next_out in done:
+        yield done.pop(next_out)
+        next_out += 1
