@@ -48,8 +48,8 @@ from jaxrna.batching import bucket_length
 from jaxrna.semiring import MAX_PLUS, Semiring, log_semiring
 
 __all__ = ["forward", "posteriors", "batch_log_partition", "batch_posteriors",
-           "substitution_scores", "log_partition", "match_posteriors", "posterior_bytes",
-           "Posterior", "posterior_records"]
+           "substitution_scores", "gap_scores", "posterior_bytes", "log_partition",
+           "match_posteriors"]
 
 MODES = ("global", "local")
 
@@ -316,10 +316,11 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
                       temperature: float = 1.0, *, backend: str = "cpu",
                       max_bytes: int | None = None, on_done=None) -> Iterator[Posterior]:
     """Match posteriors of (query, target) :class:`~jaxrna.io.fasta.Record` pairs, in input
-    order. Every pair is encoded and its memory estimated before any is computed: a bad
-    letter or a pair needing more than ``max_bytes`` (default 80% of the device's memory)
-    raises :class:`~jaxrna.io.errors.InputError`. Pairs of one padded shape run as vmapped
-    batches."""
+    order. Every pair is encoded and its memory estimated up front, before anything is
+    computed (so this call, not the iteration, raises): a bad letter or a pair needing more
+    than ``max_bytes`` (default 80% of the device's memory) raises
+    :class:`~jaxrna.io.errors.InputError`. Pairs of one padded shape run as vmapped batches;
+    ``on_done(k)``: ``k`` more pairs done."""
     from jaxrna.align.api import _memory_limit
     from jaxrna.io.errors import InputError
     from jaxrna.runtime import human_bytes
@@ -328,11 +329,11 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if scoring.minimise and mode != "global":
         raise ValueError("the edit preset is a global cost; use --mode global")
+    if not temperature > 0:
+        raise ValueError(f"the temperature must be > 0, not {temperature}")
     pairs = list(pairs)
     limit = _memory_limit(backend, max_bytes)
-    device = jax.devices(backend)[0]
-    dtype = _float_dtype()
-    itemsize = jnp.dtype(dtype).itemsize
+    itemsize = jnp.dtype(_float_dtype()).itemsize
     cache: dict[int, np.ndarray] = {}
     groups: dict[tuple[int, int], list[int]] = {}
     encoded = []
@@ -356,11 +357,19 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
                 f"memory, or raise --max-memory")
         encoded.append(codes)
         groups.setdefault((h, w), []).append(idx)
+    return _posterior_batches(pairs, encoded, groups, scoring, mode, float(temperature),
+                              backend, limit, itemsize, on_done)
+
+
+def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
+                       temperature: float, backend: str, limit: int, itemsize: int,
+                       on_done) -> Iterator[Posterior]:
     go, ge = gap_scores(scoring)
     local = mode == "local"
+    dtype = _float_dtype()
     done: dict[int, Posterior] = {}
     next_out = 0
-    with jax.default_device(device):
+    with jax.default_device(jax.devices(backend)[0]):
         for (h, w), members in groups.items():
             per = posterior_bytes(h, w, itemsize)
             cap = max(1, min(MAX_BATCH, min(BATCH_BYTES, limit or BATCH_BYTES) // per))
@@ -376,17 +385,14 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
                     q[r, :qc.size], t[r, :tc.size], m[r], n[r] = qc, tc, qc.size, tc.size
                 S = jax.vmap(lambda a, b: substitution_scores(a, b, scoring, dtype))(q, t)
                 log_z, P = batch_posteriors(S, go, ge, m, n, local=local,
-                                            temperature=float(temperature))
+                                            temperature=temperature)
                 log_z, P = np.asarray(log_z), np.asarray(P)
                 for r, idx in enumerate(part):
                     qr, tr = pairs[idx]
-                    done[idx] = Posterior(qr.id, tr.id, mode, float(temperature),
-                                          float(log_z[r]), P[r, :m[r], :n[r]].copy(), scoring)
+                    done[idx] = Posterior(qr.id, tr.id, mode, temperature, float(log_z[r]),
+                                          P[r, :m[r], :n[r]].copy(), scoring)
                 if on_done:
                     on_done(len(part))
                 while next_out in done:                  # stream in input order
                     yield done.pop(next_out)
                     next_out += 1
-    while next_out in done:
-        yield done.pop(next_out)
-        next_out += 1

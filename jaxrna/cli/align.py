@@ -20,6 +20,8 @@ EXAMPLES = """examples:
   jaxrna align prot_q.fa prot_t.fa --matrix BLOSUM62 --gap-open 11 --gap-extend 1
   jaxrna align a.fa b.fa --pairs zip --preset edit -f tsv
   jaxrna align many.fa db.fa --mode local --score-only -f tsv -o hits.tsv
+  jaxrna align q.fa t.fa --posterior --temperature 2 -f json -o posteriors.json
+  jaxrna align q.fa t.fa --posterior --mode local -o dots.txt --plot dots.png
 
 scores: --match/--mismatch (identical letters match; T and U are the same letter), or
 --matrix NAME (Biopython's substitution matrices: NUC.4.4 alias EDNAFULL, BLOSUM62, PAM250,
@@ -28,6 +30,16 @@ distance: indel 3, substitution 1, match 0, minimised; the reported score is the
 Default: NUC.4.4 with gap open 10, extend 0.5 (as EMBOSS needle/water).
 Gaps: a gap of length L costs OPEN + (L-1) * EXTEND (Biopython PairwiseAligner with
 open_gap_score=-OPEN, extend_gap_score=-EXTEND; parasail's convention); linear when equal.
+
+--posterior: the partition function Z (every alignment weighs exp(score / T); local mode
+counts the empty alignment and every alignment between substrings that starts and ends with
+an aligned pair) and the probability of each query position being aligned to each target
+position, by automatic differentiation. With -f json a list of objects (query_id, target_id,
+mode, log_partition, match_probabilities as [i, j, p], 1-based, every p >= 1e-6); with other
+formats a dot-plot text (per pair '# QUERY TARGET LOG_PARTITION', then 'i j p' lines);
+--plot FILE.png also draws heat maps (one pair: FILE.png; several: FILE_1.png, FILE_2.png,
+...; needs matplotlib: pip install 'jaxrna[plot]'). Memory grows as the product of the
+lengths (about 200 MB for 2,000 x 2,000); larger pairs are refused up front.
 """
 
 
@@ -65,9 +77,17 @@ def add_parser(subparsers) -> None:
     add_output_options(p, list(WRITERS), "pair")
     p.add_argument("--score-only", action="store_true",
                    help="skip the traceback (formats tsv and json; a local start is then '*')")
+    p.add_argument("--posterior", action="store_true",
+                   help="partition function and match probabilities instead of one best "
+                        "alignment (formats: json, or a dot-plot text for the others)")
+    p.add_argument("--temperature", type=number, metavar="T", default=None,
+                   help="with --posterior: alignments weigh exp(score / T) (default 1)")
+    p.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="with --posterior: PNG heat map(s) of the match probabilities "
+                        "(needs matplotlib)")
     p.add_argument("--max-memory", type=float, metavar="GiB", default=None,
-                   help="refuse pairs whose traceback needs more (default: 80%% of this "
-                        "machine's memory, or of the GPU's)")
+                   help="refuse pairs whose traceback (or posteriors) needs more (default: "
+                        "80%% of this machine's memory, or of the GPU's)")
     add_backend_option(p)
     p.set_defaults(func=run)
 
@@ -96,8 +116,49 @@ def _pairs(args):
         yield q, t
 
 
+def _check_posterior_options(args) -> None:
+    if not args.posterior:
+        for flag, value in (("--temperature", args.temperature), ("--plot", args.plot)):
+            if value is not None:
+                raise InputError(f"{flag} needs --posterior")
+        return
+    if args.score_only:
+        raise InputError("--posterior computes match probabilities, not one alignment; "
+                         "it cannot be used with --score-only")
+    if args.temperature is not None and not args.temperature > 0:
+        raise InputError(f"--temperature must be > 0, not {args.temperature}")
+    if args.plot is not None:
+        from jaxrna.formats.align_posterior import pyplot
+
+        try:
+            pyplot()
+        except ImportError as exc:
+            raise InputError(str(exc)) from None
+
+
+def _run_posterior(args, scoring, backend: str, max_bytes) -> int:
+    from jaxrna.align.partition import posterior_records
+    from jaxrna.formats.align_posterior import plot_paths, plotting, writer_for
+
+    temperature = float(args.temperature) if args.temperature is not None else 1.0
+    pairs = list(_pairs(args))
+    bar = progress(len(pairs), "posteriors", unit="pair", quiet=args.quiet)
+    summary = RunSummary("computed posteriors of", "pair")
+    try:
+        results = posterior_records(pairs, scoring, args.mode, temperature, backend=backend,
+                                    max_bytes=max_bytes, on_done=bar.update)
+        if args.plot is not None:
+            results = plotting(results, plot_paths(args.plot, len(pairs)))
+        with atomic_output(args.output) as out:
+            writer_for(args.format)(summary.count(results), out)
+    finally:
+        bar.close()
+    return summary.finish()
+
+
 def run(args) -> int:
     setup_logging(args.quiet)
+    _check_posterior_options(args)
     if args.score_only and args.format not in SCORE_ONLY_FORMATS:
         raise InputError(f"--score-only needs a score-only format "
                          f"({', '.join(SCORE_ONLY_FORMATS)}), not {args.format}")
@@ -119,6 +180,8 @@ def run(args) -> int:
     enable_compilation_cache()
     backend = resolve_backend(args.backend)
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
+    if args.posterior:
+        return _run_posterior(args, scoring, backend, max_bytes)
     bar = progress(None, "align", unit="pair", quiet=args.quiet)
     summary = RunSummary("aligned", "pair")
     try:
