@@ -1,0 +1,492 @@
+"""The base-pair partition function of the Nussinov model, and pair probabilities by ``jax.grad``.
+
+A structure ``S`` (non-crossing pairs, each base at most once, pair ``(i, j)`` allowed when
+its weight is positive and ``j - i > min_loop``) weighs ``exp(W(S) / T)``, ``W`` its total
+pair weight in the user's units. ``log_partition`` is ``ln`` of the sum over every structure,
+the empty one included; the probability that ``(i, j)`` is paired is
+``T * d log_partition / d w_ij`` (:func:`pair_probabilities`).
+
+Recurrence. :mod:`jaxrna.fold.fill` maximises over an *ambiguous* split (a structure is
+reached along several paths, harmless for a maximum, wrong for a sum). Here every structure
+has exactly one derivation. On half-open intervals, ``Z[i, j]`` sums over the structures of
+bases ``i .. j-1``::
+
+    Z[i, i] = 1
+    Z[i, j] = Z[i, j-1]  (+)  (+)_{i <= k <= j-2}  Z[i, k] (x) P[k, j]       (j-1 unpaired, or
+    P[k, j] = w(k, j-1) (x) Z[k+1, j-1]                                        paired with k)
+
+evaluated in a :class:`~jaxrna.semiring.Semiring`: in :data:`~jaxrna.semiring.MAX_PLUS` with
+integer weights it is the Nussinov optimum, in :func:`~jaxrna.semiring.log_semiring` ``(T)``
+it is ``ln Z``. :func:`inside_spans` is that one recurrence, a sweep over spans ``d = j - i``
+(a skewed table, every read of the split sum one contiguous slice, as in :mod:`.fill`).
+
+Gradients. Plain reverse-mode autodiff through the sweep keeps every step's tables
+(O(n^3) memory). :func:`log_partition_from_scores` is a ``jax.custom_vjp`` whose backward
+pass is the explicit outside recursion (:mod:`jaxrna.fold.outside`, or the tiled
+:mod:`jaxrna.fold.partition_blocked`), O(n^2) memory. Everything is a pure function of one
+encoded sequence; batch padded sequences with ``jax.vmap`` (padding code 4 never pairs, so a
+padded sequence has the same partition function).
+
+>>> round(log_partition("GGGAAAUCC", "unit", min_loop=3), 6)
+4.718959
+>>> P = pair_probabilities("GGGAAAUCC", "unit", min_loop=3)
+>>> round(float(P[0, 8]), 6), P.shape
+(0.467285, (9, 9))
+>>> import numpy as np
+>>> from jaxrna.alphabet import encode
+>>> from jaxrna.semiring import MAX_PLUS
+>>> from jaxrna.weights import parse_weights
+>>> s = pair_score_matrix(encode("GGGAAAUCC"), parse_weights("unit").matrix(), 3, np.int32)
+>>> int(inside_spans(s, MAX_PLUS, min_loop=3)[9, 0])      # the Nussinov optimum
+3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Iterable, Iterator, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrna.semiring import MAX_PLUS, NEG_FLOAT, NEG_INT, Semiring, log_semiring
+from jaxrna.weights import WeightSet, parse_weights
+
+log = logging.getLogger("jaxrna")
+
+METHODS = ("auto", "exact", "blocked")
+#: ``method="auto"`` uses the tiled path from this length on.
+BLOCKED_FROM = 256
+#: The tiled path's bulk products are exact in float64 while the largest log-range of a
+#: table tile stays below this (see :mod:`jaxrna.fold.partition_blocked`); beyond it,
+#: ``method="auto"`` recomputes with the exact path.
+GUARD_LIMIT_F64 = 600.0
+GUARD_LIMIT_F32 = 60.0
+
+
+def _blocks(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
+    """Split ``[lo, hi)`` into at most ``count`` ranges of similar size.
+
+    >>> _blocks(2, 11, 3)
+    [(2, 5), (5, 8), (8, 11)]
+    """
+    if hi <= lo:
+        return []
+    size = max(1, -(-(hi - lo) // count))
+    return [(a, min(a + size, hi)) for a in range(lo, hi, size)]
+
+
+def _zero(dtype) -> float | int:
+    return NEG_INT if jnp.issubdtype(dtype, jnp.integer) else NEG_FLOAT
+
+
+def pair_score_matrix(codes, weight_matrix, min_loop: int = 3, dtype=None) -> jax.Array:
+    """The ``(n, n)`` pair scores of one encoded sequence: ``weight_matrix[c_i, c_j]`` for an
+    allowed pair ``i < j`` (weight > 0, ``j - i > min_loop``), the semiring zero elsewhere.
+
+    ``weight_matrix``: 5x5 by nucleotide code (e.g. ``WeightSet.matrix()`` for integer units,
+    divided by ``scale`` for the user's units). ``dtype`` defaults to the weights' dtype.
+    """
+    codes = jnp.asarray(codes, jnp.int32)
+    w = jnp.asarray(weight_matrix)
+    if dtype is not None:
+        w = w.astype(dtype)
+    n = codes.shape[0]
+    s = w[codes[:, None], codes[None, :]]
+    i = jnp.arange(n)
+    ok = (s > 0) & (i[None, :] - i[:, None] > min_loop)
+    return jnp.where(ok, s, jnp.asarray(_zero(s.dtype), s.dtype))
+
+
+def skew_pair_weights(scores: jax.Array, semiring: Semiring, min_loop: int, size: int) -> jax.Array:
+    """``lws[e, k]`` = the semiring weight of pair ``(k, k + e)``, zero where not allowed,
+    as a ``(size, size)`` array (``size`` >= n + 1; the rest is padding)."""
+    n = scores.shape[0]
+    dtype = scores.dtype
+    zero = jnp.asarray(_zero(dtype), dtype)
+    e = jnp.arange(size)[:, None]
+    k = jnp.arange(size)[None, :]
+    j = k + e
+    valid = (j < n) & (e > min_loop)
+    vals = scores[jnp.clip(k, 0, max(n - 1, 0)), jnp.clip(j, 0, max(n - 1, 0))] if n else \
+        jnp.zeros((size, size), dtype)
+    valid = valid & (vals > zero // 2 if jnp.issubdtype(dtype, jnp.integer) else vals > zero / 2)
+    return jnp.where(valid, semiring.weight(vals), zero).astype(dtype)
+
+
+def inside_from_skew(lws: jax.Array, n: int, semiring: Semiring, blocks: int = 16) -> jax.Array:
+    """The sweep over spans given skewed pair weights (:func:`skew_pair_weights`).
+
+    Returns ``rows`` with ``rows[d, i] = Z[i, i + d]`` (``0 <= d <= n``), shape of ``lws``.
+    """
+    size = lws.shape[0]
+    dtype = lws.dtype
+    zero = semiring.zero(dtype)
+    one = semiring.one(dtype)
+    N = n + 1
+    rows = jnp.full((size, size), zero, dtype).at[0:2, :].set(one)   # Z[i,i] = Z[i,i+1] = 1
+    # pcol[n - e, j] = P[j - e, j]: the split terms of cell (i, i + d) are rows[t, i] (x)
+    # pcol[n - d + t, i + d], t = 0, 1, ...: one rectangular slice per span.
+    pcol = jnp.full((size, size), zero, dtype)
+    for d0, d1 in _blocks(2, N, blocks):
+        width, height = max(d1 - 2, 1), N - d0
+
+        def body(d, carry, width=width, height=height):
+            rows, pcol = carry
+            inner = jax.lax.dynamic_slice(rows, (d - 2, 1), (1, height))[0]    # Z[i+1, i+d-1]
+            w = jax.lax.dynamic_slice(lws, (d - 1, 0), (1, height))[0]        # pair (i, i+d-1)
+            pcol = jax.lax.dynamic_update_slice(pcol, (w + inner)[None, :], (n - d, d))
+            left = rows[0:width, 0:height]
+            right = jax.lax.dynamic_slice(pcol, (n - d, d), (width, height))
+            split = semiring.sum(left + right, axis=0)
+            prev = jax.lax.dynamic_slice(rows, (d - 1, 0), (1, height))[0]    # Z[i, i+d-1]
+            val = semiring.plus(prev, split)
+            return jax.lax.dynamic_update_slice(rows, val[None, :], (d, 0)), pcol
+
+        rows, pcol = jax.lax.fori_loop(d0, d1, body, (rows, pcol))
+    return rows
+
+
+def skew_size(n: int, blocks: int = 16) -> int:
+    """Side of the skewed tables for length ``n`` (n + 1 plus slack for the block slices)."""
+    N = n + 1
+    bmax = max((b - a for a, b in _blocks(1, N, blocks)), default=1)
+    return N + bmax + 4
+
+
+@partial(jax.jit, static_argnames=("semiring", "min_loop", "blocks"))
+def inside_spans(scores: jax.Array, semiring: Semiring, min_loop: int = 3,
+                 blocks: int = 16) -> jax.Array:
+    """The one recurrence, in any semiring: ``rows[d, i] = Z[i, i + d]`` for the ``(n, n)``
+    pair ``scores`` (user units for the log semiring, integer units for max-plus; entries
+    equal to the semiring zero, or with ``j - i <= min_loop``, are not pairs).
+
+    ``rows[n, 0]`` is the result: the optimal score in :data:`MAX_PLUS`, ``ln Z`` in
+    ``log_semiring(T)``. Differentiable by plain autodiff (O(n^3) memory; see
+    :func:`log_partition_from_scores` for the O(n^2) gradient).
+    """
+    n = scores.shape[0]
+    size = skew_size(n, blocks)
+    lws = skew_pair_weights(scores, semiring, min_loop, size)
+    return inside_from_skew(lws, n, semiring, blocks)
+
+
+# -------------------------------------------------------------------------------------
+# ln Z with an O(n^2)-memory gradient
+
+
+def _exact_forward(lw: jax.Array, min_loop: int):
+    from jaxrna.fold.outside import BLOCKS
+
+    n = lw.shape[0]
+    sr = log_semiring(1.0)
+    lws = skew_pair_weights(lw, sr, min_loop, skew_size(n, BLOCKS))
+    rows = inside_from_skew(lws, n, sr, BLOCKS)
+    return rows[n, 0], (rows, lws)
+
+
+def _forward(lw, min_loop, method, tile):
+    """``(ln Z, guard, residuals)`` for the masked log weights ``lw`` (``guard`` is 0 on the
+    exact path)."""
+    if method == "exact":
+        lnz, res = _exact_forward(lw, min_loop)
+        return lnz, jnp.zeros((), lw.dtype), res
+    from jaxrna.fold.partition_blocked import blocked_inside
+
+    lnz, guard, res = blocked_inside(lw, tile)
+    return lnz, guard, res
+
+
+def _backward(lw, res, lnz, method, tile):
+    """The ``(n, n)`` pair probabilities (= d ln Z / d lw)."""
+    n = lw.shape[0]
+    if method == "exact":
+        from jaxrna.fold.outside import outside_probabilities
+
+        rows, lws = res
+        return outside_probabilities(rows, lws, n)
+    from jaxrna.fold.partition_blocked import blocked_outside
+
+    return blocked_outside(lw, res, lnz, tile)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def _lnz(lw, min_loop, method, tile):
+    return _forward(lw, min_loop, method, tile)[0]
+
+
+def _lnz_fwd(lw, min_loop, method, tile):
+    lnz, _, res = _forward(lw, min_loop, method, tile)
+    return lnz, (lw, res, lnz)
+
+
+def _lnz_bwd(min_loop, method, tile, saved, g):
+    lw, res, lnz = saved
+    return (g * _backward(lw, res, lnz, method, tile),)
+
+
+_lnz.defvjp(_lnz_fwd, _lnz_bwd)
+
+
+def _check_method(method: str, n: int) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    if method == "auto":
+        return "blocked" if n >= BLOCKED_FROM else "exact"
+    return method
+
+
+def default_tile(n: int) -> int:
+    """The tile side of the blocked path for length ``n``: about sqrt(n / 4), a power of two
+    between 16 and 64 (balances the in-tile sweep, ~n^2 t, against the bulk's ~n^3 / t
+    exponentials)."""
+    t = 16
+    while t < 64 and t * t * 4 < n:
+        t *= 2
+    return t
+
+
+def masked_log_weights(scores: jax.Array, temperature: float, min_loop: int) -> jax.Array:
+    """``scores / T`` where ``(i, j)`` is an allowed pair (score above the zero), the float
+    zero elsewhere."""
+    n = scores.shape[0]
+    i = jnp.arange(n)
+    ok = (scores > NEG_FLOAT / 2) & (i[None, :] - i[:, None] > min_loop)
+    return jnp.where(ok, scores / temperature, jnp.asarray(NEG_FLOAT, scores.dtype))
+
+
+def log_partition_from_scores(scores: jax.Array, temperature: float = 1.0, min_loop: int = 0,
+                              method: str = "exact", tile: int | None = None) -> jax.Array:
+    """``ln Z`` of one sequence from its ``(n, n)`` float pair scores (user units; see
+    :func:`pair_score_matrix`), differentiable with an O(n^2)-memory gradient:
+    ``temperature * jax.grad(...)`` is the pair-probability matrix.
+
+    ``method``: ``"exact"`` (log-space sweep over spans), ``"blocked"`` (tiles whose bulk is
+    a real matrix product, :mod:`jaxrna.fold.partition_blocked`) or ``"auto"``. Pure: jit it,
+    vmap it over padded batches.
+    """
+    n = scores.shape[0]
+    method = _check_method(method, n)
+    tile = tile or default_tile(n)
+    lw = masked_log_weights(scores, temperature, min_loop)
+    return _lnz(lw, min_loop, method, tile)
+
+
+@partial(jax.jit, static_argnames=("min_loop", "method", "tile"))
+def partition_and_probabilities(lw: jax.Array, min_loop: int = 0, method: str = "exact",
+                                tile: int = 32):
+    """``(ln Z, P, guard)`` in one forward and one outside pass from masked log weights
+    ``lw`` (:func:`masked_log_weights`). ``guard``: the blocked path's largest in-tile
+    log-range (0 for the exact path); results are exact while it stays below
+    :data:`GUARD_LIMIT_F64` (float64)."""
+    lnz, guard, res = _forward(lw, min_loop, method, tile)
+    return lnz, _backward(lw, res, lnz, method, tile), guard
+
+
+# -------------------------------------------------------------------------------------
+# strings or codes in, numbers out
+
+
+@contextlib.contextmanager
+def float64():
+    """Compute in float64 inside this block (JAX's x64 switch, restored on exit)."""
+    ctx = getattr(jax, "enable_x64", None)
+    if ctx is None:                                        # older JAX
+        from jax.experimental import enable_x64 as ctx     # type: ignore
+        with ctx():
+            yield
+        return
+    with ctx(True):
+        yield
+
+
+def _weights(weights) -> WeightSet:
+    return parse_weights(weights) if isinstance(weights, str) else weights
+
+
+def _codes(seq_or_codes) -> np.ndarray:
+    from jaxrna.alphabet import encode
+
+    if isinstance(seq_or_codes, str):
+        return encode(seq_or_codes.upper().replace("T", "U")).astype(np.int32)
+    codes = np.asarray(seq_or_codes)
+    if codes.ndim != 1 or not np.issubdtype(codes.dtype, np.integer):
+        raise ValueError("expected a sequence string or a 1-D array of nucleotide codes")
+    return codes.astype(np.int32)
+
+
+def padded_length(n: int) -> int:
+    """Lengths are padded (code 4, never pairs) to a few sizes so runs reuse compilations."""
+    from jaxrna.batching import bucket_length
+
+    return max(16, -(-n // 16) * 16) if n <= 256 else bucket_length(n)
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """One sequence's ensemble: ``probabilities[i, j]`` (0-based, ``i < j``, upper triangle)
+    is the probability that ``i`` pairs with ``j``."""
+
+    id: str
+    sequence: str
+    log_partition: float
+    probabilities: np.ndarray = field(repr=False)
+    temperature: float = 1.0
+    min_loop: int = 3
+    weights: WeightSet | None = None
+    method: str = "exact"
+
+    @property
+    def length(self) -> int:
+        return len(self.sequence)
+
+    def triples(self, threshold: float = 1e-6) -> list[tuple[int, int, float]]:
+        """``(i, j, p)``, 1-based, ``i < j``, every ``p >= threshold``, sorted by ``i, j``."""
+        return probability_triples(self.probabilities, threshold)
+
+
+def probability_triples(P: np.ndarray, threshold: float = 1e-6) -> list[tuple[int, int, float]]:
+    """``(i, j, p)`` for ``P[i-1, j-1] >= threshold`` with ``i < j`` (1-based), row-major.
+
+    >>> probability_triples(np.array([[0, 0.5, 1e-7], [0, 0, 0.25], [0, 0, 0]]))
+    [(1, 2, 0.5), (2, 3, 0.25)]
+    """
+    P = np.triu(np.asarray(P), 1)
+    rows, cols = np.nonzero(P >= threshold)
+    return [(int(i) + 1, int(j) + 1, float(P[i, j])) for i, j in zip(rows, cols)]
+
+
+def _solve(codes: np.ndarray, weights: WeightSet, min_loop: int, temperature: float,
+           method: str, tile: int | None, dtype) -> tuple[float, np.ndarray, str]:
+    n = codes.shape[0]
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, not {temperature}")
+    if min_loop < 0:
+        raise ValueError("min_loop must be >= 0")
+    chosen = _check_method(method, n)
+    if n < 2:
+        return 0.0, np.zeros((n, n)), chosen
+    padded = padded_length(n)
+    full = np.full(padded, 4, np.int32)
+    full[:n] = codes
+    dtype = jnp.dtype(dtype) if dtype is not None else jnp.float64
+    wm = weights.matrix().astype(np.float64) / weights.scale
+    scores = pair_score_matrix(full, wm, min_loop, dtype)
+    lw = masked_log_weights(scores, float(temperature), min_loop)
+    limit = GUARD_LIMIT_F64 if dtype == jnp.float64 else GUARD_LIMIT_F32
+    t = tile or default_tile(padded)
+    lnz, P, guard = partition_and_probabilities(lw, min_loop, chosen, t)
+    if chosen == "blocked" and float(guard) > limit:
+        if method == "blocked":
+            log.warning("blocked partition function: a tile spans %.0f nats (> %.0f); "
+                        "results may lose accuracy, use method='exact'", float(guard), limit)
+        else:
+            chosen = "exact"
+            lnz, P, _ = partition_and_probabilities(lw, min_loop, "exact", t)
+    P = np.asarray(P, np.float64)[:n, :n]
+    return float(lnz), np.triu(P, 1), chosen
+
+
+def _run(seq_or_codes, weights, min_loop, temperature, method, tile, dtype):
+    codes = _codes(seq_or_codes)
+    ws = _weights(weights)
+    if dtype is None or jnp.dtype(dtype) == jnp.float64:
+        with float64():
+            return _solve(codes, ws, min_loop, temperature, method, tile, jnp.float64)
+    return _solve(codes, ws, min_loop, temperature, method, tile, dtype)
+
+
+def log_partition(seq_or_codes, weights: WeightSet | str = "unit", min_loop: int = 3,
+                  temperature: float = 1.0, method: str = "auto", tile: int | None = None,
+                  dtype=None) -> float:
+    """``ln Z`` of one sequence (a string, or an array of codes from
+    :func:`jaxrna.alphabet.encode`). ``weights``: ``"unit"``, ``"bpmax"``, ``"integer"``,
+    ``"GC=3,AU=2,GU=1"`` or a :class:`~jaxrna.weights.WeightSet` (user units: a bpmax GU pair
+    weighs 1.5). Computed in float64 unless ``dtype`` says otherwise."""
+    return _run(seq_or_codes, weights, min_loop, temperature, method, tile, dtype)[0]
+
+
+def pair_probabilities(seq_or_codes, weights: WeightSet | str = "unit", min_loop: int = 3,
+                       temperature: float = 1.0, method: str = "auto", tile: int | None = None,
+                       dtype=None) -> np.ndarray:
+    """The ``(n, n)`` base-pair probabilities (upper triangle, 0-based); arguments as
+    :func:`log_partition`. Sparse triples: :func:`probability_triples`."""
+    return _run(seq_or_codes, weights, min_loop, temperature, method, tile, dtype)[1]
+
+
+def partition(sequence: str, weights: WeightSet | str = "unit", min_loop: int = 3,
+              temperature: float = 1.0, method: str = "auto", id: str = "seq",
+              tile: int | None = None) -> PartitionResult:
+    """``ln Z`` and the pair probabilities of one sequence in one pass (float64)."""
+    ws = _weights(weights)
+    lnz, P, chosen = _run(sequence, ws, min_loop, temperature, method, tile, None)
+    return PartitionResult(id=id, sequence=sequence, log_partition=lnz, probabilities=P,
+                           temperature=float(temperature), min_loop=min_loop, weights=ws,
+                           method=chosen)
+
+
+# -------------------------------------------------------------------------------------
+# memory, records
+
+
+def estimate_bytes(length: int, method: str = "auto") -> int:
+    """Peak memory of :func:`partition` for one sequence of ``length`` nt (float64)."""
+    n = padded_length(length)
+    chosen = _check_method(method, n)
+    if chosen == "exact":
+        from jaxrna.fold.outside import BLOCKS
+
+        side = skew_size(n, BLOCKS)
+        return 8 * 12 * side * side + (64 << 20)
+    from jaxrna.fold.partition_blocked import blocked_bytes
+
+    return blocked_bytes(n, default_tile(n)) + (64 << 20)
+
+
+def check_memory(length: int, record_id: str, max_bytes: int | None = None,
+                 method: str = "auto") -> None:
+    """Refuse up front a sequence whose tables would not fit (``ResourceError``)."""
+    from jaxrna.io.errors import ResourceError
+    from jaxrna.runtime import human_bytes, memory_bytes
+
+    limit = max_bytes if max_bytes is not None else int(0.8 * memory_bytes())
+    need = estimate_bytes(length, method)
+    if limit and need > limit:
+        raise ResourceError(
+            f"{length} nt need about {human_bytes(need)} for the partition function, more "
+            f"than the {human_bytes(limit)} allowed; use a machine with more memory "
+            f"(--backend gpu), split the sequence into domains, or raise --max-memory")
+
+
+def partition_records(records: Iterable, weights: WeightSet | str = "unit", min_loop: int = 3,
+                      temperature: float = 1.0, method: str = "auto",
+                      max_bytes: int | None = None, backend: str = "cpu", on_done=None,
+                      on_error=None) -> Iterator[PartitionResult]:
+    """:func:`partition` for a stream of :class:`~jaxrna.io.Record`, in input order. A record
+    too large for memory raises ``ResourceError``, or is passed to ``on_error(record, error)``
+    and skipped."""
+    from jaxrna.io.errors import ResourceError
+
+    ws = _weights(weights)
+    for rec in records:
+        try:
+            check_memory(len(rec), rec.id, max_bytes, method)
+        except ResourceError as exc:
+            if on_error is None:
+                raise
+            on_error(rec, exc)
+            continue
+        with jax.default_device(jax.devices(backend)[0]):
+            result = partition(rec.sequence, ws, min_loop, temperature, method, id=rec.id)
+        if on_done:
+            on_done(1)
+        yield result
+
+
+__all__ = ["inside_spans", "pair_score_matrix", "log_partition_from_scores",
+           "partition_and_probabilities", "log_partition", "pair_probabilities", "partition",
+           "PartitionResult", "probability_triples", "partition_records", "MAX_PLUS"]
