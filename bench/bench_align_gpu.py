@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 from jaxrna.align.recurrence import params_of  # noqa: E402
 from jaxrna.align.scoring import match_mismatch  # noqa: E402
 from jaxrna.kernels.wavefront import batch_sweep, pallas_scores  # noqa: E402
+from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores  # noqa: E402
 
 SCORING = match_mismatch(2, -3, 5, 2)
 
@@ -86,7 +87,30 @@ def check_kernel(args) -> bool:
                 ok &= same
                 print(f"check {scoring.name} local={local} {cfg}: "
                       f"{'equal' if same else 'DIFFERENT'}", flush=True)
-        ok &= check_tiles(args, scoring, k, rng)
+            if scoring.equality and args.packed_configs:
+                ok &= check_packed(args, q, t, m, n, p, local, want, scoring)
+        if not args.no_tile_check:
+            ok &= check_tiles(args, scoring, k, rng)
+    return ok
+
+
+def check_packed(args, q, t, m, n, p, local, want, scoring) -> bool:
+    """The packed int16x2 kernel (compiled) == pure JAX."""
+    ok = True
+    assert packed_ok(scoring, q.shape[1] + 32, t.shape[1])
+    for cfg in args.packed_configs.split(","):
+        rows, lanes, warps = (int(x) for x in cfg.split("x"))
+        try:
+            got = packed_scores(q, t, m, n, p, local=local, rows=rows, lanes=lanes,
+                                num_warps=warps)
+            same = all(bool(jnp.array_equal(a, b)) for a, b in zip(want[:3], got))
+        except Exception as exc:
+            print(f"check packed {scoring.name} local={local} {cfg}: failed: "
+                  f"{type(exc).__name__}: {str(exc)[:3000]}", flush=True)
+            same = False
+        ok &= same
+        print(f"check packed {scoring.name} local={local} {cfg}: "
+              f"{'equal' if same else 'DIFFERENT'}", flush=True)
     return ok
 
 
@@ -164,6 +188,25 @@ def many_pairs(args, out: list) -> None:
                        seconds=sec, compile_s=comp, gcups=cells / sec / 1e9, equal_to_pure_jax=same)
             out.append(row)
             print(row, flush=True)
+        assert not args.packed_configs or packed_ok(SCORING, L + 64, L)
+        for cfg in (args.packed_configs.split(",") if args.packed_configs else []):
+            rows, lanes, warps = (int(x) for x in cfg.split("x"))
+            fn = lambda: packed_scores(q, t, m, n, p, local=local, rows=rows, lanes=lanes,  # noqa: E731
+                                       num_warps=warps)
+            try:
+                sec, comp = timed(fn, args.repeats)
+            except Exception as exc:
+                print(f"packed {mode} {cfg}: failed: {type(exc).__name__}: {str(exc)[:2000]}")
+                continue
+            got = fn()
+            same = all(bool(jnp.array_equal(a[:check], b)) for a, b in zip(got, ref[:3]))
+            row = dict(case=f"{B} pairs {L}x{L}", mode=mode,
+                       path=f"packed int16x2 rows={rows} lanes={lanes} warps={warps}",
+                       seconds=sec, compile_s=comp, gcups=cells / sec / 1e9, equal_to_pure_jax=same)
+            out.append(row)
+            print(row, flush=True)
+        if not args.jax_pairs:
+            continue
         sub = min(B, args.jax_pairs)
         fn = lambda: batch_sweep(q[:sub], t[:sub], m[:sub], n[:sub], p, local=local,  # noqa: E731
                                  equality=True, small=False)
@@ -240,6 +283,8 @@ def main() -> None:
                     help="pairs for the pure-JAX comparison")
     ap.add_argument("--configs", default="8x128x4,16x128x4,16x64x2,32x32x1",
                     help="Pallas shapes rows x lanes x warps, comma-separated")
+    ap.add_argument("--packed-configs", default="16x128x4,32x128x4",
+                    help="packed int16x2 kernel shapes rows x lanes x warps ('' to skip)")
     ap.add_argument("--long", type=int, default=100_000, help="length of the long pair (0: skip)")
     ap.add_argument("--tile", type=int, default=128, help="tile edge of the tile wavefront")
     ap.add_argument("--block", type=int, default=2048, help="traceback block (multiple of tile)")
@@ -248,6 +293,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-check", action="store_true", help="skip the kernel-equality check")
+    ap.add_argument("--no-tile-check", action="store_true",
+                    help="skip the tile-wavefront part of the kernel-equality check")
     args = ap.parse_args()
     dev = jax.devices()[0]
     print(f"device: {dev.device_kind} ({dev.platform}); jax {jax.__version__}", flush=True)

@@ -89,12 +89,19 @@ def main() -> int:
     ap.add_argument("--tile", type=int, default=None, help="tile size (default: automatic)")
     ap.add_argument("--outer-blocks", type=int, default=None, help="outer diagonal groups")
     ap.add_argument("--inner-blocks", type=int, default=8, help="inner diagonal groups (reduce sweep)")
+    ap.add_argument("--fused", choices=["auto", "on", "off"], default="auto",
+                    help="all splits of an outer diagonal in one Pallas kernel (auto: on GPU)")
+    ap.add_argument("--split-warps", type=int, default=None,
+                    help="Triton warps per program of the fused split kernel")
     ap.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     ap.add_argument("--check", type=int, default=0, metavar="K",
                     help="first compare K random small pairs and the spec's windowed tv3 with "
                          "the plain reference DP on this backend")
     args = ap.parse_args()
 
+    if args.split_warps:
+        import jaxrna.kernels.bpmax_splits as splits
+        splits.NUM_WARPS = args.split_warps
     backend = args.backend
     if backend == "auto":
         backend = "gpu" if jax.default_backend() == "gpu" else "cpu"
@@ -120,7 +127,8 @@ def main() -> int:
             p = prob.plan
             probs.append(dataclasses.replace(prob, plan=plan(
                 p.n_outer, p.n_inner, p.l_outer, p.l_inner, tile=p.geo.tile, backend=backend,
-                outer_blocks=args.outer_blocks, inner_blocks=args.inner_blocks)))
+                outer_blocks=args.outer_blocks, inner_blocks=args.inner_blocks,
+                fused=None if args.fused == "auto" else args.fused == "on")))
         prob = probs[0]
         budget = max(1 << 30, len(probs) * prob.plan.bytes_needed())
         with jax.default_device(device):
@@ -140,7 +148,7 @@ def main() -> int:
                 assert rt.score_units == r.score_units
         n_upd = updates(args.short, m, args.short - 1, args.window - 1)
         row = {"strand1": args.short, "strand2": m, "window2": args.window, "batch": args.batch,
-               "backend": backend,
+               "backend": backend, "geometry": str(prob.plan.geo),
                "device": device.device_kind, "first_s": round(first, 3), "run_s": round(best, 3),
                "updates": n_upd, "gupdates_per_s": round(n_upd / best / 1e9, 3),
                "score": r.score, "window2_range": [r.window2[0] + 1, r.window2[1] + 1],

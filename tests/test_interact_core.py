@@ -142,3 +142,15 @@ def test_plan_allocates_only_the_band():
     assert (p.geo.w_outer, p.geo.w_inner) == (23, 127)      # outer padded to 24, unwindowed
     whole_matrix = p.geo.n_inner ** 2 * 4
     assert p.geo.table_bytes() / p.geo.n_cells < whole_matrix / 50
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES[1:], ids=["windowed-reduce", "band>tile"])
+def test_fused_split_kernel_interpret_gives_the_same_table(geo):
+    """All splits of an outer diagonal in one Pallas kernel (interpret mode), batched over
+    pairs, against the per-product XLA path."""
+    rng = random.Random(21)
+    weights = parse_weights("bpmax")
+    pairs = [(random_strand(rng, geo.n_outer - k), random_strand(rng, 20 + k)) for k in range(2)]
+    want, _, _ = fill(pairs, geo, weights)
+    got, _, _ = fill(pairs, dataclasses.replace(geo, kernel="interpret", fused=True), weights)
+    assert np.array_equal(got, want)

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrna.fold.fill import NEG, block_bounds, diagonal_splits
+from jaxrna.kernels.bpmax_splits import fits, split_products
 from jaxrna.kernels.tropical import maxplus_update
 
 MIN_LOOP = 3
@@ -51,7 +52,9 @@ class Geometry:
     ``w_outer``/``w_inner``: the largest span ``j - i`` kept on each strand. ``sweep``: how
     H1/H2 are reduced (see :func:`inner_sweep`; ``"loop"`` for CPU, ``"reduce"`` for GPU).
     ``kernel``: the max-plus backend (:func:`~jaxrna.kernels.tropical.maxplus_update`; None
-    picks the Pallas kernel on GPU and pure JAX elsewhere).
+    picks the Pallas kernel on GPU and pure JAX elsewhere). ``fused``: all splits of an outer
+    diagonal in one Pallas kernel (:mod:`jaxrna.kernels.bpmax_splits`; GPU, or interpret mode
+    with ``kernel="interpret"``) instead of one max-plus product per split and tile offset.
     """
 
     n_outer: int
@@ -63,6 +66,7 @@ class Geometry:
     inner_blocks: int = 8
     sweep: str = "loop"
     kernel: str | None = None
+    fused: bool = False
 
     def __post_init__(self):
         if self.n_inner % self.tile:
@@ -280,6 +284,7 @@ def bpmax_fill(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: 
     cu = jnp.concatenate([codes_u, jnp.full((n1 + 1,), 4, jnp.int32)])
     table = jnp.full(geo.table_shape(), NEG, jnp.int32)
     matrix = (ne, geo.rows, t, t)
+    fused = geo.fused and fits(geo.table_shape())
 
     for d0, d1_end in _outer_bounds(geo.w_outer + 1, geo.outer_blocks):
         bb = n1 - d0                                   # matrices on the block's first diagonal
@@ -300,8 +305,12 @@ def bpmax_fill(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: 
                     out.append(a)
                 return tuple(out)
 
-            acc = tuple(jnp.zeros((bb, nb, t, t), jnp.int32) for _ in range(ne))
-            acc = jax.lax.fori_loop(0, d1, split, acc)
+            if fused:
+                acc = split_products(table, s_outer, d1, bb=bb, nb=nb, ne=ne, n_outer=n1,
+                                     interpret=geo.kernel == "interpret")
+            else:
+                acc = tuple(jnp.zeros((bb, nb, t, t), jnp.int32) for _ in range(ne))
+                acc = jax.lax.fori_loop(0, d1, split, acc)
             # the outer pair: w(u[i1], u[j1]) + F(i1 + 1, j1 - 1)
             w_out = weights[cu[:bb], jax.lax.dynamic_slice(cu, (d1,), (bb,))]
             w_out = jnp.where(d1 >= 4, w_out, NEG)[:, None, None, None]

@@ -81,13 +81,14 @@ class Plan:
 
 def plan(n_outer: int, n_inner: int, l_outer: int | None = None, l_inner: int | None = None,
          tile: int | None = None, backend: str = "cpu", outer_blocks: int | None = None,
-         inner_blocks: int = 8) -> Plan:
+         inner_blocks: int = 8, fused: bool | None = None) -> Plan:
     """Geometry for strands of ``n_outer`` and ``n_inner`` nt with windows ``l_outer``/``l_inner``
     (None = the whole strand), to run on ``backend`` (``"cpu"`` or ``"gpu"``: the H1/H2 sweep
     and the tile size follow it). A strand without a window is filled to its padded length,
     so strands of nearby lengths share one compiled program. ``outer_blocks`` (None =
     automatic) cuts the outer diagonals into groups with their own batch size: less work on
-    large problems, more to compile."""
+    large problems, more to compile. ``fused`` (None = on GPU): all splits of an outer diagonal
+    in one Pallas kernel."""
     lo = n_outer if l_outer is None else min(l_outer, n_outer)
     li = n_inner if l_inner is None else min(l_inner, n_inner)
     np_o = padded_outer(n_outer)
@@ -100,7 +101,8 @@ def plan(n_outer: int, n_inner: int, l_outer: int | None = None, l_inner: int | 
         outer_blocks = 1 if np_o * np_i * (w_i + 1) < 1 << 20 else 8 if backend == "gpu" else 4
     geo = Geometry(n_outer=np_o, n_inner=np_i, w_outer=w_o, w_inner=w_i, tile=tile,
                    outer_blocks=outer_blocks, inner_blocks=inner_blocks,
-                   sweep="reduce" if backend == "gpu" else "loop")
+                   sweep="reduce" if backend == "gpu" else "loop",
+                   fused=backend == "gpu" if fused is None else fused)
     return Plan(n_outer=n_outer, n_inner=n_inner, l_outer=lo, l_inner=li, geo=geo)
 
 
