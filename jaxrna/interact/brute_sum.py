@@ -22,7 +22,7 @@ import numpy as np
 from jaxrna.interact.brute import Pair, _chains, _intra_structures, _zigzag_free, joint_weight
 from jaxrna.weights import WeightSet
 
-__all__ = ["BruteSum", "valid_structures", "brute_partition"]
+__all__ = ["BruteSum", "valid_structures", "weighted_structures", "brute_partition"]
 
 
 def _norm(seq: str) -> str:
@@ -61,21 +61,29 @@ class BruteSum(NamedTuple):
     intra2: np.ndarray
 
 
-def brute_partition(s1: str, s2: str, weights: WeightSet, temperature: float = 1.0) -> BruteSum:
-    """Sums over :func:`valid_structures` in float64 (weights exp(W / T), W in user units)."""
+def weighted_structures(s1: str, s2: str, weights: WeightSet) -> list[tuple[tuple[Pair, ...],
+                                                                            int]]:
+    """Every valid structure with its total weight (integer units)."""
     s1, s2 = _norm(s1), _norm(s2)
-    structs, scores = [], []
-    for st in valid_structures(s1, s2, weights):
-        structs.append(st)
-        scores.append(joint_weight(st, s1, s2, weights))
+    return [(st, joint_weight(st, s1, s2, weights)) for st in valid_structures(s1, s2, weights)]
+
+
+def brute_partition(s1: str, s2: str, weights: WeightSet, temperature: float = 1.0,
+                    enumerated: list | None = None) -> BruteSum:
+    """Sums over :func:`valid_structures` in float64 (weights exp(W / T), W in user units);
+    ``enumerated``: the list :func:`weighted_structures` returns, to sum it again at another
+    temperature."""
+    if enumerated is None:
+        enumerated = weighted_structures(s1, s2, weights)
+    scores = [wt for _, wt in enumerated]
     logw = np.array(scores, dtype=np.float64) / weights.scale / temperature
     top = float(logw.max())
     w = np.exp(logw - top)
     z = float(w.sum())
     n, m = len(s1), len(s2)
     mats = {"inter": np.zeros((n, m)), "intra1": np.zeros((n, n)), "intra2": np.zeros((m, m))}
-    for st, wt in zip(structs, w):
+    for (st, _), wt in zip(enumerated, w):
         for p in st:
             mats[p.kind][p.i, p.j] += wt
-    return BruteSum(log_z=top + math.log(z), count=len(structs), best=max(scores),
+    return BruteSum(log_z=top + math.log(z), count=len(enumerated), best=max(scores),
                     **{k: v / z for k, v in mats.items()})
