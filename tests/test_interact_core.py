@@ -154,3 +154,25 @@ def test_fused_split_kernel_interpret_gives_the_same_table(geo):
     want, _, _ = fill(pairs, geo, weights)
     got, _, _ = fill(pairs, dataclasses.replace(geo, kernel="interpret", fused=True), weights)
     assert np.array_equal(got, want)
+
+
+def test_fused_split_kernel_pair_after_pair(monkeypatch):
+    """Batches too large for one launch run pair after pair, with the same table."""
+    import jaxrna.kernels.bpmax_splits as splits
+
+    geo = dataclasses.replace(GEOMETRIES[1], kernel="interpret", fused=True, outer_blocks=1)
+    rng = random.Random(22)
+    weights = parse_weights("integer")
+    pairs = [(random_strand(rng, 16), random_strand(rng, 25)) for _ in range(2)]
+    one, _, _ = fill(pairs, geo, weights)
+    size = int(np.prod(geo.table_shape()))
+    monkeypatch.setattr(splits, "MAX_ELEMENTS", size + 1)        # one table fits, two do not
+    splits._batched.cache_clear()
+    try:
+        each, _, _ = fill(pairs, dataclasses.replace(geo, inner_blocks=2), weights)
+    finally:
+        splits._batched.cache_clear()
+    i1, j1, i2, j2 = cells(geo, 16, 25)
+    for k in range(2):
+        assert np.array_equal(each[k][cell_index(geo, i1, j1, i2, j2)],
+                              one[k][cell_index(geo, i1, j1, i2, j2)])

@@ -32,6 +32,7 @@ from jaxrna.io.fasta import Record
 from jaxrna.kernels.wavefront import (batch_sweep, block_dirs, checkpoint_bytes,
                                       checkpoint_sweep, pair_sweep, pallas_scores,
                                       tile_wavefront)
+from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores
 from jaxrna.runtime import human_bytes, memory_bytes
 from jaxrna.weights import ScoredResult
 
@@ -238,8 +239,11 @@ def _run_batch(jobs: list[_Job], h: int, w: int, params, scoring: Scoring, local
     t, n = _pad([j.t for j in jobs], w, rows)
     if score_only and pallas:
         opts = {k: v for k, v in pallas.items() if k != "tile"}
-        score, ei, ej = (np.asarray(a) for a in pallas_scores(
-            q, t, m, n, params, local=local, equality=scoring.equality, **opts))
+        if packed_ok(scoring, h + 64, w):          # two pairs per 32-bit lane (int16 halves)
+            run = packed_scores(q, t, m, n, params, local=local, **opts)
+        else:
+            run = pallas_scores(q, t, m, n, params, local=local, equality=scoring.equality, **opts)
+        score, ei, ej = (np.asarray(a) for a in run)
     else:
         out = batch_sweep(q, t, m, n, params, local=local, equality=scoring.equality,
                           with_dirs=not score_only, small=fits_int16(scoring, h, w))

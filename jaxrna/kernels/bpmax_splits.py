@@ -14,8 +14,9 @@ program per ``(b, I)`` keeps its ``ne`` accumulator tiles in registers across al
 reads the operand tiles straight from the table: one launch per outer diagonal instead of
 ``45 d1`` (tile 16, band 128), and the accumulators are written once.
 
-Batches (``jax.vmap``, one table per pair) run pair after pair, so the kernel's offsets stay
-inside one table (:func:`fits` requires fewer than 2**31 elements per table).
+Batches (``jax.vmap``, one table per pair) are one launch while all tables together stay under
+2**31 elements (the kernel's offsets are 32-bit), else pair after pair (:func:`fits` requires
+that of one table).
 
 >>> import numpy as np, jax.numpy as jnp
 >>> table = jnp.asarray(np.random.default_rng(0).integers(-9, 9, (4, 2, 3, 4, 4)), jnp.int32)
@@ -37,6 +38,8 @@ from jaxrna.kernels.tropical_pallas import compiler_params, outer_step
 
 #: Triton warps per program (one program per matrix and tile row).
 NUM_WARPS = 1
+#: Elements one launch may address (the kernel's offsets are 32-bit).
+MAX_ELEMENTS = (1 << 31) - (1 << 24)
 
 
 def fits(table_shape: tuple[int, ...]) -> bool:
@@ -44,7 +47,7 @@ def fits(table_shape: tuple[int, ...]) -> bool:
     n = 1
     for s in table_shape:
         n *= s
-    return n < (1 << 31) - (1 << 24)
+    return n < MAX_ELEMENTS
 
 
 def _kernel(d1_ref, table_ref, s_ref, *out_refs, ne, t, n_outer, asm):
@@ -114,10 +117,18 @@ def _batched(bb, nb, ne, n_outer, num_warps, interpret):
 
     @run.def_vmap
     def _rule(axis_size, in_batched, table, s_outer, d1):
-        args = [x if batched else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-                for x, batched in zip((table, s_outer, d1), in_batched)]
-        out = jax.lax.map(lambda a: run(*a), tuple(args))
-        return out, tuple(True for _ in range(ne))
+        size = 1
+        for s in jnp.shape(table):
+            size *= s
+        if not in_batched[2] and size * (1 if in_batched[0] else axis_size) < MAX_ELEMENTS:
+            # small enough: Pallas batches the grid (one launch for all pairs)
+            axes = tuple(0 if b else None for b in in_batched[:2])
+            out = jax.vmap(lambda a, b: call(a, b, d1), in_axes=axes)(table, s_outer)
+        else:                                                # pair after pair
+            args = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+                    for x, b in zip((table, s_outer, d1), in_batched)]
+            out = jax.lax.map(lambda a: run(*a), tuple(args))
+        return tuple(out), tuple(True for _ in range(ne))
 
     return run
 
