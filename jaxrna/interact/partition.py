@@ -112,9 +112,10 @@ def _segment_sum(sr: Semiring, x: jax.Array, seg: jax.Array, count: int) -> jax.
     top = jax.ops.segment_max(x, seg, count, indices_are_sorted=True)
     if sr.is_max:
         return top
-    top = jax.lax.stop_gradient(top)
-    return top + jnp.log(jax.ops.segment_sum(jnp.exp(x - top[seg]), seg, count,
-                                             indices_are_sorted=True))
+    top = jax.lax.stop_gradient(jnp.maximum(top, sr.zero(x.dtype)))   # empty: -inf
+    total = jax.ops.segment_sum(jnp.exp(x - top[seg]), seg, count, indices_are_sorted=True)
+    full = total > 0
+    return jnp.where(full, top + jnp.log(jnp.where(full, total, 1)), sr.zero(x.dtype))
 
 
 def _double_split(Tl: jax.Array, Rr: jax.Array, sr: Semiring, zero) -> jax.Array:
