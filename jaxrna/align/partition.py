@@ -236,14 +236,14 @@ def posterior_bytes(h: int, w: int, itemsize: int = 4) -> int:
     """Peak memory estimate of :func:`posteriors` for one ``h`` x ``w`` (padded) pair: the
     saved carry of every antidiagonal (six rows of the shorter length), the antidiagonals of
     ``S`` and their cotangents, ``S`` and the gradient, and a fixed allowance. Measured peaks
-    on CPU (float32, bench/bench_align_partition.py): 0.16 GB at 1,000 x 1,000 (estimate
-    0.13), 0.31 GB at 2,000 (0.33), 0.74 GB at 4,000 (1.1).
+    on CPU (float32, bench/bench_align_partition.py, compilation included): 0.13-0.16 GB at
+    1,000 x 1,000 (estimate 0.19), 0.26-0.35 GB at 2,000 (0.40), 0.6-0.74 GB at 4,000 (1.2).
 
     >>> round(posterior_bytes(2048, 2048) / 2**20)
-    336
+    400
     """
     short, steps = min(h, w), h + w - 1
-    return itemsize * (7 * steps * short + 3 * h * w) + (64 << 20)
+    return itemsize * (7 * steps * short + 3 * h * w) + (128 << 20)
 
 
 # --------------------------------------------------------------------------------------

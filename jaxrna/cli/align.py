@@ -39,7 +39,8 @@ mode, log_partition, match_probabilities as [i, j, p], 1-based, every p >= 1e-6)
 formats a dot-plot text (per pair '# QUERY TARGET LOG_PARTITION', then 'i j p' lines);
 --plot FILE.png also draws heat maps (one pair: FILE.png; several: FILE_1.png, FILE_2.png,
 ...; needs matplotlib: pip install 'jaxrna[plot]'). Memory grows as the product of the
-lengths (about 200 MB for 2,000 x 2,000); larger pairs are refused up front.
+lengths (about 0.35 GB for 2,000 x 2,000); a pair that would need more than --max-memory is
+refused up front, before anything is computed.
 """
 
 
