@@ -15,6 +15,10 @@ sequence on the lanes.
 Direction bits (one uint8 per cell, at ``dirs[s, k]``): bits 0-1 the state holding ``H``
 (0 = M, 1 = X, 2 = Y), bits 2-3 the source of X, bits 4-5 the source of Y, bit 6 "local
 alignment starts here". Scores are int32 in the scheme's units; ``NEG`` is minus infinity.
+
+:func:`cell` takes an optional :class:`~jaxrna.semiring.Semiring` (default max-plus, the
+integer code above unchanged): :mod:`jaxrna.align.partition` evaluates the same update in the
+log semiring for partition functions and match posteriors.
 """
 
 from __future__ import annotations
