@@ -99,10 +99,9 @@ def test_many_pairs_in_miranda_order(files, capsys, quiet):
     assert ">>" in out
 
 
-def test_chunks_spool_to_disk_and_gzip(files, capsys, monkeypatch):
+def test_chunks_spool_to_disk_and_gzip(files, capsys):
     params = ScanParams(score_threshold=120, no_energy=True)
     exp = expected_report(files, params)
-    monkeypatch.setattr(api, "SPOOL_MEMORY", 100)  # every miRNA's text goes through temp files
     code, out, _ = run([files["mirnas"], files["gz"], "-sc", "120", "-noenergy", "--chunk-nt", "700"], capsys)
     assert code == 0 and out == exp
 

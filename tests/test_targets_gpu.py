@@ -72,15 +72,48 @@ def test_gpu_engine_matches_cpu_engine():
     assert got == expected and len(expected) >= 12
 
 
-def test_pallas_full_interpret_matches_pure_jax():
-    from jaxrna.kernels.miranda_fill import fill_segments_pallas
+def test_pallas_refill_interpret_matches_pure_jax():
+    """The multi-miRNA refill kernel (a miRNA per block of 128 lanes, blocks marked -1 skipped,
+    reset flags starting new targets inside a segment) against the pure-JAX full fill."""
+    from jaxrna.kernels.miranda_fill import refill_pallas
     from jaxrna.targets.scan import fill_segments
 
     rng = np.random.default_rng(3)
-    q = prepare_query("q", "", "ACGUNAGU", ScanParams(score_threshold=30))
-    lanes = rng.integers(0, 5, size=(24, 128)).astype(np.int8)
-    best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes)
-    best2, code2 = fill_segments_pallas(q.profile[:, :, 0], q.gap_open[:, 0], q.gap_extend[:, 0],
-                                        q.seed[:, 0], lanes, interpret=True)
-    assert np.array_equal(np.asarray(best), np.asarray(best2))
-    assert np.array_equal(np.asarray(code).astype(np.int8), np.asarray(code2))
+    params = ScanParams(score_threshold=30)
+    queries = [prepare_query("q", "", s, params) for s in ("ACGUNAGUCCAUGGUA", "UUAGC")]
+    tabs = [q.tables_at(16) for q in queries]
+    lanes = rng.integers(0, 5, size=(40, 384)).astype(np.int8)
+    lanes[rng.random(lanes.shape) < 0.05] |= 8
+    qidx = np.array([1, -1, 0], np.int32)
+    lead = 24
+    best, code = refill_pallas(qidx, *[np.stack([t[x] for t in tabs]) for x in range(4)], lanes,
+                               lead=lead, interpret=True)
+    for blk, q in enumerate(qidx.tolist()):
+        if q < 0:
+            continue
+        prof, go, ge, sd = tabs[q]
+        part = lanes[:, blk * 128:(blk + 1) * 128]
+        eb, ec = fill_segments(prof[:, :, None], go[:, None], ge[:, None], sd[:, None], part)
+        assert np.array_equal(np.asarray(eb)[lead:], np.asarray(best)[:, :, blk * 128:(blk + 1) * 128])
+        assert np.array_equal(np.asarray(ec).astype(np.int8), np.asarray(code)[:, :, blk * 128:(blk + 1) * 128])
+
+
+def test_pallas_engine_interpret_matches_xla_engine():
+    """The whole Pallas path (bulk scan, tiles, refill, device traceback) in interpret mode,
+    two device threads, against the pure-JAX engine."""
+    from test_targets_engine import random_seq, site_for
+
+    rng = np.random.default_rng(4)
+    mirnas = [random_seq(rng, int(n)) for n in (18, 20, 22, 24)]  # one height: one compiled shape
+    targets = []
+    for k in range(8):
+        seq = random_seq(rng, int(rng.integers(20, 150)))
+        pos = int(rng.integers(0, len(seq)))
+        targets.append(seq[:pos] + site_for(mirnas[k % 4], rng, k % 3) + seq[pos:])
+    params = ScanParams(score_threshold=90, no_energy=True)
+    qs = [prepare_query(f"m{k}", "", s.upper(), params) for k, s in enumerate(mirnas)]
+    ts = [make_target(f"t{k}", "", s.upper()) for k, s in enumerate(targets)]
+    expected = Engine(params, kernel="xla", lane_columns=61).scan_chunk(qs, ts)
+    got = Engine(params, kernel="pallas", interpret=True, query_block=2, lane_columns=61,
+                 threads_per_device=2, lane_batch=128).scan_chunk(qs, ts)
+    assert got == expected and sum(map(len, expected.values())) >= 5

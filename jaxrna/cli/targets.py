@@ -89,7 +89,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--pair-offset", type=positive_int, default=0, metavar="N",
                    help="start miRanda's running pair counter (\"Strand\") at N+1, for pieces of a split run")
     p.add_argument("--chunk-nt", type=positive_int, default=None, metavar="NT",
-                   help="target nucleotides scanned per chunk (memory vs. speed; default 32,000,000)")
+                   help="target nucleotides scanned per chunk (memory vs. speed; default 64,000,000)")
     add_backend_option(p)
     p.set_defaults(func=run)
 

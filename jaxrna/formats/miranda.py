@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from typing import IO
 
+import numpy as np
+
 from jaxrna.targets.records import Hit, PairResult
 
 RULE = "=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=-=\n"
@@ -39,6 +41,12 @@ def mirna_description(record_id: str, description: str) -> str:
 
 class TargetsWriter:
     """Base writer: ``begin``, per-miRNA ``mirna_text``, per-pair ``pair_text``, ``end``."""
+
+    #: the format's name (:func:`writer_for` rebuilds the writer from it in worker processes)
+    name = ""
+    #: True when :meth:`write` writes its text unchanged (rendered text may then be copied
+    #: straight into the output file)
+    raw_text = True
 
     def __init__(self, out: IO[str], *, no_energy: bool = False, quiet: bool = False) -> None:
         self.out = out
@@ -65,6 +73,19 @@ class TargetsWriter:
         """True when a pair without hits still produces text (miRanda's verbose mode)."""
         return False
 
+    def spec(self) -> tuple[str, bool, bool]:
+        """``(format, no_energy, quiet)``: enough to rebuild this writer with :func:`writer_for`
+        (format "" for writers it cannot build)."""
+        return (self.name if type(self) in _BUILT else "", self.no_energy, self.quiet)
+
+    def table_text(self, mirna_id: str, mirna_len: int, table, lo: int, hi: int, targets,
+                   pair_base: int) -> str | None:
+        """The text of one miRNA's pairs straight from rows ``lo..hi`` of a
+        :class:`~jaxrna.targets.select.HitTable` (sorted by target, hits in accepted order;
+        ``targets`` has ``ids``, ``descriptions`` and ``text.lengths``; pair ``t`` is number
+        ``pair_base + t``), or None when this writer renders only through :meth:`pair_text`."""
+        return None
+
 
 class MirandaWriter(TargetsWriter):
     """miRanda 3.3a's report (``keyval=True``: its ``-keyval`` hit lines)."""
@@ -73,6 +94,7 @@ class MirandaWriter(TargetsWriter):
                  keyval: bool = False) -> None:
         super().__init__(out, no_energy=no_energy, quiet=quiet)
         self.keyval = keyval
+        self.name = "keyval" if keyval else "miranda"
 
     def pairs_need_text(self) -> bool:
         return not self.quiet
@@ -85,9 +107,7 @@ class MirandaWriter(TargetsWriter):
     def hit_text(self, pair: PairResult, hit: Hit) -> str:
         energy = 0.0 if self.no_energy else hit.energy
         if self.keyval:
-            return ("//hit_info\tquery_id=%s\treference_id=%s\tscore=%f\tenergy=%f\tquery_start=%d\t"
-                    "query_end=%d\tref_start=%d\tref_end=%d\taln_length=%d\tidentity=%f\t"
-                    "similarity=%f\taln_mirna=%s\taln_map=%s\taln_utr=%s\n" % (
+            return (_KEYVAL % (
                         pair.mirna_id, pair.target_id, hit.score, energy, hit.q_start, hit.q_end,
                         hit.r_start, hit.r_end, hit.aln_len, hit.identity, hit.similarity,
                         hit.aln_mirna, hit.aln_map, hit.aln_target))
@@ -107,10 +127,8 @@ class MirandaWriter(TargetsWriter):
     def pair_text(self, pair: PairResult) -> str:
         parts = []
         if not self.quiet:
-            parts.append(f"Read Sequence:{pair.target_id} "
-                         f"{mirna_description(pair.target_id, pair.target_description)}"
-                         f"({pair.target_len} nt)\n")
-            parts.append(f"{RULE}Performing Scan: {pair.mirna_id} vs {pair.target_id}\n{RULE}")
+            parts.append(self.pair_header(pair.mirna_id, pair.target_id, pair.target_description,
+                                          pair.target_len))
         scan_score = 0.0
         total_score = 0.0
         max_score = 0.0
@@ -144,8 +162,76 @@ class MirandaWriter(TargetsWriter):
             parts.append("Complete\n\n")
         return "".join(parts)
 
+    def pair_header(self, mirna_id: str, target_id: str, target_description: str, target_len: int) -> str:
+        return (f"Read Sequence:{target_id} {mirna_description(target_id, target_description)}"
+                f"({target_len} nt)\n{RULE}Performing Scan: {mirna_id} vs {target_id}\n{RULE}")
+
+    def table_text(self, mirna_id: str, mirna_len: int, table, lo: int, hi: int, targets,
+                   pair_base: int) -> str | None:
+        """:meth:`pair_text` for every pair of one miRNA at once (without energies), from a
+        hit table: the same text, formatted a hit at a time rather than a record at a time."""
+        if not self.no_energy:
+            return None
+        t = table.t[lo:hi]
+        n, i, i0 = table.n[lo:hi], table.i[lo:hi], table.i0[lo:hi]
+        aln, matches = table.aln_len[lo:hi], table.matches[lo:hi]
+        identity = (matches / aln * 100.0).tolist()
+        similarity = ((matches + table.wobbles[lo:hi]) / aln * 100.0).tolist()
+        q_start, q_end = (n - i + 1).tolist(), (n - i0 + 1).tolist()
+        r_start, r_end = table.ref_start[lo:hi].tolist(), table.ref_end[lo:hi].tolist()
+        scores, aln = table.score[lo:hi].tolist(), aln.tolist()
+        tids = [targets.ids[x] for x in t.tolist()]
+        am, mp, at = table.aln_mirna[lo:hi], table.aln_map[lo:hi], table.aln_target[lo:hi]
+        if self.keyval:
+            hit_texts = [_KEYVAL % (mirna_id, tid, s, 0.0, qs, qe, rs, re, al, idn, sim, a, b, c)
+                         for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c
+                         in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
+                                similarity, am, mp, at)]
+        else:
+            hit_texts = [_HIT_NO_ENERGY % (s, qs, qe, rs, re, al, idn, sim, a, b, c, mirna_id, tid,
+                                           s, 0.0, qs, qe, rs, re, al, idn, sim)
+                         for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c
+                         in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
+                                similarity, am, mp, at)]
+        heads = np.flatnonzero(np.diff(t, prepend=-1)) if len(t) else np.zeros(0, np.int64)
+        ends = np.append(heads[1:], len(t))
+        lengths = targets.text.lengths
+        pairs = {}
+        for a, b in zip(heads.tolist(), ends.tolist()):
+            x = int(t[a])
+            total = 0.0
+            best = 0.0
+            for s in scores[a:b]:
+                total += s
+                if s > best:
+                    best = s
+            pairs[x] = "".join(hit_texts[a:b]) + (
+                ("" if self.quiet else "Score for this Scan:\n")
+                + "Seq1,Seq2,Tot Score,Tot Energy,Max Score,Max Energy,Strand,Len1,Len2,Positions\n"
+                + ">>%s\t%s\t%2.2f\t0.0\t%2.2f\t0.0\t%d\t%d\t%d\t%s\n" % (
+                    mirna_id, tids[a], total, best, pair_base + x, mirna_len, int(lengths[x]),
+                    "".join(" %d" % r for r in r_start[a:b]))
+                + "Complete\n\n")
+        if self.quiet:
+            return "".join(pairs[x] for x in sorted(pairs))
+        parts = []
+        for x, (tid, desc) in enumerate(zip(targets.ids, targets.descriptions)):
+            parts.append(self.pair_header(mirna_id, tid, desc, int(lengths[x])))
+            parts.append(pairs[x] if x in pairs else _NO_HITS)
+        return "".join(parts)
+
     def end(self) -> None:
         self.out.write("Scan Complete\n\n")
+
+
+_HIT_NO_ENERGY = ("\n   Forward:\tScore: %f  Q:%d to %d  R:%d to %d Align Len (%d) (%3.2f%%) (%3.2f%%)\n\n"
+                  "   Query:    3' %s 5'\n                %s\n   Ref:      5' %s 3'\n\n"
+                  "\nScores for this hit:\n"
+                  ">%s\t%s\t%2.2f\t%2.2f\t%d %d\t%d %d\t%d\t%3.2f%%\t%3.2f%%\n\n")
+_KEYVAL = ("//hit_info\tquery_id=%s\treference_id=%s\tscore=%f\tenergy=%f\tquery_start=%d\t"
+           "query_end=%d\tref_start=%d\tref_end=%d\taln_length=%d\tidentity=%f\t"
+           "similarity=%f\taln_mirna=%s\taln_map=%s\taln_utr=%s\n")
+_NO_HITS = "Score for this Scan:\nNo Hits Found above Threshold\nComplete\n\n"
 
 
 TSV_COLUMNS = ("mirna_id", "target_id", "score", "energy", "mirna_start", "mirna_end",
@@ -173,6 +259,8 @@ class TsvWriter(TargetsWriter):
     lowercase unaligned ends, target 5'->3'); energy is ``NA`` with ``--no-energy``.
     """
 
+    name = "tsv"
+
     def begin(self) -> None:
         self.out.write("#" + "\t".join(TSV_COLUMNS) + "\n")
 
@@ -189,6 +277,9 @@ class TsvWriter(TargetsWriter):
 
 class JsonWriter(TargetsWriter):
     """A JSON array of hit objects (the tsv columns as keys; energy null with --no-energy)."""
+
+    name = "json"
+    raw_text = False  # write() joins the objects with commas
 
     def begin(self) -> None:
         self.out.write("[")
@@ -217,3 +308,6 @@ def writer_for(fmt: str, out: IO[str], *, no_energy: bool = False, quiet: bool =
     if fmt == "json":
         return JsonWriter(out, no_energy=no_energy, quiet=quiet)
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+
+
+_BUILT = (MirandaWriter, TsvWriter, JsonWriter)

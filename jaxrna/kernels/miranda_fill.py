@@ -115,82 +115,101 @@ def scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, *, 
       seed.astype(jnp.int32), lanes)
 
 
-def _full_kernel(prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref, best_ref, code_ref, *,
-                 height: int, length: int, block: int):
-    b0 = pl.program_id(0) * block
+def _refill_kernel(qidx_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref, best_ref, code_ref, *,
+                   height: int, lead: int, length: int, block: int):
+    p = pl.program_id(0)
+    q = qidx_ref[p]
+    b0 = p * block
     H = height
-    prof = [[prof_ref[k, r] for r in range(H)] for k in range(5)]
-    gopen = [gopen_ref[r] for r in range(H)]
-    gext = [gext_ref[r] for r in range(H)]
-    chain = max(H - SEED_SPAN - 1, 0)
-    pinned = [-seed_ref[r] for r in range(H)]
-    zero = jnp.zeros((block,), jnp.int32)
 
     def argmax3(a, b, c):  # miRanda's tie order: a, then b, then c
         return jnp.where((a >= b) & (a >= c), 1, jnp.where(b >= c, 2, 3))
 
-    def column(j, carry):
-        a_p, b_p, c_p, m_p = carry
-        t = lanes_ref[j, pl.ds(b0, block)].astype(jnp.int32)
-        base = t & 7
-        e0, e1, e2, e3 = base == 0, base == 1, base == 2, base == 3
-        a_new, b_new, c_new, m_new = [], [], [], []
-        up_a = c_prev = diag = zero
-        ua = ub = uc = zero            # a, b, c one row up in the previous column
-        for r in range(H):
-            s = jnp.where(e0, prof[0][r], jnp.where(e1, prof[1][r], jnp.where(
-                e2, prof[2][r], jnp.where(e3, prof[3][r], prof[4][r]))))
-            a_raw = diag + s
-            a = jnp.maximum(a_raw, 0)
-            from_a, from_b = a_p[r] + gopen[r], b_p[r] + gext[r]
-            b = jnp.maximum(from_a, from_b)
-            open_c = up_a + gopen[r]
-            if r < chain or r == H - 1:
-                c = jnp.maximum(open_c, c_prev + gext[r])
-                from_c = jnp.where(c_prev + gext[r] > open_c, 32, 0)
-            else:
-                c = zero + pinned[r]
-                from_c = zero
-            m = jnp.maximum(jnp.maximum(a, b), c)
-            t0 = jnp.where(m > 0, argmax3(a, b, c), 0)
-            t1 = jnp.where(a_raw > 0, argmax3(ua, ub, uc), 0)
-            code = t0 | (t1 << 2) | jnp.where(from_b > from_a, 16, 0) | from_c
-            best_ref[j, r, pl.ds(b0, block)] = jnp.maximum(m, 0).astype(jnp.int16)
-            code_ref[j, r, pl.ds(b0, block)] = code.astype(jnp.int8)
-            diag, ua, ub, uc = m_p[r], a_p[r], b_p[r], c_p[r]
-            up_a, c_prev = a, c
-            a_new.append(a)
-            b_new.append(b)
-            c_new.append(c)
-            m_new.append(m)
-        return a_new, b_new, c_new, m_new
+    @pl.when(q >= 0)
+    def _body():
+        prof = [[prof_ref[q, k, r] for r in range(H)] for k in range(5)]
+        gopen = [gopen_ref[q, r] for r in range(H)]
+        gext = [gext_ref[q, r] for r in range(H)]
+        chain = max(H - SEED_SPAN - 1, 0)
+        pinned = [-seed_ref[q, r] for r in range(H)]
+        zero = jnp.zeros((block,), jnp.int32)
 
-    init = [zero] * H
-    jax.lax.fori_loop(0, length, column, (list(init), list(init), list(init), list(init)))
+        def column(j, carry, owned: bool):
+            a_p, b_p, c_p, m_p = carry
+            t = lanes_ref[j, pl.ds(b0, block)].astype(jnp.int32)
+            keep = (t & RESET) == 0    # a new target starts here: the previous column is 0
+            a_p = [jnp.where(keep, x, 0) for x in a_p]
+            b_p = [jnp.where(keep, x, 0) for x in b_p]
+            c_p = [jnp.where(keep, x, 0) for x in c_p]
+            m_p = [jnp.where(keep, x, 0) for x in m_p]
+            base = t & 7
+            e0, e1, e2, e3 = base == 0, base == 1, base == 2, base == 3
+            a_new, b_new, c_new, m_new = [], [], [], []
+            up_a = c_prev = diag = zero
+            ua = ub = uc = zero            # a, b, c one row up in the previous column
+            for r in range(H):
+                s = jnp.where(e0, prof[0][r], jnp.where(e1, prof[1][r], jnp.where(
+                    e2, prof[2][r], jnp.where(e3, prof[3][r], prof[4][r]))))
+                a_raw = diag + s
+                a = jnp.maximum(a_raw, 0)
+                from_a, from_b = a_p[r] + gopen[r], b_p[r] + gext[r]
+                b = jnp.maximum(from_a, from_b)
+                open_c = up_a + gopen[r]
+                if r < chain or r == H - 1:
+                    c = jnp.maximum(open_c, c_prev + gext[r])
+                    from_c = jnp.where(c_prev + gext[r] > open_c, 32, 0)
+                else:
+                    c = zero + pinned[r]
+                    from_c = zero
+                m = jnp.maximum(jnp.maximum(a, b), c)
+                t0 = jnp.where(m > 0, argmax3(a, b, c), 0)
+                t1 = jnp.where(a_raw > 0, argmax3(ua, ub, uc), 0)
+                code = t0 | (t1 << 2) | jnp.where(from_b > from_a, 16, 0) | from_c
+                code_ref[j, r, pl.ds(b0, block)] = code.astype(jnp.int8)
+                if owned:
+                    best_ref[j - lead, r, pl.ds(b0, block)] = jnp.maximum(m, 0)
+                diag, ua, ub, uc = m_p[r], a_p[r], b_p[r], c_p[r]
+                up_a, c_prev = a, c
+                a_new.append(a)
+                b_new.append(b)
+                c_new.append(c)
+                m_new.append(m)
+            return a_new, b_new, c_new, m_new
+
+        init = [zero] * H
+        carry = (list(init), list(init), list(init), list(init))
+        carry = jax.lax.fori_loop(0, lead, partial(column, owned=False), carry)
+        jax.lax.fori_loop(lead, length, partial(column, owned=True), carry)
 
 
-@partial(jax.jit, static_argnames=("block", "interpret", "num_warps"))
-def fill_segments_pallas(profile, gap_open, gap_extend, seed, lanes, *, block: int = BLOCK,
-                         interpret: bool = False, num_warps: int = 4):
-    """Full matrices of segments of one miRNA, as :func:`jaxrna.targets.scan.fill_segments`:
-    ``profile`` (5, H), ``gap_open``/``gap_extend``/``seed`` (H,), ``lanes`` (L, B) with B a
-    multiple of ``block``. Returns (L, H, B) best scores (int16: the caller checks that scores
-    fit) and packed track codes (int8)."""
-    height = profile.shape[1]
+@partial(jax.jit, static_argnames=("lead", "block", "interpret", "num_warps"))
+def refill_pallas(qidx, profile, gap_open, gap_extend, seed, lanes, *, lead: int, block: int = BLOCK,
+                  interpret: bool = False, num_warps: int = 4):
+    """Full matrices of short segments of several miRNAs (the GPU form of
+    :func:`jaxrna.targets.scan.fill_segments`): ``block`` consecutive lanes share one miRNA,
+    ``qidx[p]`` (its row in the tables; -1: the block is skipped and its outputs left unset).
+    ``profile`` (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H), ``lanes`` (L, B) codes
+    (with :data:`RESET` flags: a target starts there) and B a multiple of ``block``.
+
+    Returns ``best`` (L - lead, H, B) int32, the best scores of the last ``L - lead`` columns
+    (those whose candidates are wanted) and ``code`` (L, H, B) int8 packed track codes of every
+    column (:func:`jaxrna.targets.scan.unpack_track`)."""
+    height = profile.shape[2]
     length, width = lanes.shape
-    if width % block:
-        raise ValueError(f"lanes {lanes.shape}: width must be a multiple of {block}")
-    kernel = partial(_full_kernel, height=height, length=length, block=block)
+    if width % block or qidx.shape != (width // block,) or not 0 <= lead < length:
+        raise ValueError(f"lanes {lanes.shape}, qidx {qidx.shape}, lead {lead}: "
+                         f"one miRNA index per block of {block} lanes")
+    kernel = partial(_refill_kernel, height=height, lead=lead, length=length, block=block)
     return pl.pallas_call(
         kernel,
-        out_shape=(jax.ShapeDtypeStruct((length, height, width), jnp.int16),
+        out_shape=(jax.ShapeDtypeStruct((length - lead, height, width), jnp.int32),
                    jax.ShapeDtypeStruct((length, height, width), jnp.int8)),
         grid=(width // block,),
         interpret=interpret,
         compiler_params=None if interpret else compiler_params(num_warps, 1),
-        name="miranda_full",
-    )(profile.astype(jnp.int32), gap_open.astype(jnp.int32), gap_extend.astype(jnp.int32),
-      seed.astype(jnp.int32), lanes)
+        name="miranda_refill",
+    )(qidx.astype(jnp.int32), profile.astype(jnp.int32), gap_open.astype(jnp.int32),
+      gap_extend.astype(jnp.int32), seed.astype(jnp.int32), lanes)
 
 
 def packed_positions(words):

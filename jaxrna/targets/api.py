@@ -3,8 +3,9 @@
 :func:`scan_targets` returns every (miRNA, target) pair's accepted hits in miRanda's order
 (miRNA-major: every target for the first miRNA, then the second, ...). :func:`write_scan` streams
 a target file of any size chunk by chunk and writes a report (``miranda``, ``keyval``, ``tsv``
-or ``json``); each miRNA's text beyond the first is spooled (memory, then temporary files) until
-its turn, so the output order never depends on chunking or batching.
+or ``json``): hit selection and text run in worker processes, block by block, and are written in
+miRanda's order (:mod:`jaxrna.targets.output`), so the output never depends on chunking,
+batching, devices or workers.
 
 >>> from jaxrna.targets import scan_targets
 >>> res = scan_targets(["GTGAGATCATTTTGAAAGCTG"], ["TAGTTTTCACAATGATCTCGG"], no_energy=True)
@@ -19,6 +20,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from typing import Callable, Iterable, Iterator
 
@@ -34,9 +36,7 @@ log = logging.getLogger("jaxrna")
 #: miRanda's accepted sequence letters (IUPAC codes and X, any case).
 MIRANDA_LETTERS = frozenset("ACGTURYSWKMBDHVNX")
 #: Target nucleotides per chunk (the unit of streaming and of the bulk scan).
-DEFAULT_CHUNK_NT = 32_000_000
-#: Spooled text held in memory before it is moved to temporary files.
-SPOOL_MEMORY = 256 * 1024 * 1024
+DEFAULT_CHUNK_NT = 64_000_000
 
 
 def check_letters(record: Record) -> Record:
@@ -124,58 +124,14 @@ def scan_targets(mirnas, targets, params: ScanParams | None = None, *, chunk_nt:
     return results
 
 
-class Spool:
-    """Text per miRNA, written in miRNA order at the end; memory first, then temporary files."""
-
-    def __init__(self, count: int, limit: int | None = None) -> None:
-        self.parts: list[list[str]] = [[] for _ in range(count)]
-        self.size = 0
-        self.limit = SPOOL_MEMORY if limit is None else limit
-        self.tmp: tempfile.TemporaryDirectory | None = None
-        self.on_disk = [False] * count
-
-    def add(self, k: int, text: str) -> None:
-        if not text:
-            return
-        self.parts[k].append(text)
-        self.size += len(text)
-        if self.size > self.limit:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self.tmp is None:
-            self.tmp = tempfile.TemporaryDirectory(prefix="jaxrna-targets-")
-        for k, parts in enumerate(self.parts):
-            if parts:
-                with open(os.path.join(self.tmp.name, f"{k}.txt"), "a", encoding="utf-8") as fh:
-                    fh.write("".join(parts))
-                self.on_disk[k] = True
-                self.parts[k] = []
-        self.size = 0
-
-    def drain(self, k: int, write: Callable[[str], None]) -> None:
-        if self.on_disk[k]:
-            with open(os.path.join(self.tmp.name, f"{k}.txt"), encoding="utf-8") as fh:
-                while True:
-                    block = fh.read(1 << 24)
-                    if not block:
-                        break
-                    write(block)
-        if self.parts[k]:
-            write("".join(self.parts[k]))
-            self.parts[k] = []
-
-    def close(self) -> None:
-        if self.tmp is not None:
-            self.tmp.cleanup()
-
-
 def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, *,
                chunk_nt: int = DEFAULT_CHUNK_NT, pair_offset: int = 0, progress=None,
-               engine_options: dict | None = None) -> dict:
+               engine_options: dict | None = None, host_workers: int | None = None) -> dict:
     """Scan two FASTA files and write the report through ``writer``
     (:class:`~jaxrna.formats.miranda.TargetsWriter`). Returns run statistics.
-    ``engine_options`` go to :class:`~jaxrna.targets.engine.Engine` (kernel, devices, ...)."""
+    ``engine_options`` go to :class:`~jaxrna.targets.engine.Engine` (kernel, devices, ...);
+    ``host_workers``: processes for hit selection and text (default: every core but one on
+    machines with 4 or more, else none: all in this process)."""
     mirna_records = list(read_records(mirnas_path))
     queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
     tmp_input = None
@@ -187,60 +143,85 @@ def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, 
             targets_path = tmp_input.name
         n_targets = count_records(targets_path) if len(queries) > 1 and targets_path != "-" else None
         return _write_scan(mirna_records, queries, targets_path, n_targets, writer, params,
-                           chunk_nt, pair_offset, progress, engine_options or {})
+                           chunk_nt, pair_offset, progress, engine_options or {}, host_workers)
     finally:
         if tmp_input is not None:
             os.unlink(tmp_input.name)
 
 
+def _chunks_and_last(records: Iterable[Record], chunk_nt: int) -> Iterator[tuple[list[Record], bool]]:
+    """:func:`_chunks`, each with whether it is the last (one record read ahead)."""
+    it = iter(records)
+    chunk, size = [], 0
+    for rec in it:
+        chunk.append(rec)
+        size += len(rec)
+        if size >= chunk_nt:
+            try:
+                ahead = next(it)
+            except StopIteration:
+                break
+            yield chunk, False
+            chunk, size = [ahead], len(ahead)
+            if size >= chunk_nt:  # pragma: no cover - one record larger than a chunk
+                continue
+    if chunk:
+        yield chunk, True
+
+
 def _write_scan(mirna_records, queries, targets_path, n_targets, writer, params, chunk_nt,
-                pair_offset, progress, engine_options) -> dict:
+                pair_offset, progress, engine_options, host_workers) -> dict:
+    from jaxrna.targets.output import BlockJob, ChunkInfo, OrderedReport, default_workers
+    from jaxrna.targets.select import TargetText
+
     engine = Engine(params, energy=_energy(params), **engine_options)
-    spool = Spool(len(queries))
+    spec = writer.spec()
+    workers = default_workers() if host_workers is None else host_workers
+    if not spec[0]:
+        workers = 0  # a writer the workers cannot rebuild: render here
+    blocks = engine.blocks(len(queries))
+    report = OrderedReport(writer, blocks, workers)
     writer.begin()
     stats = {"mirnas": len(queries), "targets": 0, "pairs": 0, "hits": 0, "cells": 0,
              "target_nt": 0}
-    need_text = writer.pairs_need_text()
     mirna_nt = sum(q.n for q in queries)
     if progress is not None and n_targets is not None:
         progress.total = len(queries) * n_targets
+    clock = time.perf_counter
     try:
-        if queries:
-            writer.write(writer.mirna_text(mirna_records[0].id, mirna_records[0].description, queries[0].n))
-        for k in range(1, len(queries)):
-            spool.add(k, writer.mirna_text(mirna_records[k].id, mirna_records[k].description, queries[k].n))
         seen = 0
-        for chunk in _chunks(read_records(targets_path), chunk_nt):
-            targets = [make_target(r.id, r.description, r.sequence) for r in chunk]
+        last = False
+        for c, (records, last) in enumerate(_chunks_and_last(read_records(targets_path), chunk_nt)):
+            targets = [make_target(r.id, r.description, r.sequence) for r in records]
             total = n_targets if n_targets is not None else seen + len(targets)
-            for k, found in engine.iter_chunk(queries, targets, progress=progress):
-                q = queries[k]
-                texts = []
-                for t in (range(len(targets)) if need_text else sorted(found)):
-                    h = found.get(t, [])
-                    tg = targets[t]
-                    pair = PairResult(q.id, tg.id, q.n, len(tg), pair_offset + k * total + seen + t + 1,
-                                      h, q.description, tg.description)
-                    texts.append(writer.pair_text(pair))
-                    stats["hits"] += len(h)
-                text = "".join(texts)
-                if k == 0:
-                    writer.write(text)
-                else:
-                    spool.add(k, text)
-            chunk_nt_total = sum(len(t) for t in targets)
+            info = ChunkInfo([t.id for t in targets], [t.description for t in targets],
+                             TargetText.from_sequences([t.sequence for t in targets]), seen, total)
+            shared = report.chunk_path(c, info)
+            for bi, (ks, traced) in enumerate(engine.iter_traced(queries, targets, progress=progress)):
+                t0 = clock()
+                job = BlockJob(shared, ks, [mirna_records[k].id for k in ks],
+                               [mirna_records[k].description for k in ks], [queries[k].sequence for k in ks],
+                               traced, spec if spec[0] else writer, pair_offset, c == 0, params,
+                               engine.energy)
+                report.submit(c, bi, job, last)
+                engine.timings["select"] += clock() - t0
+            chunk_total = sum(len(t) for t in targets)
             seen += len(targets)
             stats["targets"] = seen
-            stats["target_nt"] += chunk_nt_total
-            stats["cells"] += mirna_nt * chunk_nt_total
+            stats["target_nt"] += chunk_total
+            stats["cells"] += mirna_nt * chunk_total
         if n_targets is not None and n_targets != seen:  # pragma: no cover - file changed under us
             raise InputError(f"the target file changed while it was read ({n_targets} then {seen} records)",
                              path=targets_path)
-        for k in range(1, len(queries)):
-            spool.drain(k, writer.write)
+        if not last:  # no targets at all
+            report.last_chunk = -1
+        t0 = clock()
+        report.flush(wait=True)
+        engine.timings["select"] += clock() - t0
         writer.end()
     finally:
-        spool.close()
+        report.close()
+    stats["hits"] = report.hits
     stats["pairs"] = stats["mirnas"] * stats["targets"]
     stats["timings"] = dict(engine.timings)
     return stats

@@ -1,4 +1,5 @@
-"""The fast scan of a block of targets: packed lanes, the bulk column scan, segment refills.
+"""The fast scan of a chunk of targets: packed lanes, the bulk column scan, device-side
+candidate extraction, spread over every device.
 
 1. A chunk of targets is packed into one stream of base codes (a reset flag on each target's
    first base) and cut into ``B`` lanes of ``S`` columns, each lane preceded by ``W`` columns of
@@ -7,17 +8,22 @@
    one lane and computed exactly.
 2. The bulk scan (:func:`~jaxrna.targets.scan.scan_lanes_words`, or on GPUs the Pallas kernel
    :func:`~jaxrna.kernels.miranda_fill.scan_lanes_packed`) flags, per miRNA, every column that
-   holds a candidate; the flagged columns of each target are grouped into clusters.
-3. Each cluster is refilled as a short segment starting ``2 W`` columns before it (or at the
-   target start), with full matrices (:func:`~jaxrna.targets.scan.fill_segments`, on GPUs
-   :func:`~jaxrna.kernels.miranda_fill.fill_segments_pallas`); the candidates and their
-   tracebacks lie in its exact part.
-4. :mod:`jaxrna.targets.hits` pools the candidates of each (miRNA, target) pair, sorts and
-   filters them over the whole target, and traces the survivors.
+   holds a candidate, 32 columns to a word.
+3. On the same device, :mod:`jaxrna.targets.extract` refills every flagged word's columns as a
+   short segment and extracts and traces back the candidates; only they come back.
+4. :mod:`jaxrna.targets.select` (host, NumPy) pools the candidates of each (miRNA, target)
+   pair, sorts and filters them over the whole target and builds the hit strings.
+
+miRNAs go in blocks of ``query_block`` (one bulk-scan launch); device threads (two per GPU, so
+one block's read-backs overlap the next block's work) take the blocks in turn from every
+device, and :meth:`Engine.iter_traced` hands them back in miRNA order whatever device ran
+them. Where gaps are free (no finite overlap) a whole target is one lane and the candidates are
+extracted on the host (:mod:`jaxrna.targets.hits`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -26,16 +32,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.alphabet import encode
-from jaxrna.targets import hits as hitlib
 from jaxrna.kernels.miranda_fill import packed_positions
+from jaxrna.targets import extract
+from jaxrna.targets import hits as hitlib
 from jaxrna.targets.scan import RESET, WORD, fill_segments, scan_lanes_words
 from jaxrna.targets.scoring import RowTables, ScanParams, exact_overlap, max_gain, row_tables
+from jaxrna.targets.select import MOVES_PER_WORD, TargetText, Traced, accepted_hits, select
 
 ROW_STEP = 8          # miRNA heights are padded to multiples of this (few compiled shapes)
 OVERLAP_STEP = 32     # lane overlaps are rounded up to multiples of this
-SEGMENT_MIN = 128     # segment lengths are powers of two from this
-SEGMENT_BATCH = 4096  # segments per refill call
-PALLAS_SEGMENT_BATCH = 1024  # segments per Pallas refill launch (fixed: one shape per length)
+SEGMENT_MIN = 128     # free gaps: whole-target segment lengths are powers of two from this
+SEGMENT_BATCH = 4096  # free gaps: segments per refill call
+LANE_BATCH = {"pallas": 32768, "xla": 8192}  # refill lanes per device call (at most)
+MIN_LANE_BATCH = 1024                         # ... and at least (sizes 1024 * 8**k: few shapes)
+THREADS_PER_DEVICE = {"gpu": 2}               # device threads (default 1)
+LOOKAHEAD = 4         # blocks a device thread may run ahead of the consumer, per thread
 MAX_LANES = 32768
 MIN_LANE = 512
 
@@ -205,16 +216,76 @@ class Chunk:
         return tidx, pos - self.starts[tidx]
 
 
+def _bucket(x: int, minimum: int, factor: int = 2) -> int:
+    """The smallest ``minimum * factor**k`` that is at least ``x`` (few compiled shapes)."""
+    b = max(int(minimum), 1)
+    while b < x:
+        b *= factor
+    return b
+
+
+@dataclass
+class _OnDevice:
+    """One chunk's arrays on one device."""
+
+    lanes: object       # bulk-scan lanes (padded to whole words and Pallas blocks)
+    stream: object      # codes with reset flags, ``front`` filler columns before and after
+    starts: object      # each target's first stream position (int32)
+    front: int
+
+
+class _Run:
+    """What one chunk scan shares between its device threads."""
+
+    def __init__(self, engine: "Engine", queries: list[Query], chunk: "Chunk", live: list[bool]):
+        self.engine = engine
+        self.queries = queries
+        self.chunk = chunk
+        self.live = live
+        live_qs = [q for q, ok in zip(queries, live) if ok]
+        self.dtype = value_dtype(live_qs, engine.params)
+        self.lead = _round_up(2 * max(q.overlap for q in live_qs), WORD) if not chunk.lane_of_target else 0
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+
+    def on_device(self, device) -> _OnDevice:
+        with self._lock:
+            if device not in self._cache:
+                self._cache[device] = self._put(device)
+            return self._cache[device]
+
+    def _put(self, device) -> _OnDevice:
+        chunk = self.chunk
+        lanes = chunk.lanes
+        if self.engine.kernel == "pallas":
+            from jaxrna.kernels.miranda_fill import BLOCK
+
+            padded = np.full((_round_up(lanes.shape[0], WORD), _round_up(lanes.shape[1], BLOCK)),
+                             4 | RESET, dtype=np.int8)
+            padded[:lanes.shape[0], :lanes.shape[1]] = lanes
+            lanes = padded
+        front = self.lead
+        stream = np.full(front + chunk.total + front + 2 * WORD, 4 | RESET, dtype=np.int8)
+        body = stream[front:front + chunk.total]
+        body[:] = chunk.codes
+        body[chunk.starts] |= RESET
+        return _OnDevice(jax.device_put(lanes, device), jax.device_put(stream, device),
+                         jax.device_put(chunk.starts.astype(np.int32), device), front)
+
+
 class Engine:
-    """Scans prepared miRNAs against chunks of targets; returns accepted hits per pair."""
+    """Scans prepared miRNAs against chunks of targets on every device; the host selects hits."""
 
     def __init__(self, params: ScanParams, energy=None, max_lanes: int = MAX_LANES,
                  lane_columns: int | None = None, kernel: str = "auto", devices=None,
-                 query_block: int = 8, refill_device=None):
-        """``kernel``: ``"xla"`` (the pure-JAX scan), ``"pallas"`` (the GPU kernel of
-        :mod:`jaxrna.kernels.miranda_fill`, ``query_block`` miRNAs per launch and device,
-        spread over ``devices``) or ``"auto"`` (Pallas on GPUs). ``refill_device``: where the
-        short segment refills run (default: the first device)."""
+                 query_block: int | None = None, threads_per_device: int | None = None,
+                 lane_batch: int | None = None, interpret: bool = False):
+        """``kernel``: ``"xla"`` (pure JAX), ``"pallas"`` (the GPU kernels of
+        :mod:`jaxrna.kernels.miranda_fill`; ``interpret=True`` runs them in Pallas' interpret
+        mode, for tests on CPUs) or ``"auto"`` (Pallas on GPUs). ``query_block`` miRNAs per
+        bulk-scan launch (default 8 with Pallas, 1 with XLA), spread over ``devices`` (default:
+        all) with ``threads_per_device`` threads each (default 2 on GPUs, else 1).
+        ``lane_batch``: segments refilled per device call (at most)."""
         self.params = params
         self.energy = energy
         self.max_lanes = max_lanes
@@ -223,15 +294,24 @@ class Engine:
         if kernel == "auto":
             kernel = "pallas" if self.devices[0].platform == "gpu" else "xla"
         self.kernel = kernel
-        self.query_block = query_block
-        self.refill_device = refill_device or self.devices[0]
-        #: wall seconds spent in the bulk scan, the segment refills and hit selection
-        self.timings = {"scan": 0.0, "refill": 0.0, "select": 0.0}
+        self.interpret = interpret
+        self.query_block = query_block or (8 if kernel == "pallas" else 1)
+        self.threads_per_device = threads_per_device or THREADS_PER_DEVICE.get(self.devices[0].platform, 1)
+        self.lane_batch = lane_batch or LANE_BATCH[kernel]
+        #: wall seconds the consumer waited for the devices, and spent selecting hits in-process
+        self.timings = {"device": 0.0, "select": 0.0}
 
     def overlap(self, queries: list[Query]) -> int | None:
         if any(q.overlap is None for q in queries):
             return None
         return max(q.overlap for q in queries)
+
+    def blocks(self, n_queries: int) -> list[list[int]]:
+        """The blocks of consecutive miRNA indices (the same for every chunk)."""
+        qb = self.query_block
+        return [list(range(s, min(s + qb, n_queries))) for s in range(0, n_queries, qb)]
+
+    # --- in-process results (the library API and the tests) ---
 
     def scan_chunk(self, queries: list[Query], targets: list[Target], progress=None):
         """Hits of every query against every target of the chunk: ``{(q, t): [Hit, ...]}`` for
@@ -240,135 +320,211 @@ class Engine:
                 for t, h in found.items()}
 
     def iter_chunk(self, queries: list[Query], targets: list[Target], progress=None):
-        """Yield ``(query index, {target index: [Hit, ...]})`` for every query, in order.
-        ``progress.update(n)`` is called with the pairs done as the scan goes."""
-        params = self.params
-        if not targets:
-            for k in range(len(queries)):
-                yield k, {}
+        """Yield ``(query index, {target index: [Hit, ...]})`` for every query, in order."""
+        text = TargetText.from_sequences([t.sequence for t in targets]) if targets else None
+        for ks, traced in self.iter_traced(queries, targets, progress):
+            t0 = time.perf_counter()
+            per_q: dict[int, dict] = {}
+            if len(traced):
+                table = select(traced, [queries[k].sequence for k in ks], text, self.params.strict)
+                for (x, t), h in accepted_hits(table, self.params, self.energy).items():
+                    per_q.setdefault(x, {})[t] = h
+            self.timings["select"] += time.perf_counter() - t0
+            for x, k in enumerate(ks):
+                yield k, per_q.get(x, {})
+
+    # --- the device side ---
+
+    def iter_traced(self, queries: list[Query], targets: list[Target], progress=None):
+        """Yield ``(miRNA indices of a block, Traced)`` for every block, in order; ``q`` of the
+        candidates indexes the block's list. ``progress.update(n)`` counts pairs done."""
+        blocks = self.blocks(len(queries))
+        live = [q.gain >= self.params.score_threshold or self.params.gaps_can_gain for q in queries]
+        live_qs = [q for q, ok in zip(queries, live) if ok]
+        if not targets or not live_qs:
+            for ks in blocks:
+                if progress is not None:
+                    progress.update(len(targets) * len(ks))
+                yield ks, Traced.concat([])
             return
-        # a miRNA whose best possible score is below the threshold cannot have hits
-        live = [q.gain >= params.score_threshold or params.gaps_can_gain for q in queries]
-        chunk = None
-        dtype = value_dtype([q for q, ok in zip(queries, live) if ok], params)
-        if any(live):
-            chunk = Chunk(targets, self.overlap([q for q, ok in zip(queries, live) if ok]),
-                          self.max_lanes, self.lane_columns)
-        flagged = self._flag_pallas if self.kernel != "xla" else self._flag_xla
+        chunk = Chunk(targets, self.overlap(live_qs), self.max_lanes, self.lane_columns)
+        run = _Run(self, queries, chunk, live)
         clock = time.perf_counter
         t0 = clock()
-        for k, q, cols_lanes in flagged(queries, live, chunk):
-            found = {}
-            t1 = clock()
-            self.timings["scan"] += t1 - t0
-            if cols_lanes is not None:
-                tidx, cols = chunk.candidate_columns(*cols_lanes)
-                if len(tidx):
-                    batches = self._fill(q, chunk, tidx, cols, dtype)
-                    t2 = clock()
-                    self.timings["refill"] += t2 - t1
-                    found = hitlib.select_hits(batches, q.sequence, q.tables.codes, targets, params,
-                                               self.energy)
-                    self.timings["select"] += clock() - t2
+        for ks, traced in zip(blocks, self._pipeline(len(blocks), lambda bi, dev: self._block(run, dev, blocks[bi]))):
+            self.timings["device"] += clock() - t0
             if progress is not None:
-                progress.update(len(targets))
-            yield k, found
+                progress.update(len(targets) * len(ks))
+            yield ks, traced
             t0 = clock()
 
-    def _flag_xla(self, queries, live, chunk):
-        """``(query index, query, (cols, lanes) of flagged columns or None)``, one at a time."""
-        if chunk is not None:
-            lanes = jnp.asarray(chunk.lanes)
-            dtype = value_dtype([q for q, ok in zip(queries, live) if ok], self.params)
-        for k, q in enumerate(queries):
-            if not live[k]:
-                yield k, q, None
-                continue
-            words = np.asarray(scan_lanes_words(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
-                                                threshold=self.params.score_threshold, dtype=dtype))
-            yield k, q, packed_positions(words)
-
-    def _flag_pallas(self, queries, live, chunk):
-        """As :meth:`_flag_xla`, through the Pallas kernel: ``query_block`` miRNAs per launch
-        and device, the blocks of consecutive miRNAs spread over the devices (dispatched
-        asynchronously, collected in order)."""
-        from jaxrna.kernels.miranda_fill import BLOCK, scan_lanes_packed
-
-        if chunk is None:
-            for k, q in enumerate(queries):
-                yield k, q, None
+    def _pipeline(self, n_blocks: int, job):
+        """``job(block, device)`` for every block on the device threads; results in order."""
+        slots = [d for d in self.devices for _ in range(self.threads_per_device)]
+        if len(slots) == 1:
+            for bi in range(n_blocks):
+                yield job(bi, slots[0])
             return
-        length = _round_up(chunk.lanes.shape[0], WORD)
-        width = _round_up(chunk.lanes.shape[1], BLOCK)
-        lanes = np.full((length, width), 4 | RESET, dtype=np.int8)
-        lanes[:chunk.lanes.shape[0], :chunk.lanes.shape[1]] = chunk.lanes
-        on_device = [jax.device_put(lanes, d) for d in self.devices]
-        order = [k for k in range(len(queries)) if live[k]]
-        qb = self.query_block
-        blocks = [order[s:s + qb] for s in range(0, len(order), qb)]
-        pending = []  # (block, device array), at most one block in flight per device
-        done: dict[int, tuple] = {}
-        nxt = 0
-        for bi, block in enumerate(blocks):
-            height = max(queries[k].height for k in block)
-            tabs = [queries[k].tables_at(height) for k in block]
-            tabs += [tabs[-1]] * (qb - len(block))  # a full block: one compiled shape
-            dev = self.devices[bi % len(self.devices)]
-            args = [jax.device_put(np.stack([t[x] for t in tabs]), dev) for x in range(4)]
-            out = scan_lanes_packed(*args, on_device[bi % len(self.devices)],
-                                    self.params.score_threshold)
-            pending.append((block, out))
-            if len(pending) >= len(self.devices):
-                blk, arr = pending.pop(0)
-                words = np.asarray(arr)
-                for x, k in enumerate(blk):
-                    done[k] = packed_positions(words[x])
-            while nxt < len(queries) and (not live[nxt] or nxt in done):
-                yield nxt, queries[nxt], done.pop(nxt, None)
-                nxt += 1
-        for blk, arr in pending:
-            words = np.asarray(arr)
-            for x, k in enumerate(blk):
-                done[k] = packed_positions(words[x])
-        while nxt < len(queries):
-            yield nxt, queries[nxt], done.pop(nxt, None)
-            nxt += 1
+        cv = threading.Condition()
+        results: dict[int, object] = {}
+        state = {"next": 0, "consumed": 0, "error": None, "stop": False}
+        ahead = LOOKAHEAD * len(slots)
+
+        def loop(device):
+            try:
+                while True:
+                    with cv:
+                        while (state["next"] - state["consumed"] >= ahead and not state["stop"]):
+                            cv.wait()
+                        if state["stop"] or state["next"] >= n_blocks:
+                            return
+                        bi = state["next"]
+                        state["next"] += 1
+                    res = job(bi, device)
+                    with cv:
+                        results[bi] = res
+                        cv.notify_all()
+            except BaseException as exc:  # handed to the consumer
+                with cv:
+                    state["error"] = exc
+                    state["stop"] = True
+                    cv.notify_all()
+
+        threads = [threading.Thread(target=loop, args=(d,), daemon=True, name=f"jaxrna-targets-{k}")
+                   for k, d in enumerate(slots)]
+        for th in threads:
+            th.start()
+        try:
+            for bi in range(n_blocks):
+                with cv:
+                    while bi not in results and state["error"] is None:
+                        cv.wait()
+                    if bi not in results:
+                        raise state["error"]
+                    res = results.pop(bi)
+                    state["consumed"] = bi + 1
+                    cv.notify_all()
+                yield res
+        finally:
+            with cv:
+                state["stop"] = True
+                cv.notify_all()
+            for th in threads:
+                th.join()
+
+    def _block(self, run: _Run, device, ks: list[int]) -> Traced:
+        """Traced candidates of one block (``q`` indexes ``ks``)."""
+        local = [x for x, k in enumerate(ks) if run.live[k]]
+        if not local:
+            return Traced.concat([])
+        qs = [run.queries[ks[x]] for x in local]
+        with jax.default_device(device):
+            dev = run.on_device(device)
+            words = self._words(run, dev, qs)
+            if run.chunk.lane_of_target:
+                parts = []
+                for x, q in enumerate(qs):
+                    traced = self._host_extract(run, q, np.asarray(words[x]))
+                    traced.q[:] = x
+                    parts.append(traced)
+                traced = Traced.concat(parts)
+            else:
+                traced = self._extract(run, dev, qs, words)
+        traced.q = np.asarray(local, np.int64)[traced.q]
+        return traced
+
+    def _words(self, run: _Run, dev: _OnDevice, qs: list[Query]):
+        """(len(qs), L/32, B) packed candidate-column flags of the bulk scan, on the device."""
+        threshold = self.params.score_threshold
+        if self.kernel == "xla":
+            return jnp.stack([scan_lanes_words(q.profile, q.gap_open, q.gap_extend, q.seed, dev.lanes,
+                                               threshold=threshold, dtype=run.dtype) for q in qs])
+        from jaxrna.kernels.miranda_fill import scan_lanes_packed
+
+        height = max(q.height for q in qs)
+        tabs = [q.tables_at(height) for q in qs]
+        tabs += [tabs[-1]] * (self.query_block - len(tabs))  # a full block: one compiled shape
+        args = [jnp.asarray(np.stack([t[x] for t in tabs])) for x in range(4)]
+        words = scan_lanes_packed(*args, dev.lanes, threshold, interpret=self.interpret)
+        return words if len(qs) == self.query_block else words[:len(qs)]
+
+    def _extract(self, run: _Run, dev: _OnDevice, qs: list[Query], words) -> Traced:
+        """Device-side refill, extraction and traceback (:mod:`jaxrna.targets.extract`)."""
+        chunk = run.chunk
+        geometry = (chunk.width, chunk.span, chunk.n_lanes, chunk.total)
+        counts = np.asarray(extract.segment_counts(words, *geometry)).astype(np.int64)
+        if not counts.sum():
+            return Traced.concat([])
+        block = extract.LANE_BLOCK
+        padded = -(-counts // block) * block
+        offsets = np.concatenate([[0], np.cumsum(padded)[:-1]]).astype(np.int32)
+        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int32)
+        used = int(padded.sum())
+        batch = min(self.lane_batch, _bucket(used, MIN_LANE_BATCH, 8))
+        n_out = -(-used // batch) * batch
+        tile_start, tile_own = extract.segment_tiles(words, *geometry, offsets, firsts, n_out=n_out,
+                                                     capacity=_bucket(int(counts.sum()), 1024))
+        block_q = np.full(n_out // block, -1, np.int32)
+        for x in range(len(qs)):
+            block_q[offsets[x] // block:(offsets[x] + padded[x]) // block] = x
+        height = max(q.height for q in qs)
+        tabs = [q.tables_at(height) for q in qs]
+        tables = [jnp.asarray(np.stack([t[x] for t in tabs]).astype(np.int32)) for x in range(4)]
+        pads = jnp.asarray(np.array([height - q.n for q in qs], np.int32))
+        overlaps = np.array([q.overlap for q in qs], np.int64)
+        max_steps = height + run.lead // 2 + 2
+        n_words = _round_up(-(-max_steps // MOVES_PER_WORD), 4)
+        options = dict(n_lanes=batch, lead=run.lead, n_words=n_words, pallas=self.kernel == "pallas",
+                       dtype=run.dtype, interpret=self.interpret)
+
+        def launch(first, capacity):
+            return extract.trace_candidates(
+                dev.stream, dev.front, dev.starts, tile_start, tile_own, first,
+                block_q[first // block:(first + batch) // block], *tables, pads,
+                self.params.score_threshold, max_steps, capacity=capacity, **options)
+
+        pending = [(first, 4 * batch) for first in range(0, n_out, batch)]
+        launched = [(first, cap, launch(first, cap)) for first, cap in pending]
+        parts = []
+        for first, cap, (rows, count) in launched:
+            n = int(count)
+            if n > cap:  # more candidates than room: run again with room for all
+                cap = _bucket(n, cap)
+                rows, count = launch(first, cap)
+            if n:
+                got = np.asarray(rows[:min(cap, _bucket(n, 1024))])[:n]
+                parts.append(extract.rows_to_traced(got, overlaps, max_steps))
+        return Traced.concat(parts)
+
+    def _host_extract(self, run: _Run, q: Query, words: np.ndarray) -> Traced:
+        """Free gaps (a whole target per lane): candidates extracted and traced on the host."""
+        tidx, cols = run.chunk.candidate_columns(*packed_positions(words))
+        if not len(tidx):
+            return Traced.concat([])
+        batches = self._fill(q, run.chunk, tidx, cols, run.dtype)
+        return hitlib.traced_from_batches(batches, self.params.score_threshold)
+
     def _fill(self, q: Query, chunk: "Chunk", tidx: np.ndarray, cols: np.ndarray, dtype):
-        """Full matrices of every cluster of candidate columns (``tidx``/``cols`` in stream
-        order), batched by segment length."""
-        new = np.ones(len(tidx), dtype=bool)
-        gap = 2 * q.overlap if q.overlap is not None else None
-        new[1:] = (tidx[1:] != tidx[:-1]) | ((cols[1:] - cols[:-1] > gap) if gap is not None else False)
-        heads = np.flatnonzero(new)
-        tails = np.append(heads[1:], len(tidx)) - 1
-        target, first, last = tidx[heads], cols[heads], cols[tails]
-        start = np.maximum(0, first - gap) if gap is not None else np.zeros_like(first)
-        span = (last + 1 - start).astype(np.int64)
+        """Full matrices of the targets' leading parts up to their last candidate column (free
+        gaps: no finite overlap), batched by length."""
+        target = np.unique(tidx)
+        last = np.array([cols[tidx == t].max() for t in target], dtype=np.int64)
+        start = np.zeros_like(last)
+        span = last + 1
         length = np.maximum(SEGMENT_MIN, 1 << np.ceil(np.log2(span)).astype(np.int64))
-        use_pallas = (self.kernel == "pallas" and dtype == jnp.int16
-                      and self.refill_device.platform == "gpu")
-        if use_pallas:
-            from jaxrna.kernels.miranda_fill import fill_segments_pallas
         batches = []
         for size in np.unique(length).tolist():
             members = np.flatnonzero(length == size)
-            step = PALLAS_SEGMENT_BATCH if use_pallas else SEGMENT_BATCH
-            for s in range(0, len(members), step):
-                part = members[s:s + step]
-                # Pallas: one fixed width (few compiled shapes, little padding); XLA: powers of 2
-                width = PALLAS_SEGMENT_BATCH if use_pallas else max(64, _pow2(len(part)))
-                pos = chunk.starts[target[part]][None, :] + start[part][None, :] + np.arange(size)[:, None]
-                inside = (start[part][None, :] + np.arange(size)[:, None]) <= last[part][None, :]
+            for s in range(0, len(members), SEGMENT_BATCH):
+                part = members[s:s + SEGMENT_BATCH]
+                width = max(64, _pow2(len(part)))
+                pos = chunk.starts[target[part]][None, :] + np.arange(size)[:, None]
+                inside = np.arange(size)[:, None] <= last[part][None, :]
                 lanes = np.full((size, width), 4, dtype=np.int8)
                 lanes[:, :len(part)] = np.where(inside, chunk.codes[np.minimum(pos, chunk.total - 1)], 4)
-                with jax.default_device(self.refill_device):
-                    if use_pallas:
-                        best, code = fill_segments_pallas(q.profile[:, :, 0], q.gap_open[:, 0],
-                                                          q.gap_extend[:, 0], q.seed[:, 0], lanes)
-                    else:
-                        best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
-                                                   threshold=self.params.score_threshold, dtype=dtype)
+                best, code = fill_segments(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
+                                           threshold=self.params.score_threshold, dtype=dtype)
                 batches.append(hitlib.SegmentBatch(
                     np.asarray(best)[:, :, :len(part)], np.asarray(code)[:, :, :len(part)],
-                    target[part], start[part], first[part] + 1, last[part] + 1, q.pad))
+                    target[part], start[part], np.ones(len(part), np.int64), last[part] + 1, q.pad))
         return batches

@@ -1,28 +1,27 @@
-"""From filled segments to miRanda's hits: candidate extraction, the stable sort, the diagonal
-filter, the traceback, the span-overlap filter, the strict seed test and the hit strings.
+"""miRanda's filters as whole-array steps, and the host-side traceback of filled segments.
 
-Everything is per whole target (never per lane or segment): the candidates of all segments of
-one (miRNA, target) pair are pooled before sorting and filtering, as miRanda sorts the
-candidates of its whole matrix. The steps are vectorised over all the pairs of one miRNA: the
-greedy filters run in rounds (round r settles every pair's r-th survivor at once), and the
-traceback walks every survivor one step per round.
+- :func:`diagonal_survivors` and :func:`span_registered`: the diagonal filter and the span
+  overlap filter over candidates sorted by pair, then rank, for many pairs at once (the greedy
+  filters run in rounds: round r settles every pair's r-th survivor).
+- :func:`strict_seed_ok`: the ``--strict`` test on miRanda's strings.
+- :class:`SegmentBatch`, :func:`trace`, :func:`traced_from_batches`: candidates and tracebacks
+  from full matrices on the host (used where gaps are free and a whole target is one lane;
+  otherwise the device extracts and traces, :mod:`jaxrna.targets.extract`).
+
+Everything is per whole target (never per lane or segment), as miRanda sorts the candidates of
+its whole matrix.
 
 Coordinates are miRanda's: row ``i`` = 1..n over the reversed miRNA, column ``j`` = 1..m.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from jaxrna.targets.records import Hit
 from jaxrna.targets.scan import T0_MASK, T1_SHIFT, T2_BIT, T3_BIT
-from jaxrna.targets.scoring import (DIAGONAL_SPREAD, SEED_FIRST, SEED_LAST, SPAN_OVERLAP, ScanParams,
-                                    pair_symbol)
-
-#: Middle-line symbol of miRNA base code q against target base code t (0..4).
-_SYMBOL = [[pair_symbol(q, t) for t in range(5)] for q in range(5)]
+from jaxrna.targets.scoring import DIAGONAL_SPREAD, SEED_FIRST, SEED_LAST, SPAN_OVERLAP
 
 
 @dataclass
@@ -48,12 +47,6 @@ class SegmentBatch:
         keep = (j >= self.first[b]) & (j <= self.last[b])
         c, r, b, j = c[keep], r[keep], b[keep], j[keep]
         return self.target[b], self.best[c, r + self.pad, b].astype(np.int64), r + 1, j, b
-
-
-def rank(target, score, i, j):
-    """Order grouping candidates by pair, then miRanda's rank: score descending, target end
-    ascending, then scan order (row-major: row, then column) - its stable sort."""
-    return np.lexsort((i, j, -score, target))
 
 
 def _group_heads(keys: np.ndarray) -> np.ndarray:
@@ -154,100 +147,20 @@ def strict_seed_ok(query: str, middle: str) -> bool:
     return not (non_gap < 7 or perfect < 7 or gaps > 0)
 
 
-def make_hit(mirna: str, mirna_codes, target: str, target_codes, score: int, i_end: int, j_end: int,
-             moves, i0: int, j0: int, params: ScanParams):
-    """The hit traced from ``(i_end, j_end)`` with ``moves`` (traceback order), or None when the
-    strict test rejects it; its energy is left to the caller. ``mirna_codes`` are the reversed
-    miRNA's codes."""
-    n, m = len(mirna), len(target)
-    seq1 = mirna[::-1]
-    q_rev, m_rev, t_rev = [], [], []  # traceback order: the miRNA 5' end first
-    i, j = i_end, j_end
-    for move in moves:
-        if move == 1:
-            q_rev.append(seq1[i - 1])
-            m_rev.append(_SYMBOL[mirna_codes[i - 1]][target_codes[j - 1]])
-            t_rev.append(target[j - 1])
-            i, j = i - 1, j - 1
-        elif move == 2:
-            q_rev.append("-")
-            m_rev.append(" ")
-            t_rev.append(target[j - 1])
-            j -= 1
-        else:
-            q_rev.append(seq1[i - 1])
-            m_rev.append(" ")
-            t_rev.append("-")
-            i -= 1
-    q_rev, m_rev, t_rev = "".join(q_rev).upper(), "".join(m_rev), "".join(t_rev).upper()
-    if params.strict:
-        rest3, rest0 = seq1[i_end:].lower(), seq1[:i0].lower()
-        if not strict_seed_ok(rest3 + q_rev + rest0, " " * len(rest3) + m_rev + " " * len(rest0)):
-            return None
-    left, right = i0, n - i_end          # unaligned rows at the miRNA 3' and 5' ends
-    lo, hi = j0 - left, j_end + right
-    left_t = ("-" * max(0, -lo)) + target[max(lo, 0):j0].lower()
-    right_t = target[j_end:min(hi, m)].lower() + "-" * max(0, hi - m)
-    aln_mirna = seq1[:i0].lower() + q_rev[::-1] + seq1[i_end:].lower()
-    aln_map = " " * left + m_rev[::-1] + " " * right
-    aln_target = left_t + t_rev[::-1] + right_t
-    return Hit(score=int(score), energy=None, mirna_len=n, row_start=i0, row_end=i_end,
-               col_start=j0, col_end=j_end, ref_display_start=max(lo, 0) + 1,
-               ref_display_end=min(hi, m), aln_mirna=aln_mirna, aln_map=aln_map,
-               aln_target=aln_target, aln_len=len(moves), matches=m_rev.count("|"),
-               wobbles=m_rev.count(":"))
+def traced_from_batches(batches: list[SegmentBatch], threshold: int):
+    """Every candidate of the segment batches (one miRNA, ``q`` = 0) with its traceback, as
+    :class:`~jaxrna.targets.select.Traced` (host-side extraction, for the whole-target lanes
+    of free gaps)."""
+    from jaxrna.targets.select import Traced, pack_moves
 
-
-def select_hits(batches: list[SegmentBatch], mirna: str, mirna_codes, targets, params: ScanParams,
-                energy) -> dict[int, list[Hit]]:
-    """Accepted hits of one miRNA against the targets its segments cover: ``{target: hits}``.
-    ``targets[t]`` has ``sequence`` and ``codes``."""
-    parts = [b.candidates(params.score_threshold) for b in batches]
-    if not parts:
-        return {}
-    tgt = np.concatenate([p[0] for p in parts])
-    if tgt.size == 0:
-        return {}
-    score = np.concatenate([p[1] for p in parts])
-    i = np.concatenate([p[2] for p in parts])
-    j = np.concatenate([p[3] for p in parts])
-    lane = np.concatenate([p[4] for p in parts])
-    owner = np.concatenate([np.full(len(p[0]), k) for k, p in enumerate(parts)])
-    order = rank(tgt, score, i, j)
-    tgt, score, i, j, lane, owner = tgt[order], score[order], i[order], j[order], lane[order], owner[order]
-    keep = diagonal_survivors(tgt, j - i)
-    tgt, score, i, j, lane, owner = tgt[keep], score[keep], i[keep], j[keep], lane[keep], owner[keep]
-    # trace every survivor, batch by batch
-    steps = [None] * len(tgt)
-    length = np.zeros(len(tgt), np.int64)
-    i0 = np.zeros(len(tgt), np.int64)
-    j0 = np.zeros(len(tgt), np.int64)
-    for k, batch in enumerate(batches):
-        sel = np.flatnonzero(owner == k)
-        if sel.size == 0:
+    parts = []
+    for batch in batches:
+        tgt, score, i, j, lane = batch.candidates(threshold)
+        if not len(tgt):
             continue
-        mv, ln, ii, jj = trace(batch, lane[sel], i[sel], j[sel])
-        length[sel], i0[sel], j0[sel] = ln, ii, jj
-        for x, row, n in zip(sel.tolist(), mv.tolist(), ln.tolist()):
-            steps[x] = row[:n]
-    registered = span_registered(tgt, j0, j)
-    made = []
-    for x in np.flatnonzero(registered).tolist():
-        t = int(tgt[x])
-        tg = targets[t]
-        hit = make_hit(mirna, mirna_codes, tg.sequence, tg.codes, int(score[x]), int(i[x]), int(j[x]),
-                       steps[x], int(i0[x]), int(j0[x]), params)
-        if hit is not None:
-            made.append((t, hit))
-    if not params.no_energy:  # the energy filter, all of this miRNA's hits at once
-        from jaxrna.targets.energy import duplex_string, fold_energies
-
-        folds = [duplex_string(h.aln_mirna, h.aln_target, h.row_start, h.mirna_len - h.row_end)
-                 for _, h in made]
-        energies = fold_energies(folds, energy)
-        made = [(t, replace(h, energy=e)) for (t, h), e in zip(made, energies)
-                if e < params.energy_threshold]
-    out: dict[int, list[Hit]] = {}
-    for t, hit in made:
-        out.setdefault(t, []).append(hit)
-    return out
+        steps, length, i0, j0 = trace(batch, lane, i, j)
+        parts.append(Traced(np.zeros(len(tgt), np.int64), tgt.astype(np.int64), i.astype(np.int64),
+                            j.astype(np.int64), i0.astype(np.int64), j0.astype(np.int64),
+                            score.astype(np.int64), length.astype(np.int64),
+                            pack_moves(steps.astype(np.uint8))))
+    return Traced.concat(parts)

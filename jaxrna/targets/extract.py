@@ -1,0 +1,177 @@
+"""Device-side candidate extraction: from the bulk scan's flag words to traced candidates.
+
+The bulk scan (:mod:`jaxrna.targets.scan`, :mod:`jaxrna.kernels.miranda_fill`) packs, per
+miRNA, one flag per column of its lanes into 32-column words. Per block of miRNAs:
+
+1. :func:`segment_counts`: every word that holds a flag in a column its lane owns (and that is
+   a real target base) is a *tile* of at most 32 stream columns; tiles are counted per miRNA
+   (the one small read-back before the refill, which sizes the launch).
+2. :func:`segment_tiles`: the tiles laid out lane by lane, each miRNA's padded to whole blocks
+   of :data:`~jaxrna.kernels.miranda_fill.BLOCK` lanes (one Pallas program serves one miRNA).
+3. :func:`trace_candidates`, per batch of lanes: each tile is refilled as a segment of
+   ``lead + 32`` columns starting ``lead`` columns before it (``lead >= 2 W``: values are exact
+   from column ``W`` on, :func:`~jaxrna.targets.scoring.exact_overlap`, and a traceback from the
+   tile reaches back at most ``W`` more); a new target inside a segment restarts the states, as
+   in the bulk scan. The candidate cells of the tile (best >= threshold, best's state not b)
+   are compacted to a fixed capacity and traced back on the device, every candidate one step
+   per round, the moves packed 2 bits each (:class:`~jaxrna.targets.select.Traced`).
+
+Only the compacted candidates cross to the host (about 50 bytes each, against ~150 MB of full
+matrices per miRNA before). Sorting, filtering and the hit strings are host work
+(:mod:`jaxrna.targets.select`).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrna.targets.scan import WORD, fill_segments
+from jaxrna.targets.select import MOVES_PER_WORD, Traced
+
+#: Lanes per Pallas program (the refill kernel's block).
+LANE_BLOCK = 128
+#: Columns of a fields row of the packed result: q, t, i, j, i0, j0, score, nsteps, tcol.
+FIELDS = 9
+
+
+def _upto(k):
+    """uint32 masks of bits 0..k-1 (k in 0..32)."""
+    one = jnp.uint32(1)
+    return jnp.where(k >= WORD, jnp.uint32(0xFFFFFFFF),
+                     (one << jnp.clip(k, 0, WORD - 1).astype(jnp.uint32)) - one)
+
+
+def _tiles(words, width, span, n_lanes, total):
+    """``flagged`` (Q, B, Lw): word (w, b) of miRNA q has a flag in an owned real column;
+    ``p0`` (B, Lw) the stream position of the tile's first owned column, ``own`` its columns."""
+    _, n_words, n_b = words.shape
+    x0 = WORD * jnp.arange(n_words, dtype=jnp.int32)[None, :]
+    b = jnp.arange(n_b, dtype=jnp.int32)[:, None]
+    lo = jnp.clip(width - x0, 0, WORD)
+    end = jnp.minimum(width + span, total - b * span + width)   # lane columns holding real bases
+    hi = jnp.where(b < n_lanes, jnp.clip(end - x0, 0, WORD), 0)
+    mask = _upto(hi) & ~_upto(lo)
+    bits = jax.lax.bitcast_convert_type(words, jnp.uint32).transpose(0, 2, 1)
+    flagged = (bits & mask[None]) != 0
+    return flagged, b * span + x0 + lo - width, jnp.maximum(hi - lo, 0)
+
+
+@jax.jit
+def segment_counts(words, width, span, n_lanes, total):
+    """Tiles per miRNA: ``words`` (Q, L/32, B) packed flags; the rest the chunk's geometry."""
+    return _tiles(words, width, span, n_lanes, total)[0].sum(axis=(1, 2), dtype=jnp.int32)
+
+
+@partial(jax.jit, static_argnames=("n_out", "capacity"))
+def segment_tiles(words, width, span, n_lanes, total, offsets, firsts, *, n_out: int, capacity: int):
+    """``(p0, own)`` (n_out,) of the tiles, miRNA q's tiles in stream order at lanes
+    ``offsets[q]...`` (``firsts[q]`` = tiles of the miRNAs before it; ``capacity`` >= all
+    tiles). Unused lanes own no columns."""
+    flagged, p0, own = _tiles(words, width, span, n_lanes, total)
+    per_q = flagged.shape[1] * flagged.shape[2]
+    idx = jnp.nonzero(flagged.reshape(-1), size=capacity, fill_value=-1)[0]
+    q = jnp.maximum(idx, 0) // per_q
+    rem = jnp.maximum(idx, 0) % per_q
+    dest = jnp.where(idx >= 0, offsets[q] + jnp.arange(capacity, dtype=jnp.int32) - firsts[q], n_out)
+    start = jnp.zeros(n_out, jnp.int32).at[dest].set(p0.reshape(-1)[rem], mode="drop")
+    count = jnp.zeros(n_out, jnp.int32).at[dest].set(own.reshape(-1)[rem], mode="drop")
+    return start, count
+
+
+@partial(jax.jit, static_argnames=("n_lanes", "lead", "capacity", "n_words", "pallas", "dtype",
+                                   "interpret"))
+def trace_candidates(stream, front, starts, tile_start, tile_own, first_lane, qidx, profile, gap_open,
+                     gap_extend, seed, pads, threshold, max_steps, *, n_lanes: int, lead: int,
+                     capacity: int, n_words: int, pallas: bool, dtype=jnp.int32, interpret: bool = False):
+    """Refill, extract and trace the candidates of lanes ``first_lane .. + n_lanes``.
+
+    ``stream``: the chunk's codes with ``front`` filler columns before them; ``starts``: each
+    target's first stream position; ``qidx`` (n_lanes / 128,) each lane block's miRNA (row of
+    the tables ``profile`` (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H), ``pads`` (Q,)
+    padding rows), -1 for none; tracebacks take at most ``max_steps`` moves (``n_words`` words of
+    16). Returns ``(rows, count)``: ``rows`` (capacity, 9 + words) int32
+    holding, for the first ``count`` (if ``count <= capacity``; lane order, so grouped by
+    miRNA): q, target, i, j, i0, j0, score, moves, target start column in the segment, then the
+    packed moves."""
+    height = profile.shape[2]
+    own_max = WORD
+    length = lead + own_max
+    p0 = jax.lax.dynamic_slice(tile_start, (first_lane,), (n_lanes,))
+    own = jax.lax.dynamic_slice(tile_own, (first_lane,), (n_lanes,))
+    base = p0 - lead
+    lanes = stream[front + base[None, :] + jnp.arange(length, dtype=jnp.int32)[:, None]]
+    lane_q = jnp.repeat(qidx, LANE_BLOCK)
+    if pallas:
+        from jaxrna.kernels.miranda_fill import refill_pallas
+
+        best, code = refill_pallas(qidx, profile, gap_open, gap_extend, seed, lanes, lead=lead,
+                                   interpret=interpret)
+    else:
+        lq = jnp.maximum(lane_q, 0)
+        best, code = fill_segments(profile[lq].transpose(1, 2, 0), gap_open[lq].T, gap_extend[lq].T,
+                                   seed[lq].T.astype(bool), lanes, threshold=threshold, dtype=dtype)
+        best = best[lead:]
+    ok = ((best >= threshold) & ((code[lead:] & 3) != 2)
+          & (jnp.arange(own_max)[:, None, None] < own[None, None, :]) & (lane_q >= 0)[None, None, :])
+    ok = ok.transpose(2, 0, 1)  # (lane, column, row): lane order
+    count = ok.sum(dtype=jnp.int32)
+    flat = jnp.nonzero(ok.reshape(-1), size=capacity, fill_value=0)[0].astype(jnp.int32)
+    valid = jnp.arange(capacity) < count
+    s = flat // (own_max * height)
+    c = (flat // height) % own_max
+    r = flat % height
+    cs = lead + c
+    score = best[c, r, s].astype(jnp.int32)
+    q = lane_q[s]
+    pos = base[s] + cs
+    t = (jnp.searchsorted(starts, pos, side="right") - 1).astype(jnp.int32)
+    tcol = starts[t] - base[s]
+    pad = pads[jnp.maximum(q, 0)]
+    i_end = r - pad + 1
+    j_end = cs - tcol + 1
+    state = (code[cs, r, s].astype(jnp.int32) & 3)
+
+    def cond(carry):
+        k, _, _, _, active, _, _ = carry
+        return (k < max_steps) & jnp.any(active)
+
+    def body(carry):
+        k, i, j, state, active, nsteps, words = carry
+        act = active & (i > 0) & (j > 0)
+        cc = jnp.where(act, j + tcol - 1, 0)
+        rr = jnp.where(act, i - 1 + pad, 0)
+        bits = code[cc, rr, s].astype(jnp.int32) & 0xFF
+        act = act & ((bits & 3) != 0) & (state != 0)
+        move = jnp.where(act, state, 0).astype(jnp.uint32)
+        slot = k // MOVES_PER_WORD
+        shift = (2 * (k % MOVES_PER_WORD)).astype(jnp.uint32)
+        words = words.at[:, slot].set(words[:, slot] | (move << shift))
+        nxt = jnp.where(state == 1, (bits >> 2) & 3,
+                        jnp.where(state == 2, jnp.where(bits & 16, 2, 1), jnp.where(bits & 32, 3, 1)))
+        i = jnp.where(act & ((state == 1) | (state == 3)), i - 1, i)
+        j = jnp.where(act & ((state == 1) | (state == 2)), j - 1, j)
+        return k + 1, i, j, jnp.where(act, nxt, state), act, nsteps + act, words
+
+    init = (jnp.int32(0), i_end, j_end, state, valid, jnp.zeros(capacity, jnp.int32),
+            jnp.zeros((capacity, n_words), jnp.uint32))
+    _, i0, j0, _, _, nsteps, words = jax.lax.while_loop(cond, body, init)
+    rows = jnp.concatenate([jnp.stack([q, t, i_end, j_end, i0, j0, score, nsteps, tcol], axis=1),
+                            jax.lax.bitcast_convert_type(words, jnp.int32)], axis=1)
+    return rows, count
+
+
+def rows_to_traced(rows: np.ndarray, overlaps: np.ndarray, max_steps: int) -> Traced:
+    """Host side: the fetched rows as :class:`Traced`, with the checks that the tracebacks stayed
+    in the exact part of their segments (``overlaps[q]`` = miRNA q's W) and within
+    ``max_steps``."""
+    q, t, i, j, i0, j0, score, nsteps, tcol = (rows[:, k].astype(np.int64) for k in range(FIELDS))
+    if np.any(nsteps >= max_steps):
+        raise AssertionError("a traceback ran past its step bound")
+    last = j0 + tcol - 1  # the leftmost segment column the traceback read
+    if np.any((tcol < 0) & (last < overlaps[q])):
+        raise AssertionError("a traceback left the exact part of its segment")
+    return Traced(q, t, i, j, i0, j0, score, nsteps, rows[:, FIELDS:].view(np.uint32))
