@@ -144,35 +144,34 @@ def test_plan_allocates_only_the_band():
     assert p.geo.table_bytes() / p.geo.n_cells < whole_matrix / 50
 
 
-@pytest.mark.parametrize("geo", GEOMETRIES[1:], ids=["windowed-reduce", "band>tile"])
-def test_fused_split_kernel_interpret_gives_the_same_table(geo):
-    """All splits of an outer diagonal in one Pallas kernel (interpret mode), batched over
-    pairs, against the per-product XLA path."""
-    rng = random.Random(21)
-    weights = parse_weights("bpmax")
-    pairs = [(random_strand(rng, geo.n_outer - k), random_strand(rng, 20 + k)) for k in range(2)]
-    want, _, _ = fill(pairs, geo, weights)
-    got, _, _ = fill(pairs, dataclasses.replace(geo, kernel="interpret", fused=True), weights)
-    assert np.array_equal(got, want)
+
+# windowed on both strands, a band of three tiles, two outer blocks: small enough to interpret
+FUSED = Geometry(n_outer=8, n_inner=32, w_outer=5, w_inner=9, tile=4, outer_blocks=2,
+                 inner_blocks=2, sweep="reduce", kernel="interpret", fused=True)
 
 
-def test_fused_split_kernel_pair_after_pair(monkeypatch):
-    """Batches too large for one launch run pair after pair, with the same table."""
+def check_against_reference(table, pairs, geo, weights):
+    for k, (s1, s2) in enumerate(pairs):
+        F, _, _ = reference_tables(s1, s2, weights, geo.w_outer, geo.w_inner)
+        i1, j1, i2, j2 = cells(geo, len(s1), len(s2))
+        want = np.array([F[a][b][c][d] for a, b, c, d in zip(i1, j1, i2, j2)])
+        assert np.array_equal(table[k][cell_index(geo, i1, j1, i2, j2)], want), (s1, s2)
+
+
+def test_fused_split_kernel_interpret_equals_reference(monkeypatch):
+    """All splits of an outer diagonal in one Pallas kernel (interpret mode): a batch of pairs
+    in one launch, then pair after pair (a batch too large for one launch's offsets)."""
     import jaxrna.kernels.bpmax_splits as splits
 
-    geo = dataclasses.replace(GEOMETRIES[1], kernel="interpret", fused=True, outer_blocks=1)
-    rng = random.Random(22)
-    weights = parse_weights("integer")
-    pairs = [(random_strand(rng, 16), random_strand(rng, 25)) for _ in range(2)]
-    one, _, _ = fill(pairs, geo, weights)
-    size = int(np.prod(geo.table_shape()))
-    monkeypatch.setattr(splits, "MAX_ELEMENTS", size + 1)        # one table fits, two do not
+    rng = random.Random(21)
+    weights = parse_weights("bpmax")
+    pairs = [(random_strand(rng, 8 - k), random_strand(rng, 17 + 3 * k)) for k in range(2)]
+    table, _, _ = fill(pairs, FUSED, weights)
+    check_against_reference(table, pairs, FUSED, weights)
+    monkeypatch.setattr(splits, "MAX_ELEMENTS", int(np.prod(FUSED.table_shape())) + 1)
     splits._batched.cache_clear()
     try:
-        each, _, _ = fill(pairs, dataclasses.replace(geo, inner_blocks=2), weights)
+        each, _, _ = fill(pairs, dataclasses.replace(FUSED, inner_blocks=3), weights)
     finally:
         splits._batched.cache_clear()
-    i1, j1, i2, j2 = cells(geo, 16, 25)
-    for k in range(2):
-        assert np.array_equal(each[k][cell_index(geo, i1, j1, i2, j2)],
-                              one[k][cell_index(geo, i1, j1, i2, j2)])
+    check_against_reference(each, pairs, FUSED, weights)
