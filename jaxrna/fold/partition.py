@@ -179,21 +179,26 @@ def inside_spans(scores: jax.Array, semiring: Semiring, min_loop: int = 3,
 # ln Z with an O(n^2)-memory gradient
 
 
-def _exact_forward(lw: jax.Array, min_loop: int):
-    from jaxrna.fold.outside import BLOCKS
+def sweep_blocks(n: int) -> int:
+    """Span blocks of the exact sweeps for length ``n``: each block is one compiled loop with
+    static slice sizes, so more blocks waste less work on padding but compile longer."""
+    return max(1, min(16, n // 96))
 
+
+def _exact_forward(lw: jax.Array):
     n = lw.shape[0]
+    blocks = sweep_blocks(n)
     sr = log_semiring(1.0)
-    lws = skew_pair_weights(lw, sr, min_loop, skew_size(n, BLOCKS))
-    rows = inside_from_skew(lws, n, sr, BLOCKS)
+    lws = skew_pair_weights(lw, sr, 0, skew_size(n, blocks))     # lw is already masked
+    rows = inside_from_skew(lws, n, sr, blocks)
     return rows[n, 0], (rows, lws)
 
 
-def _forward(lw, min_loop, method, tile):
+def _forward(lw, method, tile):
     """``(ln Z, guard, residuals)`` for the masked log weights ``lw`` (``guard`` is 0 on the
     exact path)."""
     if method == "exact":
-        lnz, res = _exact_forward(lw, min_loop)
+        lnz, res = _exact_forward(lw)
         return lnz, jnp.zeros((), lw.dtype), res
     from jaxrna.fold.partition_blocked import blocked_inside
 
@@ -208,23 +213,23 @@ def _backward(lw, res, lnz, method, tile):
         from jaxrna.fold.outside import outside_probabilities
 
         rows, lws = res
-        return outside_probabilities(rows, lws, n)
+        return outside_probabilities(rows, lws, n, sweep_blocks(n))
     from jaxrna.fold.partition_blocked import blocked_outside
 
     return blocked_outside(lw, res, lnz, tile)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
-def _lnz(lw, min_loop, method, tile):
-    return _forward(lw, min_loop, method, tile)[0]
+@partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def _lnz(lw, method, tile):
+    return _forward(lw, method, tile)[0]
 
 
-def _lnz_fwd(lw, min_loop, method, tile):
-    lnz, _, res = _forward(lw, min_loop, method, tile)
+def _lnz_fwd(lw, method, tile):
+    lnz, _, res = _forward(lw, method, tile)
     return lnz, (lw, res, lnz)
 
 
-def _lnz_bwd(min_loop, method, tile, saved, g):
+def _lnz_bwd(method, tile, saved, g):
     lw, res, lnz = saved
     return (g * _backward(lw, res, lnz, method, tile),)
 
@@ -259,6 +264,12 @@ def masked_log_weights(scores: jax.Array, temperature: float, min_loop: int) -> 
     return jnp.where(ok, scores / temperature, jnp.asarray(NEG_FLOAT, scores.dtype))
 
 
+@jax.jit
+def _prepare(codes, weight_matrix, min_loop, temperature):
+    return masked_log_weights(pair_score_matrix(codes, weight_matrix, min_loop), temperature,
+                              min_loop)
+
+
 def log_partition_from_scores(scores: jax.Array, temperature: float = 1.0, min_loop: int = 0,
                               method: str = "exact", tile: int | None = None) -> jax.Array:
     """``ln Z`` of one sequence from its ``(n, n)`` float pair scores (user units; see
@@ -273,17 +284,16 @@ def log_partition_from_scores(scores: jax.Array, temperature: float = 1.0, min_l
     method = _check_method(method, n)
     tile = tile or default_tile(n)
     lw = masked_log_weights(scores, temperature, min_loop)
-    return _lnz(lw, min_loop, method, tile)
+    return _lnz(lw, method, tile)
 
 
-@partial(jax.jit, static_argnames=("min_loop", "method", "tile"))
-def partition_and_probabilities(lw: jax.Array, min_loop: int = 0, method: str = "exact",
-                                tile: int = 32):
+@partial(jax.jit, static_argnames=("method", "tile"))
+def partition_and_probabilities(lw: jax.Array, method: str = "exact", tile: int = 32):
     """``(ln Z, P, guard)`` in one forward and one outside pass from masked log weights
     ``lw`` (:func:`masked_log_weights`). ``guard``: the blocked path's largest in-tile
     log-range (0 for the exact path); results are exact while it stays below
     :data:`GUARD_LIMIT_F64` (float64)."""
-    lnz, guard, res = _forward(lw, min_loop, method, tile)
+    lnz, guard, res = _forward(lw, method, tile)
     return lnz, _backward(lw, res, lnz, method, tile), guard
 
 
@@ -374,19 +384,18 @@ def _solve(codes: np.ndarray, weights: WeightSet, min_loop: int, temperature: fl
     full = np.full(padded, 4, np.int32)
     full[:n] = codes
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.float64
-    wm = weights.matrix().astype(np.float64) / weights.scale
-    scores = pair_score_matrix(full, wm, min_loop, dtype)
-    lw = masked_log_weights(scores, float(temperature), min_loop)
+    wm = jnp.asarray(weights.matrix(), dtype) / weights.scale
+    lw = _prepare(jnp.asarray(full), wm, min_loop, jnp.asarray(temperature, dtype))
     limit = GUARD_LIMIT_F64 if dtype == jnp.float64 else GUARD_LIMIT_F32
     t = tile or default_tile(padded)
-    lnz, P, guard = partition_and_probabilities(lw, min_loop, chosen, t)
+    lnz, P, guard = partition_and_probabilities(lw, chosen, t)
     if chosen == "blocked" and float(guard) > limit:
         if method == "blocked":
             log.warning("blocked partition function: a tile spans %.0f nats (> %.0f); "
                         "results may lose accuracy, use method='exact'", float(guard), limit)
         else:
             chosen = "exact"
-            lnz, P, _ = partition_and_probabilities(lw, min_loop, "exact", t)
+            lnz, P, _ = partition_and_probabilities(lw, "exact", t)
     P = np.asarray(P, np.float64)[:n, :n]
     return float(lnz), np.triu(P, 1), chosen
 
@@ -438,9 +447,7 @@ def estimate_bytes(length: int, method: str = "auto") -> int:
     n = padded_length(length)
     chosen = _check_method(method, n)
     if chosen == "exact":
-        from jaxrna.fold.outside import BLOCKS
-
-        side = skew_size(n, BLOCKS)
+        side = skew_size(n, sweep_blocks(n))
         return 8 * 12 * side * side + (64 << 20)
     from jaxrna.fold.partition_blocked import blocked_bytes
 

@@ -62,8 +62,13 @@ from jaxrna.fold.partition import _blocks, inside_from_skew, skew_pair_weights, 
 from jaxrna.semiring import NEG_FLOAT, log_semiring
 
 _SR = log_semiring(1.0)
-#: Block diagonals are compiled in this many groups (static tile counts and widths each).
+#: Block diagonals are compiled in at most this many groups (static tile counts and widths
+#: each: more groups waste less work on padding tiles but compile longer).
 GROUPS = 8
+
+
+def _group_count(nb: int, groups: int | None) -> int:
+    return groups if groups else max(1, min(GROUPS, nb // 4))
 _HI = jax.lax.Precision.HIGHEST
 
 
@@ -146,7 +151,7 @@ def _diagonal_tile(win: jax.Array) -> jax.Array:
     """``Zd[r, c] = ln Z[I*t + r, I*t + c]`` of one window of ``t - 1`` positions."""
     m = win.shape[0]
     t = m + 1
-    rows = inside_from_skew(skew_pair_weights(win, _SR, 0, skew_size(m, 4)), m, _SR, 4)
+    rows = inside_from_skew(skew_pair_weights(win, _SR, 0, skew_size(m, 1)), m, _SR, 1)
     r = jnp.arange(t)[:, None]
     c = jnp.arange(t)[None, :]
     return jnp.where(c >= r, rows[jnp.clip(c - r, 0, t - 1), r], NEG_FLOAT)
@@ -192,7 +197,7 @@ def finish_inside(x: jax.Array, lpx: jax.Array, zdi: jax.Array, pdj: jax.Array) 
 
 
 @partial(jax.jit, static_argnames=("tile", "groups"))
-def blocked_inside(lw: jax.Array, tile: int = 32, groups: int = GROUPS):
+def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None):
     """``(ln Z, guard, (Z, P, LP))`` for the ``(n, n)`` masked log pair weights ``lw``
     (:func:`jaxrna.fold.partition.masked_log_weights`). ``Z``, ``P``, ``LP`` (``LP[k, j] =
     lw[k, j - 1]``) are the dense tables with their margins, for :func:`blocked_outside`;
@@ -214,7 +219,7 @@ def blocked_inside(lw: jax.Array, tile: int = 32, groups: int = GROUPS):
     P = _put(jnp.full((S, S), neg), o + starts, o + starts, pd)
     guard = jnp.zeros((), dtype)
     finish = jax.vmap(finish_inside)
-    for d0, d1 in _blocks(1, nb, groups):
+    for d0, d1 in _blocks(1, nb, _group_count(nb, groups)):
         nt = nb - d0
         width = (d1 - 2) * t                                                 # widest bulk
 
@@ -287,7 +292,7 @@ def finish_outside(yb, pbx, lwc, zdi, pdj, root, offset):
 
 @partial(jax.jit, static_argnames=("tile", "groups"))
 def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
-                    groups: int = GROUPS) -> jax.Array:
+                    groups: int | None = None) -> jax.Array:
     """The ``(n, n)`` pair probabilities from :func:`blocked_inside`'s tables."""
     n = lw.shape[0]
     t = tile
@@ -301,7 +306,7 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
     AZ = jnp.full((S, S), neg)
     AP = jnp.full((S, S), neg)
     finish = jax.vmap(finish_outside, in_axes=(0, 0, 0, 0, 0, 0, None))
-    for d0, d1 in reversed(_blocks(0, nb, groups)):
+    for d0, d1 in reversed(_blocks(0, nb, _group_count(nb, groups))):
         nt = nb - d0
         width = (d1 - 1) * t                                                 # widest push
 
