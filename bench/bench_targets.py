@@ -4,14 +4,20 @@ Self-contained: generates the data if it is missing, then times
 
 - ``scan``: the bulk column scan alone (cells/s of the fill, compile excluded), on one chunk;
 - ``end-to-end``: ``jaxrna targets MIRNAS TARGETS --no-energy --quiet -o FILE`` as a library
-  call (FASTA reading, scan, candidate refills, sorting, filtering, traceback and miranda-format
-  output written to a file), first miRNAs of the set against all targets unless told otherwise,
-  and extrapolates to the whole set (time per miRNA is constant: every miRNA scans every
-  target). Cells = sum of miRNA lengths x sum of target lengths.
+  call (FASTA reading, scan, device-side extraction and traceback, sorting, filtering and
+  miranda-format output written to a file, host work in worker processes), first miRNAs of the
+  set against all targets unless told otherwise, and extrapolates to the whole set (time per
+  miRNA is constant: every miRNA scans every target). Cells = sum of miRNA lengths x sum of
+  target lengths.
 
     python bench/bench_targets.py                         # CPU, 8 miRNAs x 30,000 targets
-    python bench/bench_targets.py --backend gpu --mirnas 200
+    python bench/bench_targets.py --backend gpu --mirnas 2000
+    python bench/bench_targets.py --backend gpu --mirnas 2000 --compare-devices 2   # 1 vs 2 GPUs
     python bench/bench_targets.py --mirnas 2000           # the whole set (hours on a CPU)
+
+``--compare-devices N`` runs the end-to-end measurement twice, on the first device and on the
+first N devices, after one warm-up run on all N (so every device has compiled), and prints the
+speed-up.
 
 Prints a short table; ``--json`` adds one machine-readable line.
 """
@@ -19,6 +25,7 @@ Prints a short table; ``--json`` adds one machine-readable line.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -31,6 +38,24 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import make_targets_data  # noqa: E402
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds of this process and of its host worker processes (Linux /proc; else this
+    process only)."""
+    total = time.process_time()
+    try:
+        from jaxrna.targets.output import _POOLS
+
+        tick = os.sysconf("SC_CLK_TCK")
+        for pool in _POOLS.values():
+            for pid in list(getattr(pool, "_processes", {}) or {}):
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / tick
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
 
 
 def ensure_data(path: str) -> tuple[str, str]:
@@ -52,8 +77,11 @@ def main(argv=None) -> int:
     ap.add_argument("--kernel", default="auto", choices=["auto", "xla", "pallas"],
                     help="bulk-scan kernel (auto: Pallas on GPUs, pure JAX on CPUs)")
     ap.add_argument("--query-block", type=int, default=8, help="miRNAs per Pallas launch")
-    ap.add_argument("--refill", default="default", choices=["default", "cpu"],
-                    help="device of the short segment refills (default: the scan device)")
+    ap.add_argument("--host-workers", type=int, default=None,
+                    help="worker processes for hit selection and text (default: cores - 1 with 4 or more)")
+    ap.add_argument("--compare-devices", type=int, default=0, metavar="N",
+                    help="measure end to end on 1 device and on N devices (after a warm-up on N)")
+    ap.add_argument("--json-out", metavar="FILE", help="also write the JSON record to FILE")
     ap.add_argument("--keep", metavar="FILE", help="keep the report here (default: a temp file)")
     ap.add_argument("--warmup", type=int, default=8,
                     help="first run this many other miRNAs (the last of the set) so the measured run "
@@ -137,31 +165,50 @@ def main(argv=None) -> int:
         lanes = run = None  # free the device copy
 
         # 2. end to end (after a warm-up run on other miRNAs: compiled shapes are then cached)
-        options = {"kernel": kernel, "query_block": args.query_block,
-                   "devices": jax.devices(args.backend)[:args.devices or None]}
-        if args.refill == "cpu":
-            options["refill_device"] = jax.devices("cpu")[0]
+        all_devices = jax.devices(args.backend)
+        n_dev = args.compare_devices or args.devices or len(all_devices)
+        options = {"kernel": kernel, "query_block": args.query_block}
+        warm_s = 0.0
         if args.warmup:
+            # enough blocks that every device thread of every device compiles
+            n_warm = max(args.warmup, args.query_block * n_dev * 2)
             warm = os.path.join(work, "warm.fa")
             with open(warm, "w") as fh:
-                fh.writelines(f">{r.id}\n{r.sequence}\n" for r in list(read_records(mirna_path))[-args.warmup:])
+                fh.writelines(f">{r.id}\n{r.sequence}\n" for r in list(read_records(mirna_path))[-n_warm:])
             t0 = time.perf_counter()
             with open(os.devnull, "w") as out:
                 write_scan(warm, sub_utrs, writer_for("miranda", out, no_energy=params.no_energy, quiet=True),
-                           params, chunk_nt=chunk_nt, engine_options=options)
+                           params, chunk_nt=chunk_nt, host_workers=args.host_workers,
+                           engine_options=dict(options, devices=all_devices[:n_dev]))
             warm_s = time.perf_counter() - t0
-        out_path = args.keep or os.path.join(work, "report.txt")
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        with open(out_path, "w") as out:
-            writer = writer_for("miranda", out, no_energy=params.no_energy, quiet=True)
-            stats = write_scan(sub_mirnas, sub_utrs, writer, params, chunk_nt=chunk_nt,
-                               engine_options=options)
-        e2e = time.perf_counter() - t0
-        cpu_s = time.process_time() - c0
-        out_bytes = os.path.getsize(out_path)
-        if not args.keep:
-            os.unlink(out_path)
+
+        def end_to_end(devices):
+            out_path = args.keep or os.path.join(work, "report.txt")
+            c0 = tree_cpu_seconds()
+            t0 = time.perf_counter()
+            with open(out_path, "w") as out:
+                writer = writer_for("miranda", out, no_energy=params.no_energy, quiet=True)
+                stats = write_scan(sub_mirnas, sub_utrs, writer, params, chunk_nt=chunk_nt,
+                                   host_workers=args.host_workers,
+                                   engine_options=dict(options, devices=devices))
+            stats["e2e"] = time.perf_counter() - t0
+            stats["cpu_s"] = tree_cpu_seconds() - c0
+            stats["out_bytes"] = os.path.getsize(out_path)
+            with open(out_path, "rb") as fh:
+                digest = hashlib.sha256()
+                for block in iter(lambda: fh.read(1 << 24), b""):
+                    digest.update(block)
+            stats["sha256"] = digest.hexdigest()[:16]
+            if not args.keep:
+                os.unlink(out_path)
+            return stats
+
+        runs = {}
+        if args.compare_devices:
+            runs[1] = end_to_end(all_devices[:1])
+        runs[n_dev] = end_to_end(all_devices[:n_dev])
+        stats = runs[n_dev]
+        e2e, cpu_s, out_bytes = stats["e2e"], stats["cpu_s"], stats["out_bytes"]
 
     cells = stats["cells"]
     per_mirna = e2e / max(1, stats["mirnas"])
@@ -172,26 +219,46 @@ def main(argv=None) -> int:
         ("subset", f"{stats['mirnas']} miRNAs x {stats['targets']} targets, {stats['target_nt']:,} target nt"),
         ("scan only", f"{scan_rate / 1e6:,.0f} M cells/s ({kernel}; real cells; {padded_cells / best / 1e6:,.0f} "
                       f"M padded cells/s; compile {compile_s:.1f} s)"),
-        ("end to end", f"{e2e:.1f} s = {cells / e2e / 1e6:,.0f} M cells/s, {stats['hits']:,} hits, "
-                       f"{out_bytes / 1e6:,.1f} MB of miranda output"
-                       + (f" (after a {args.warmup}-miRNA warm-up run of {warm_s:.1f} s)" if args.warmup else " (cold)")),
+        ("end to end", f"{e2e:.1f} s = {cells / e2e / 1e6:,.0f} M cells/s on {n_dev} device(s), "
+                       f"{stats['hits']:,} hits, {out_bytes / 1e6:,.1f} MB of miranda output "
+                       f"(sha256 {stats['sha256']})"
+                       + (f" (after a warm-up run of {warm_s:.1f} s)" if args.warmup else " (cold)")),
         ("per miRNA", f"{per_mirna:.2f} s against all {stats['targets']} targets"),
-        ("CPU time", f"{cpu_s:.1f} s of process CPU time over {e2e:.1f} s wall "
+        ("CPU time", f"{cpu_s:.1f} s of CPU time (this process and its workers) over {e2e:.1f} s wall "
                      f"({cpu_s / e2e:.2f} cores busy on average; load average {os.getloadavg()[0]:.1f})"),
-        ("breakdown", ", ".join(f"{k} {v:.1f} s" for k, v in stats["timings"].items())
-                      + f", reading/formatting/other {e2e - sum(stats['timings'].values()):.1f} s"),
+        ("breakdown", f"waiting for the devices {stats['timings']['device']:.1f} s, handing out and "
+                      f"writing host work {stats['timings']['select']:.1f} s, reading/other "
+                      f"{e2e - stats['timings']['device'] - stats['timings']['select']:.1f} s; device "
+                      f"threads: bulk scan {stats['timings']['scan']:.1f} s, extraction and traceback "
+                      f"{stats['timings']['extract']:.1f} s"),
         ("whole set", f"{n_all_mirnas} miRNAs x {stats['targets']} targets = {full_cells:.3g} cells: "
-                      f"~{full_time / 60:,.1f} min extrapolated ({full_time:,.0f} s)"),
+                      f"~{full_time / 60:,.1f} min extrapolated ({full_time:,.0f} s)"
+                      if stats["mirnas"] < n_all_mirnas else f"{e2e:.1f} s measured"),
     ]
+    if args.compare_devices:
+        one = runs[1]
+        rows.append(("1 device", f"{one['e2e']:.1f} s end to end ({cells / one['e2e'] / 1e6:,.0f} M cells/s), "
+                                 f"output sha256 {one['sha256']}"))
+        rows.append((f"{n_dev} devices", f"{e2e:.1f} s: {one['e2e'] / e2e:.2f}x one device"
+                                        + ("" if one["sha256"] == stats["sha256"] else " (OUTPUT DIFFERS)")))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
+    record = {"backend": args.backend, "device": device.device_kind, "devices": n_dev,
+              "mirnas": stats["mirnas"], "targets": stats["targets"], "cells": cells, "end_to_end_s": e2e,
+              "cells_per_s": cells / e2e, "scan_cells_per_s": scan_rate, "hits": stats["hits"],
+              "extrapolated_full_s": full_time, "cpu_s": cpu_s, "timings": stats["timings"],
+              "output_sha256": stats["sha256"], "output_bytes": out_bytes, "warmup_s": warm_s,
+              "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
+    if args.compare_devices:
+        record["one_device_s"] = runs[1]["e2e"]
+        record["speedup"] = runs[1]["e2e"] / e2e
+        record["same_output"] = runs[1]["sha256"] == stats["sha256"]
     if args.json:
-        print(json.dumps({"backend": args.backend, "device": device.device_kind, "mirnas": stats["mirnas"],
-                          "targets": stats["targets"], "cells": cells, "end_to_end_s": e2e,
-                          "cells_per_s": cells / e2e, "scan_cells_per_s": scan_rate, "hits": stats["hits"],
-                          "extrapolated_full_s": full_time, "cpu_s": cpu_s,
-                          "load_average": os.getloadavg()[0]}))
+        print(json.dumps(record))
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump(record, fh, indent=1)
     return 0
 
 

@@ -55,6 +55,14 @@ def _round_up(x: int, step: int) -> int:
     return -(-x // step) * step
 
 
+def _bucket(x: int, minimum: int, factor: int = 2) -> int:
+    """The smallest ``minimum * factor**k`` that is at least ``x`` (few compiled shapes)."""
+    b = max(int(minimum), 1)
+    while b < x:
+        b *= factor
+    return b
+
+
 def _pow2(x: int) -> int:
     p = 1
     while p < x:
@@ -193,6 +201,8 @@ class Chunk:
         body[self.starts] |= RESET
         stream[self.width + self.total:] |= RESET  # past the end: inert filler
         rows = _round_up(self.span + self.width, WORD)  # whole flag words
+        if rows <= 1024:  # short lanes: few compiled shapes
+            rows = _bucket(rows, 64)
         stream = np.concatenate([stream, np.full(rows, 4 | RESET, dtype=np.int8)])
         # lane b = stream[b * span : b * span + rows], laid out (rows, lanes)
         view = np.lib.stride_tricks.as_strided(stream, shape=(rows, self.n_lanes),
@@ -216,14 +226,6 @@ class Chunk:
         return tidx, pos - self.starts[tidx]
 
 
-def _bucket(x: int, minimum: int, factor: int = 2) -> int:
-    """The smallest ``minimum * factor**k`` that is at least ``x`` (few compiled shapes)."""
-    b = max(int(minimum), 1)
-    while b < x:
-        b *= factor
-    return b
-
-
 @dataclass
 class _OnDevice:
     """One chunk's arrays on one device."""
@@ -244,7 +246,10 @@ class _Run:
         self.live = live
         live_qs = [q for q, ok in zip(queries, live) if ok]
         self.dtype = value_dtype(live_qs, engine.params)
-        self.lead = _round_up(2 * max(q.overlap for q in live_qs), WORD) if not chunk.lane_of_target else 0
+        # segments of a power-of-two length (few compiled shapes): a 32-column tile after a lead
+        # of at least 2 W columns
+        self.lead = (_bucket(2 * max(q.overlap for q in live_qs) + WORD, SEGMENT_MIN) - WORD
+                     if not chunk.lane_of_target else 0)
         self._cache: dict = {}
         self._lock = threading.Lock()
 
@@ -265,12 +270,15 @@ class _Run:
             padded[:lanes.shape[0], :lanes.shape[1]] = lanes
             lanes = padded
         front = self.lead
-        stream = np.full(front + chunk.total + front + 2 * WORD, 4 | RESET, dtype=np.int8)
+        # lengths in buckets (few compiled shapes over chunks)
+        stream = np.full(_bucket(front + chunk.total + front + 2 * WORD, 1 << 16), 4 | RESET, dtype=np.int8)
         body = stream[front:front + chunk.total]
         body[:] = chunk.codes
         body[chunk.starts] |= RESET
+        starts = np.full(_bucket(len(chunk.starts), 1024), np.iinfo(np.int32).max, np.int32)
+        starts[:len(chunk.starts)] = chunk.starts
         return _OnDevice(jax.device_put(lanes, device), jax.device_put(stream, device),
-                         jax.device_put(chunk.starts.astype(np.int32), device), front)
+                         jax.device_put(starts, device), front)
 
 
 class Engine:
@@ -298,8 +306,11 @@ class Engine:
         self.query_block = query_block or (8 if kernel == "pallas" else 1)
         self.threads_per_device = threads_per_device or THREADS_PER_DEVICE.get(self.devices[0].platform, 1)
         self.lane_batch = lane_batch or LANE_BATCH[kernel]
-        #: wall seconds the consumer waited for the devices, and spent selecting hits in-process
-        self.timings = {"device": 0.0, "select": 0.0}
+        #: wall seconds the consumer waited for the devices and spent on hit selection and text
+        #: (in this process, or handing it to workers); "scan" and "extract": device-thread
+        #: seconds (summed over threads) in the bulk scan and in extraction and traceback
+        self.timings = {"device": 0.0, "select": 0.0, "scan": 0.0, "extract": 0.0}
+        self._timing_lock = threading.Lock()
 
     def overlap(self, queries: list[Query]) -> int | None:
         if any(q.overlap is None for q in queries):
@@ -418,9 +429,13 @@ class Engine:
         if not local:
             return Traced.concat([])
         qs = [run.queries[ks[x]] for x in local]
+        clock = time.perf_counter
         with jax.default_device(device):
+            t0 = clock()
             dev = run.on_device(device)
             words = self._words(run, dev, qs)
+            words.block_until_ready()  # (the tile counts wait for it anyway)
+            t1 = clock()
             if run.chunk.lane_of_target:
                 parts = []
                 for x, q in enumerate(qs):
@@ -430,7 +445,10 @@ class Engine:
                 traced = Traced.concat(parts)
             else:
                 traced = self._extract(run, dev, qs, words)
-        traced.q = np.asarray(local, np.int64)[traced.q]
+        with self._timing_lock:
+            self.timings["scan"] += t1 - t0
+            self.timings["extract"] += clock() - t1
+        traced.q = np.asarray(local, np.int32)[traced.q]
         return traced
 
     def _words(self, run: _Run, dev: _OnDevice, qs: list[Query]):
@@ -472,16 +490,16 @@ class Engine:
         tables = [jnp.asarray(np.stack([t[x] for t in tabs]).astype(np.int32)) for x in range(4)]
         pads = jnp.asarray(np.array([height - q.n for q in qs], np.int32))
         overlaps = np.array([q.overlap for q in qs], np.int64)
-        max_steps = height + run.lead // 2 + 2
-        n_words = _round_up(-(-max_steps // MOVES_PER_WORD), 4)
+        max_steps = height + int(overlaps.max()) + 2  # a traceback crosses at most W columns
+        n_words = _bucket(-(-max_steps // MOVES_PER_WORD), 8)
         options = dict(n_lanes=batch, lead=run.lead, n_words=n_words, pallas=self.kernel == "pallas",
                        dtype=run.dtype, interpret=self.interpret)
 
         def launch(first, capacity):
+            p0, own = (jax.lax.dynamic_slice(x, (first,), (batch,)) for x in (tile_start, tile_own))
             return extract.trace_candidates(
-                dev.stream, dev.front, dev.starts, tile_start, tile_own, first,
-                block_q[first // block:(first + batch) // block], *tables, pads,
-                self.params.score_threshold, max_steps, capacity=capacity, **options)
+                dev.stream, dev.front, dev.starts, p0, own, block_q[first // block:(first + batch) // block],
+                *tables, pads, self.params.score_threshold, max_steps, capacity=capacity, **options)
 
         pending = [(first, 4 * batch) for first in range(0, n_out, batch)]
         launched = [(first, cap, launch(first, cap)) for first, cap in pending]

@@ -84,13 +84,14 @@ def segment_tiles(words, width, span, n_lanes, total, offsets, firsts, *, n_out:
 
 @partial(jax.jit, static_argnames=("n_lanes", "lead", "capacity", "n_words", "pallas", "dtype",
                                    "interpret"))
-def trace_candidates(stream, front, starts, tile_start, tile_own, first_lane, qidx, profile, gap_open,
-                     gap_extend, seed, pads, threshold, max_steps, *, n_lanes: int, lead: int,
-                     capacity: int, n_words: int, pallas: bool, dtype=jnp.int32, interpret: bool = False):
-    """Refill, extract and trace the candidates of lanes ``first_lane .. + n_lanes``.
+def trace_candidates(stream, front, starts, p0, own, qidx, profile, gap_open, gap_extend, seed, pads,
+                     threshold, max_steps, *, n_lanes: int, lead: int, capacity: int, n_words: int,
+                     pallas: bool, dtype=jnp.int32, interpret: bool = False):
+    """Refill, extract and trace the candidates of ``n_lanes`` tiles (``p0``, ``own``: first
+    stream position and owned columns, as from :func:`segment_tiles`).
 
     ``stream``: the chunk's codes with ``front`` filler columns before them; ``starts``: each
-    target's first stream position; ``qidx`` (n_lanes / 128,) each lane block's miRNA (row of
+    target's first stream position (padded with a large value); ``qidx`` (n_lanes / 128,) each lane block's miRNA (row of
     the tables ``profile`` (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H), ``pads`` (Q,)
     padding rows), -1 for none; tracebacks take at most ``max_steps`` moves (``n_words`` words of
     16). Returns ``(rows, count)``: ``rows`` (capacity, 9 + words) int32
@@ -100,8 +101,6 @@ def trace_candidates(stream, front, starts, tile_start, tile_own, first_lane, qi
     height = profile.shape[2]
     own_max = WORD
     length = lead + own_max
-    p0 = jax.lax.dynamic_slice(tile_start, (first_lane,), (n_lanes,))
-    own = jax.lax.dynamic_slice(tile_own, (first_lane,), (n_lanes,))
     base = p0 - lead
     lanes = stream[front + base[None, :] + jnp.arange(length, dtype=jnp.int32)[:, None]]
     lane_q = jnp.repeat(qidx, LANE_BLOCK)
@@ -168,10 +167,10 @@ def rows_to_traced(rows: np.ndarray, overlaps: np.ndarray, max_steps: int) -> Tr
     """Host side: the fetched rows as :class:`Traced`, with the checks that the tracebacks stayed
     in the exact part of their segments (``overlaps[q]`` = miRNA q's W) and within
     ``max_steps``."""
-    q, t, i, j, i0, j0, score, nsteps, tcol = (rows[:, k].astype(np.int64) for k in range(FIELDS))
+    q, t, i, j, i0, j0, score, nsteps, tcol = (rows[:, k] for k in range(FIELDS))
     if np.any(nsteps >= max_steps):
         raise AssertionError("a traceback ran past its step bound")
-    last = j0 + tcol - 1  # the leftmost segment column the traceback read
+    last = j0.astype(np.int64) + tcol - 1  # the leftmost segment column the traceback read
     if np.any((tcol < 0) & (last < overlaps[q])):
         raise AssertionError("a traceback left the exact part of its segment")
     return Traced(q, t, i, j, i0, j0, score, nsteps, rows[:, FIELDS:].view(np.uint32))
