@@ -21,8 +21,8 @@ with ``zc[u, k] = Z[k-u, k]`` (column-skewed) for ``Pbar``.
 >>> from jaxrna.weights import parse_weights
 >>> s = pair_score_matrix(encode("GGGAAAUCC"), parse_weights("unit").matrix(), 3, jnp.float32)
 >>> sr = log_semiring(1.0)
->>> rows = inside_spans(s, sr, min_loop=3, blocks=BLOCKS)
->>> P = outside_probabilities(rows, skew_pair_weights(s, sr, 3, skew_size(9, BLOCKS)), 9)
+>>> rows = inside_spans(s, sr, min_loop=3)
+>>> P = outside_probabilities(rows, skew_pair_weights(s, sr, 3, rows.shape[0]), 9)
 >>> round(float(P[0, 8]), 4)
 0.4673
 """
@@ -34,11 +34,8 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from jaxrna.fold.partition import _blocks
+from jaxrna.fold.partition import _blocks, skew_size, sweep_blocks
 from jaxrna.semiring import NEG_FLOAT, log_semiring
-
-#: Span blocks of the exact sweeps (static slice sizes per block).
-BLOCKS = 16
 
 _SR = log_semiring(1.0)
 
@@ -49,12 +46,16 @@ def _lse(*xs):
 
 
 @partial(jax.jit, static_argnames=("n", "blocks"))
-def outside_probabilities(rows: jax.Array, lws: jax.Array, n: int, blocks: int = BLOCKS) -> jax.Array:
+def outside_probabilities(rows: jax.Array, lws: jax.Array, n: int,
+                          blocks: int | None = None) -> jax.Array:
     """The ``(n, n)`` pair probabilities from the inside table ``rows`` (``rows[d, i] =
     ln Z[i, i+d]``) and the skewed log pair weights ``lws`` (``lws[e, k]`` for pair
     ``(k, k+e)``) of :func:`jaxrna.fold.partition.inside_from_skew`; both ``(M, M)`` with
-    ``M = skew_size(n, blocks)``."""
+    ``M >= skew_size(n, blocks)`` (``blocks`` defaults to :func:`sweep_blocks`)."""
     M = rows.shape[0]
+    blocks = blocks or sweep_blocks(n)
+    if M < skew_size(n, blocks):
+        raise ValueError(f"tables of side {M} are too small for {blocks} span blocks")
     dtype = rows.dtype
     NEG = jnp.asarray(NEG_FLOAT, dtype)
     N = n + 1

@@ -158,18 +158,20 @@ def skew_size(n: int, blocks: int = 16) -> int:
     return N + bmax + 4
 
 
-@partial(jax.jit, static_argnames=("semiring", "min_loop", "blocks"))
+@partial(jax.jit, static_argnames=("semiring", "blocks"))
 def inside_spans(scores: jax.Array, semiring: Semiring, min_loop: int = 3,
-                 blocks: int = 16) -> jax.Array:
+                 blocks: int | None = None) -> jax.Array:
     """The one recurrence, in any semiring: ``rows[d, i] = Z[i, i + d]`` for the ``(n, n)``
     pair ``scores`` (user units for the log semiring, integer units for max-plus; entries
     equal to the semiring zero, or with ``j - i <= min_loop``, are not pairs).
 
     ``rows[n, 0]`` is the result: the optimal score in :data:`MAX_PLUS`, ``ln Z`` in
     ``log_semiring(T)``. Differentiable by plain autodiff (O(n^3) memory; see
-    :func:`log_partition_from_scores` for the O(n^2) gradient).
+    :func:`log_partition_from_scores` for the O(n^2) gradient). ``blocks``: span blocks
+    (default :func:`sweep_blocks`).
     """
     n = scores.shape[0]
+    blocks = blocks or sweep_blocks(n)
     size = skew_size(n, blocks)
     lws = skew_pair_weights(scores, semiring, min_loop, size)
     return inside_from_skew(lws, n, semiring, blocks)
@@ -219,19 +221,24 @@ def _backward(lw, res, lnz, method, tile):
     return blocked_outside(lw, res, lnz, tile)
 
 
+# Compiled once per shape, method and tile; shared by the custom_vjp and the one-shot API.
+_forward_jit = jax.jit(_forward, static_argnames=("method", "tile"))
+_backward_jit = jax.jit(_backward, static_argnames=("method", "tile"))
+
+
 @partial(jax.custom_vjp, nondiff_argnums=(1, 2))
 def _lnz(lw, method, tile):
-    return _forward(lw, method, tile)[0]
+    return _forward_jit(lw, method, tile)[0]
 
 
 def _lnz_fwd(lw, method, tile):
-    lnz, _, res = _forward(lw, method, tile)
+    lnz, _, res = _forward_jit(lw, method, tile)
     return lnz, (lw, res, lnz)
 
 
 def _lnz_bwd(method, tile, saved, g):
     lw, res, lnz = saved
-    return (g * _backward(lw, res, lnz, method, tile),)
+    return (g * _backward_jit(lw, res, lnz, method, tile),)
 
 
 _lnz.defvjp(_lnz_fwd, _lnz_bwd)
@@ -287,14 +294,13 @@ def log_partition_from_scores(scores: jax.Array, temperature: float = 1.0, min_l
     return _lnz(lw, method, tile)
 
 
-@partial(jax.jit, static_argnames=("method", "tile"))
 def partition_and_probabilities(lw: jax.Array, method: str = "exact", tile: int = 32):
     """``(ln Z, P, guard)`` in one forward and one outside pass from masked log weights
     ``lw`` (:func:`masked_log_weights`). ``guard``: the blocked path's largest in-tile
     log-range (0 for the exact path); results are exact while it stays below
     :data:`GUARD_LIMIT_F64` (float64)."""
-    lnz, guard, res = _forward(lw, method, tile)
-    return lnz, _backward(lw, res, lnz, method, tile), guard
+    lnz, guard, res = _forward_jit(lw, method, tile)
+    return lnz, _backward_jit(lw, res, lnz, method, tile), guard
 
 
 # -------------------------------------------------------------------------------------
