@@ -77,6 +77,10 @@ def main(argv=None) -> int:
     ap.add_argument("--kernel", default="auto", choices=["auto", "xla", "pallas"],
                     help="bulk-scan kernel (auto: Pallas on GPUs, pure JAX on CPUs)")
     ap.add_argument("--query-block", type=int, default=8, help="miRNAs per Pallas launch")
+    ap.add_argument("--threads", type=int, default=None, help="device threads per device (default 2 on GPUs)")
+    ap.add_argument("--lane-batch", type=int, default=None, help="tiles refilled per device call")
+    ap.add_argument("--profile", action="store_true",
+                    help="time every device stage on its own (device work no longer overlaps)")
     ap.add_argument("--host-workers", type=int, default=None,
                     help="worker processes for hit selection and text (default: cores - 1 with 4 or more)")
     ap.add_argument("--compare-devices", type=int, default=0, metavar="N",
@@ -167,7 +171,8 @@ def main(argv=None) -> int:
         # 2. end to end (after a warm-up run on other miRNAs: compiled shapes are then cached)
         all_devices = jax.devices(args.backend)
         n_dev = args.compare_devices or args.devices or len(all_devices)
-        options = {"kernel": kernel, "query_block": args.query_block}
+        options = {"kernel": kernel, "query_block": args.query_block, "threads_per_device": args.threads,
+                   "lane_batch": args.lane_batch, "profile": args.profile}
         warm_s = 0.0
         if args.warmup:
             # enough blocks that every device thread of every device compiles
@@ -230,7 +235,8 @@ def main(argv=None) -> int:
                       f"writing host work {stats['timings']['select']:.1f} s, reading/other "
                       f"{e2e - stats['timings']['device'] - stats['timings']['select']:.1f} s; device "
                       f"threads: bulk scan {stats['timings']['scan']:.1f} s, extraction and traceback "
-                      f"{stats['timings']['extract']:.1f} s"),
+                      f"{stats['timings']['extract']:.1f} s"
+                      + "".join(f", {k} {v:.2f} s" for k, v in stats["timings"].items() if k.startswith("profile"))),
         ("whole set", f"{n_all_mirnas} miRNAs x {stats['targets']} targets = {full_cells:.3g} cells: "
                       f"~{full_time / 60:,.1f} min extrapolated ({full_time:,.0f} s)"
                       if stats["mirnas"] < n_all_mirnas else f"{e2e:.1f} s measured"),

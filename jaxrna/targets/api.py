@@ -141,8 +141,8 @@ def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, 
             shutil.copyfileobj(sys.stdin.buffer, tmp_input)
             tmp_input.close()
             targets_path = tmp_input.name
-        n_targets = count_records(targets_path) if len(queries) > 1 and targets_path != "-" else None
-        return _write_scan(mirna_records, queries, targets_path, n_targets, writer, params,
+        countable = len(queries) > 1 and targets_path != "-"
+        return _write_scan(mirna_records, queries, targets_path, countable, writer, params,
                            chunk_nt, pair_offset, progress, engine_options or {}, host_workers)
     finally:
         if tmp_input is not None:
@@ -169,8 +169,11 @@ def _chunks_and_last(records: Iterable[Record], chunk_nt: int) -> Iterator[tuple
         yield chunk, True
 
 
-def _write_scan(mirna_records, queries, targets_path, n_targets, writer, params, chunk_nt,
+def _write_scan(mirna_records, queries, targets_path, countable, writer, params, chunk_nt,
                 pair_offset, progress, engine_options, host_workers) -> dict:
+    """The scan of :func:`write_scan`. miRanda's pair counter needs the number of targets: the
+    first chunk gives it when it is the only one, else the file is counted first
+    (``countable``: it can be read twice)."""
     from jaxrna.targets.output import BlockJob, ChunkInfo, OrderedReport, default_workers
     from jaxrna.targets.select import TargetText
 
@@ -185,14 +188,17 @@ def _write_scan(mirna_records, queries, targets_path, n_targets, writer, params,
     stats = {"mirnas": len(queries), "targets": 0, "pairs": 0, "hits": 0, "cells": 0,
              "target_nt": 0}
     mirna_nt = sum(q.n for q in queries)
-    if progress is not None and n_targets is not None:
-        progress.total = len(queries) * n_targets
+    n_targets = None
     clock = time.perf_counter
     try:
         seen = 0
         last = False
         for c, (records, last) in enumerate(_chunks_and_last(read_records(targets_path), chunk_nt)):
             targets = [make_target(r.id, r.description, r.sequence) for r in records]
+            if c == 0:
+                n_targets = len(targets) if last else count_records(targets_path) if countable else None
+                if progress is not None and n_targets is not None:
+                    progress.total = len(queries) * n_targets
             total = n_targets if n_targets is not None else seen + len(targets)
             info = ChunkInfo([t.id for t in targets], [t.description for t in targets],
                              TargetText.from_sequences([t.sequence for t in targets]), seen, total)

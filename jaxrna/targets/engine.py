@@ -287,13 +287,14 @@ class Engine:
     def __init__(self, params: ScanParams, energy=None, max_lanes: int = MAX_LANES,
                  lane_columns: int | None = None, kernel: str = "auto", devices=None,
                  query_block: int | None = None, threads_per_device: int | None = None,
-                 lane_batch: int | None = None, interpret: bool = False):
+                 lane_batch: int | None = None, interpret: bool = False, profile: bool = False):
         """``kernel``: ``"xla"`` (pure JAX), ``"pallas"`` (the GPU kernels of
         :mod:`jaxrna.kernels.miranda_fill`; ``interpret=True`` runs them in Pallas' interpret
         mode, for tests on CPUs) or ``"auto"`` (Pallas on GPUs). ``query_block`` miRNAs per
         bulk-scan launch (default 8 with Pallas, 1 with XLA), spread over ``devices`` (default:
         all) with ``threads_per_device`` threads each (default 2 on GPUs, else 1).
-        ``lane_batch``: segments refilled per device call (at most)."""
+        ``lane_batch``: segments refilled per device call (at most). ``profile``: time each
+        device stage on its own (:meth:`_stage`; slower)."""
         self.params = params
         self.energy = energy
         self.max_lanes = max_lanes
@@ -306,6 +307,7 @@ class Engine:
         self.query_block = query_block or (8 if kernel == "pallas" else 1)
         self.threads_per_device = threads_per_device or THREADS_PER_DEVICE.get(self.devices[0].platform, 1)
         self.lane_batch = lane_batch or LANE_BATCH[kernel]
+        self.profile = profile
         #: wall seconds the consumer waited for the devices and spent on hit selection and text
         #: (in this process, or handing it to workers); "scan" and "extract": device-thread
         #: seconds (summed over threads) in the bulk scan and in extraction and traceback
@@ -451,6 +453,18 @@ class Engine:
         traced.q = np.asarray(local, np.int32)[traced.q]
         return traced
 
+    def _stage(self, name: str, t0: float, value) -> float:
+        """With ``profile``: wait for ``value`` and count the seconds since ``t0`` under
+        ``timings["profile " + name]`` (device work then no longer overlaps)."""
+        if not self.profile:
+            return t0
+        jax.block_until_ready(value)
+        t1 = time.perf_counter()
+        with self._timing_lock:
+            key = "profile " + name
+            self.timings[key] = self.timings.get(key, 0.0) + t1 - t0
+        return t1
+
     def _words(self, run: _Run, dev: _OnDevice, qs: list[Query]):
         """(len(qs), L/32, B) packed candidate-column flags of the bulk scan, on the device."""
         threshold = self.params.score_threshold
@@ -470,7 +484,9 @@ class Engine:
         """Device-side refill, extraction and traceback (:mod:`jaxrna.targets.extract`)."""
         chunk = run.chunk
         geometry = (chunk.width, chunk.span, chunk.n_lanes, chunk.total)
+        t0 = time.perf_counter()
         counts = np.asarray(extract.segment_counts(words, *geometry)).astype(np.int64)
+        t0 = self._stage("counts", t0, None)
         if not counts.sum():
             return Traced.concat([])
         block = extract.LANE_BLOCK
@@ -482,6 +498,7 @@ class Engine:
         n_out = -(-used // batch) * batch
         tile_start, tile_own = extract.segment_tiles(words, *geometry, offsets, firsts, n_out=n_out,
                                                      capacity=_bucket(int(counts.sum()), 1024))
+        t0 = self._stage("tiles", t0, tile_own)
         block_q = np.full(n_out // block, -1, np.int32)
         for x in range(len(qs)):
             block_q[offsets[x] // block:(offsets[x] + padded[x]) // block] = x
@@ -492,19 +509,27 @@ class Engine:
         overlaps = np.array([q.overlap for q in qs], np.int64)
         max_steps = height + int(overlaps.max()) + 2  # a traceback crosses at most W columns
         n_words = _bucket(-(-max_steps // MOVES_PER_WORD), 8)
-        options = dict(n_lanes=batch, lead=run.lead, n_words=n_words, pallas=self.kernel == "pallas",
-                       dtype=run.dtype, interpret=self.interpret)
+        threshold = self.params.score_threshold
+        pallas = self.kernel == "pallas"
 
         def launch(first, capacity):
+            t0 = time.perf_counter()
             p0, own = (jax.lax.dynamic_slice(x, (first,), (batch,)) for x in (tile_start, tile_own))
-            return extract.trace_candidates(
-                dev.stream, dev.front, dev.starts, p0, own, block_q[first // block:(first + batch) // block],
-                *tables, pads, self.params.score_threshold, max_steps, capacity=capacity, **options)
+            qidx = block_q[first // block:(first + batch) // block]
+            best, code = extract.refill_tiles(dev.stream, dev.front, p0, qidx, *tables, threshold,
+                                              lead=run.lead, pallas=pallas, dtype=run.dtype,
+                                              interpret=self.interpret)
+            t0 = self._stage("refill", t0, code)
+            out = extract.trace_candidates(best, code, dev.starts, p0, own, qidx, pads, threshold,
+                                           max_steps, lead=run.lead, capacity=capacity, n_words=n_words)
+            self._stage("trace", t0, out)
+            return out
 
         pending = [(first, 4 * batch) for first in range(0, n_out, batch)]
         launched = [(first, cap, launch(first, cap)) for first, cap in pending]
         parts = []
         for first, cap, (rows, count) in launched:
+            t0 = time.perf_counter()
             n = int(count)
             if n > cap:  # more candidates than room: run again with room for all
                 cap = _bucket(n, cap)
@@ -512,7 +537,8 @@ class Engine:
             if n:
                 got = np.asarray(rows[:min(cap, _bucket(n, 1024))])[:n]
                 parts.append(extract.rows_to_traced(got, overlaps, max_steps))
-        return Traced.concat(parts)
+            self._stage("fetch", t0, None)
+        return Traced.concat(parts).trimmed()
 
     def _host_extract(self, run: _Run, q: Query, words: np.ndarray) -> Traced:
         """Free gaps (a whole target per lane): candidates extracted and traced on the host."""

@@ -82,38 +82,43 @@ def segment_tiles(words, width, span, n_lanes, total, offsets, firsts, *, n_out:
     return start, count
 
 
-@partial(jax.jit, static_argnames=("n_lanes", "lead", "capacity", "n_words", "pallas", "dtype",
-                                   "interpret"))
-def trace_candidates(stream, front, starts, p0, own, qidx, profile, gap_open, gap_extend, seed, pads,
-                     threshold, max_steps, *, n_lanes: int, lead: int, capacity: int, n_words: int,
-                     pallas: bool, dtype=jnp.int32, interpret: bool = False):
-    """Refill, extract and trace the candidates of ``n_lanes`` tiles (``p0``, ``own``: first
-    stream position and owned columns, as from :func:`segment_tiles`).
-
-    ``stream``: the chunk's codes with ``front`` filler columns before them; ``starts``: each
-    target's first stream position (padded with a large value); ``qidx`` (n_lanes / 128,) each lane block's miRNA (row of
-    the tables ``profile`` (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H), ``pads`` (Q,)
-    padding rows), -1 for none; tracebacks take at most ``max_steps`` moves (``n_words`` words of
-    16). Returns ``(rows, count)``: ``rows`` (capacity, 9 + words) int32
-    holding, for the first ``count`` (if ``count <= capacity``; lane order, so grouped by
-    miRNA): q, target, i, j, i0, j0, score, moves, target start column in the segment, then the
-    packed moves."""
-    height = profile.shape[2]
-    own_max = WORD
-    length = lead + own_max
-    base = p0 - lead
-    lanes = stream[front + base[None, :] + jnp.arange(length, dtype=jnp.int32)[:, None]]
-    lane_q = jnp.repeat(qidx, LANE_BLOCK)
+@partial(jax.jit, static_argnames=("lead", "pallas", "dtype", "interpret"))
+def refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, threshold, *, lead: int,
+                 pallas: bool, dtype=jnp.int32, interpret: bool = False):
+    """Full matrices of tiles refilled as segments of ``lead + 32`` columns: ``p0`` (B,) each
+    tile's first stream position; ``stream`` the chunk's codes (reset flags on each target's
+    first base) after ``front`` filler columns; ``qidx`` (B / 128,) each lane block's miRNA (row
+    of the tables ``profile`` (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H)), -1 for
+    none. Returns ``best`` (32, H, B) of the tile columns and ``code`` (lead + 32, H, B) packed
+    track codes of every column (:func:`jaxrna.targets.scan.unpack_track`)."""
+    length = lead + WORD
+    lanes = stream[front + (p0 - lead)[None, :] + jnp.arange(length, dtype=jnp.int32)[:, None]]
     if pallas:
         from jaxrna.kernels.miranda_fill import refill_pallas
 
-        best, code = refill_pallas(qidx, profile, gap_open, gap_extend, seed, lanes, lead=lead,
-                                   interpret=interpret)
-    else:
-        lq = jnp.maximum(lane_q, 0)
-        best, code = fill_segments(profile[lq].transpose(1, 2, 0), gap_open[lq].T, gap_extend[lq].T,
-                                   seed[lq].T.astype(bool), lanes, threshold=threshold, dtype=dtype)
-        best = best[lead:]
+        return refill_pallas(qidx, profile, gap_open, gap_extend, seed, lanes, lead=lead,
+                             interpret=interpret)
+    lq = jnp.maximum(jnp.repeat(qidx, LANE_BLOCK), 0)
+    best, code = fill_segments(profile[lq].transpose(1, 2, 0), gap_open[lq].T, gap_extend[lq].T,
+                               seed[lq].T.astype(bool), lanes, threshold=threshold, dtype=dtype)
+    return best[lead:], code
+
+
+@partial(jax.jit, static_argnames=("lead", "capacity", "n_words"))
+def trace_candidates(best, code, starts, p0, own, qidx, pads, threshold, max_steps, *, lead: int,
+                     capacity: int, n_words: int):
+    """The candidates of refilled tiles (:func:`refill_tiles`), each traced back.
+
+    ``own`` (B,) the tile columns each lane owns; ``starts`` each target's first stream
+    position (padded with a large value); ``pads`` (Q,) each miRNA's padding rows; tracebacks
+    take at most ``max_steps`` moves (``n_words`` words of 16). Returns ``(rows, count)``:
+    ``rows`` (capacity, 9 + n_words) int32 holding, for the first ``count`` candidates (when
+    ``count <= capacity``; in lane order, so grouped by miRNA): miRNA, target, i, j, i0, j0,
+    score, moves, the target's first column in the segment, then the packed moves."""
+    height = best.shape[1]
+    own_max = WORD
+    base = p0 - lead
+    lane_q = jnp.repeat(qidx, LANE_BLOCK)
     ok = ((best >= threshold) & ((code[lead:] & 3) != 2)
           & (jnp.arange(own_max)[:, None, None] < own[None, None, :]) & (lane_q >= 0)[None, None, :])
     ok = ok.transpose(2, 0, 1)  # (lane, column, row): lane order

@@ -29,7 +29,9 @@ import functools
 import multiprocessing
 import os
 import pickle
+import queue
 import tempfile
+import threading
 from dataclasses import dataclass, field
 
 from jaxrna.targets.records import PairResult
@@ -179,6 +181,7 @@ class OrderedReport:
         self.hits = 0
         self.encoding = getattr(writer.out, "encoding", None) or "utf-8"
         self.limit = 4 * workers + 4
+        self.copier: _Copier | None = None
 
     def chunk_path(self, c: int, info: ChunkInfo) -> ChunkInfo | str:
         """The chunk as jobs get it: in a file for worker processes."""
@@ -223,48 +226,118 @@ class OrderedReport:
             if not wait and not all(self._done(k) for k in keys):
                 return
             pieces = [self._result(k) for k in keys]
+            ranges = []
             for x in range(len(self.blocks[self.next_block])):
                 for path, sizes, hits in pieces:
-                    offset = sum(sizes[:x])
-                    self._copy(path, offset, sizes[x])
-            for path, sizes, hits in pieces:
-                self.hits += sum(hits)
-                os.unlink(path)
+                    ranges.append((path, sum(sizes[:x]), sizes[x]))
+            self.hits += sum(sum(hits) for _, _, hits in pieces)
+            self._write(ranges, [path for path, _, _ in pieces])
             self.next_block += 1
+        if wait:
+            self._join()
 
-    def _copy(self, path: str, offset: int, size: int) -> None:
-        if not size:
-            return
-        out = self.writer.out
-        fd = None
-        if self.writer.raw_text:
+    def _write(self, ranges, paths) -> None:
+        """Copy ``(path, offset, size)`` ranges to the output in order, then remove ``paths``;
+        on a file descriptor, in a thread of its own (``sendfile``: no copy through Python)."""
+        if self.copier is None and self.writer.raw_text:
+            fd = None
             try:
-                out.flush()
-                fd = out.fileno()
+                self.writer.out.flush()
+                fd = self.writer.out.fileno()
             except (AttributeError, OSError, ValueError):
-                fd = None
-        with open(path, "rb") as src:
+                pass
             if fd is not None:
-                try:
-                    while size > 0:
-                        sent = os.sendfile(fd, src.fileno(), offset, size)
-                        if sent <= 0:
-                            raise OSError("sendfile made no progress")
-                        offset += sent
-                        size -= sent
-                    return
-                except OSError:
-                    pass  # not a file sendfile can write: copy through Python
-            src.seek(offset)
-            decoder = codecs.getincrementaldecoder(self.encoding)()
-            while size > 0:
-                data = src.read(min(size, 1 << 24))
-                size -= len(data)
-                self.writer.write(decoder.decode(data, final=size <= 0))
+                self.copier = _Copier(fd)
+        if self.copier is not None:
+            self.copier.put(ranges, paths)
+            return
+        for path, offset, size in ranges:
+            with open(path, "rb") as src:
+                src.seek(offset)
+                decoder = codecs.getincrementaldecoder(self.encoding)()
+                while size > 0:
+                    data = src.read(min(size, 1 << 24))
+                    size -= len(data)
+                    self.writer.write(decoder.decode(data, final=size <= 0))
+        for path in paths:
+            os.unlink(path)
+
+    def _join(self) -> None:
+        if self.copier is not None:
+            self.copier.join()
+            self.copier = None
 
     def close(self) -> None:
+        if self.copier is not None:
+            self.copier.stop()
         for key in self.order:
             job = self.jobs.get(key)
             if isinstance(job, concurrent.futures.Future):
                 job.cancel()
         self.tmp.cleanup()
+
+
+class _Copier:
+    """A thread copying file ranges to a file descriptor in order (``os.sendfile``, or reads and
+    writes where the descriptor takes no ``sendfile``)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.queue: queue.Queue = queue.Queue()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name="jaxrna-targets-copy")
+        self.thread.start()
+
+    def put(self, ranges, paths) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put((ranges, paths))
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue
+            try:
+                ranges, paths = item
+                for path, offset, size in ranges:
+                    with open(path, "rb") as src:
+                        _send(self.fd, src, offset, size)
+                for path in paths:
+                    os.unlink(path)
+            except BaseException as exc:  # raised in the main thread
+                self.error = exc
+
+    def join(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> None:
+        self.error = self.error or RuntimeError("stopped")
+        self.queue.put(None)
+        self.thread.join()
+
+
+def _send(fd: int, src, offset: int, size: int) -> None:
+    """Copy ``size`` bytes of ``src`` from ``offset`` to ``fd`` (at its current position)."""
+    try:
+        while size > 0:
+            sent = os.sendfile(fd, src.fileno(), offset, size)
+            if sent <= 0:
+                raise OSError("sendfile made no progress")
+            offset += sent
+            size -= sent
+        return
+    except OSError:
+        pass  # a descriptor sendfile cannot write: plain reads and writes
+    src.seek(offset)
+    while size > 0:
+        data = src.read(min(size, 1 << 24))
+        size -= len(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]

@@ -62,6 +62,23 @@ class Traced:
     def __len__(self) -> int:
         return len(self.q)
 
+    def __reduce__(self):
+        """Pickled as one int32 matrix (block jobs cross to worker processes)."""
+        cols = [getattr(self, f.name) for f in fields(self) if f.name != "moves"]
+        matrix = np.empty((len(self.q), len(cols) + self.moves.shape[1]), np.int32)
+        for k, col in enumerate(cols):
+            matrix[:, k] = col
+        matrix[:, len(cols):] = self.moves.view(np.int32) if self.moves.dtype == np.uint32 else self.moves
+        return (_traced_from_matrix, (matrix,))
+
+    def trimmed(self) -> "Traced":
+        """The same candidates with no more move words than the longest traceback needs."""
+        words = max(1, -(-int(self.nsteps.max(initial=0)) // MOVES_PER_WORD))
+        if words >= self.moves.shape[1]:
+            return self
+        return Traced(*(getattr(self, f.name) for f in fields(self) if f.name != "moves"),
+                      moves=np.ascontiguousarray(self.moves[:, :words]))
+
     def take(self, idx) -> "Traced":
         return Traced(*(getattr(self, f.name)[idx] for f in fields(self)))
 
@@ -94,6 +111,11 @@ class Traced:
         shifts = 2 * np.arange(MOVES_PER_WORD, dtype=np.uint32)
         m = (self.moves.astype(np.uint32)[:, :, None] >> shifts) & 3
         return m.reshape(len(self.moves), -1).astype(np.uint8)
+
+
+def _traced_from_matrix(matrix: np.ndarray) -> Traced:
+    n = len(fields(Traced)) - 1
+    return Traced(*(matrix[:, k] for k in range(n)), moves=matrix[:, n:].view(np.uint32))
 
 
 @dataclass
