@@ -76,10 +76,10 @@ _HI = jax.lax.Precision.HIGHEST
 
 
 def blocked_bytes(n: int, tile: int) -> int:
-    """Peak memory of the blocked inside + outside for length ``n`` (float64): seven dense
-    tables with their margins and about as much again for the widest bulk product."""
+    """Peak memory of the blocked inside + outside for length ``n`` (float64): ten dense
+    tables with their margins and a few more for the widest bulk product."""
     side = -(-(n + 1) // tile) * tile + 2 * tile
-    return 8 * 10 * side * side
+    return 8 * 14 * side * side
 
 
 def _safe(x):
@@ -147,6 +147,12 @@ def _put(a, rows, cols, vals):
     return jax.lax.scatter(a, starts, vals, _SDN, mode=jax.lax.GatherScatterMode.CLIP)
 
 
+def _add(a, rows, cols, vals):
+    """Add windows into ``a`` (as :func:`_put`; overlapping windows add up)."""
+    starts = jnp.stack([rows, cols], axis=1)
+    return jax.lax.scatter_add(a, starts, vals, _SDN, mode=jax.lax.GatherScatterMode.CLIP)
+
+
 def _layout(n: int, t: int) -> tuple[int, int, int]:
     nb = -(-(n + 1) // t)
     return nb, nb * t, nb * t + 2 * t
@@ -203,10 +209,12 @@ def finish_inside(x: jax.Array, lpx: jax.Array, zdi: jax.Array, pdj: jax.Array) 
 
 @partial(jax.jit, static_argnames=("tile", "groups"))
 def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None):
-    """``(ln Z, guard, (Z, P, LP))`` for the ``(n, n)`` masked log pair weights ``lw``
-    (:func:`jaxrna.fold.partition.masked_log_weights`). ``Z``, ``P``, ``LP`` (``LP[k, j] =
-    lw[k, j - 1]``) are the dense tables with their margins, for :func:`blocked_outside`;
-    ``guard`` is the largest log-range of ``Z`` within one off-diagonal tile."""
+    """``(ln Z, guard, tables)`` for the ``(n, n)`` masked log pair weights ``lw``
+    (:func:`jaxrna.fold.partition.masked_log_weights`). ``tables`` (for
+    :func:`blocked_outside`) are dense, with their margins: ``Z``, ``P``, ``LP`` (``LP[k, j] =
+    lw[k, j - 1]``) in log space and ``ZL``, each off-diagonal tile of ``Z`` in linear space
+    divided by its first row (the bulk products' left factors). ``guard`` is the largest
+    log-range of ``Z`` within one off-diagonal tile."""
     n = lw.shape[0]
     t = tile
     nb, Np, S = _layout(n, t)
@@ -222,6 +230,7 @@ def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None):
     pd = _take(lp, o + starts, o + starts, t, t) + zshift                    # P[k, j] diag tiles
     Z = _put(jnp.full((S, S), neg), o + starts, o + starts, zd)
     P = _put(jnp.full((S, S), neg), o + starts, o + starts, pd)
+    ZL = jnp.zeros((S, S), dtype)
     guard = jnp.zeros((), dtype)
     finish = jax.vmap(finish_inside)
     for d0, d1 in _blocks(1, nb, _group_count(nb, groups)):
@@ -229,28 +238,34 @@ def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None):
         width = (d1 - 2) * t                                                 # widest bulk
 
         def block_diagonal(D, carry, nt=nt, width=width):
-            Z, P, guard = carry
+            Z, P, ZL, guard = carry
             ie = jnp.minimum(jnp.arange(nt), nb - 1 - D)
             r0 = o + ie * t
             c0 = o + (ie + D) * t
             x = _take(Z, r0, c0 - 1, t + 1, t + 1)
             if width > 0:
+                # splits k between the tiles: sum_k Z[i, k] P[k, j], balanced by c_k = Z[I*t, k]
                 k0 = jnp.clip(r0 + t, 0, S - width)                          # as the gather clamps
                 k = k0[:, None] + jnp.arange(width)[None, :]
                 keep = (k >= (r0 + t)[:, None]) & (k < c0[:, None])
-                a = jnp.where(keep[:, None, :], _take(Z, r0, k0, t, width), neg)
-                b = jnp.where(keep[:, :, None], _take(P, k0, c0, width, t), neg)
-                x = x.at[:, :t, 1:].set(logmatmul_balanced(a, b))
+                ahat = jnp.where(keep[:, None, :], _take(ZL, r0, k0, t, width), 0.0)
+                c = _take(Z, r0, k0, 1, width)[:, 0, :]
+                bc = jnp.where(keep[:, :, None], _take(P, k0, c0, width, t) + c[:, :, None], neg)
+                cmax = _safe(jnp.max(bc, axis=1, keepdims=True))
+                acc = jnp.matmul(ahat, jnp.exp(bc - cmax), precision=_HI)
+                bulk = jnp.where(acc > 0, jnp.log(jnp.where(acc > 0, acc, 1.0)) + cmax, neg)
+                x = x.at[:, :t, 1:].set(bulk)
             lpx = _take(lp, r0, c0 - 1, t + 1, t + 1)
             xf = finish(x, lpx, _take(Z, r0, r0, t, t), _take(P, c0, c0, t, t))
             zt = xf[:, :t, 1:]
             pt = lpx[:, :t, 1:] + xf[:, 1:, :t]
             spread = jnp.maximum(jnp.max(zt[:, 0, :] - zt[:, t - 1, :]),
                                  jnp.max(zt[:, :, t - 1] - zt[:, :, 0]))
-            return _put(Z, r0, c0, zt), _put(P, r0, c0, pt), jnp.maximum(guard, spread)
+            return (_put(Z, r0, c0, zt), _put(P, r0, c0, pt),
+                    _put(ZL, r0, c0, jnp.exp(zt - zt[:, :1, :])), jnp.maximum(guard, spread))
 
-        Z, P, guard = jax.lax.fori_loop(d0, d1, block_diagonal, (Z, P, guard))
-    return Z[o, o + Np - 1], guard, (Z, P, lp)
+        Z, P, ZL, guard = jax.lax.fori_loop(d0, d1, block_diagonal, (Z, P, ZL, guard))
+    return Z[o, o + Np - 1], guard, (Z, P, lp, ZL)
 
 
 def finish_outside(yb, pbx, lwc, zdi, pdj, root, offset):
@@ -295,22 +310,49 @@ def finish_outside(yb, pbx, lwc, zdi, pdj, root, offset):
     return ybp[:, t:2 * t + 1], pbp[:, t:2 * t + 1]
 
 
+def _row_normalised(P: jax.Array, t: int, o: int, nb: int):
+    """``(exp(P - m), m)``: ``m[k, j]`` the maximum of row ``k`` of ``P`` over the tile of
+    columns holding ``j`` (0 where the row is all zero)."""
+    S = P.shape[0]
+    inner = P[:, o:o + nb * t].reshape(S, nb, t)
+    m = _safe(jnp.max(inner, axis=2, keepdims=True))
+    m = jnp.broadcast_to(m, (S, nb, t)).reshape(S, nb * t)
+    m = jnp.zeros_like(P).at[:, o:o + nb * t].set(m)
+    return jnp.where(P > NEG_FLOAT / 2, jnp.exp(P - m), 0.0), m
+
+
 @partial(jax.jit, static_argnames=("tile", "groups"))
 def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
                     groups: int | None = None) -> jax.Array:
-    """The ``(n, n)`` pair probabilities from :func:`blocked_inside`'s tables."""
+    """The ``(n, n)`` pair probabilities from :func:`blocked_inside`'s tables.
+
+    The pushes accumulate in linear space in probability units: the bulk of ``Zbar[i, j]``
+    times ``Z[i, j] / Z`` (the probability that the derivation passes through ``Z[i, j]``,
+    at most 1) and the bulk of ``Pbar[k, j]`` times ``P[k, j] / Z`` (at most the probability
+    of the pair); contributions below ~1e-308 in those units are dropped.
+    """
     n = lw.shape[0]
     t = tile
     nb, Np, S = _layout(n, t)
     o = t
-    Z, P, lp = res
+    Z, P, lp, ZL = res
     dtype = Z.dtype
     neg = jnp.asarray(NEG_FLOAT, dtype)
+    PL, PM = _row_normalised(P, t, o, nb)
     ZB = jnp.full((S, S), neg)
     PB = jnp.full((S, S), neg)
-    AZ = jnp.full((S, S), neg)
-    AP = jnp.full((S, S), neg)
+    AZ = jnp.zeros((S, S), dtype)
+    AP = jnp.zeros((S, S), dtype)
     finish = jax.vmap(finish_outside, in_axes=(0, 0, 0, 0, 0, 0, None))
+
+    def to_log(acc, scale):
+        ok = (acc > 0) & (scale > NEG_FLOAT / 2)
+        return jnp.where(ok, jnp.log(jnp.where(ok, acc, 1.0)) + lnz - scale, neg)
+
+    def to_units(acc, arg, keep):
+        ok = keep & (acc > 0)
+        return jnp.where(ok, acc * jnp.exp(jnp.minimum(arg, 700.0)), 0.0)
+
     for d0, d1 in reversed(_blocks(0, nb, _group_count(nb, groups))):
         nt = nb - d0
         width = (d1 - 1) * t                                                 # widest push
@@ -318,11 +360,15 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
         def block_diagonal(step, carry, nt=nt, width=width, d1=d1):
             ZB, PB, AZ, AP = carry
             D = d1 - 1 - step
-            ie = jnp.minimum(jnp.arange(nt), nb - 1 - D)
+            ids = jnp.arange(nt)
+            ie = jnp.minimum(ids, nb - 1 - D)
+            real = (ids < nb - D)[:, None]                                   # not a clamped copy
             r0 = o + ie * t
             c0 = o + (ie + D) * t
-            yb = _take(ZB, r0 - 1, c0, t + 1, t + 1).at[:, 1:, :t].set(_take(AZ, r0, c0, t, t))
-            pbx = _take(PB, r0 - 1, c0, t + 1, t + 1).at[:, 1:, :t].set(_take(AP, r0, c0, t, t))
+            bz = to_log(_take(AZ, r0, c0, t, t), _take(Z, r0, c0, t, t))
+            bp = to_log(_take(AP, r0, c0, t, t), _take(P, r0, c0, t, t))
+            yb = _take(ZB, r0 - 1, c0, t + 1, t + 1).at[:, 1:, :t].set(bz)
+            pbx = _take(PB, r0 - 1, c0, t + 1, t + 1).at[:, 1:, :t].set(bp)
             lwc = _take(lp, r0 - 1, c0 + 1, t, t)
             root = (ie == 0) & (ie + D == nb - 1)
             ybf, pbf = finish(yb, pbx, lwc, _take(Z, r0, r0, t, t), _take(P, c0, c0, t, t),
@@ -334,17 +380,24 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
                 # Zbar[I, J] (x) P[J2, J]^T into the bulk of Zbar[I, J2], J2 = I .. J-1
                 j0 = jnp.clip(r0, 0, S - width)
                 j2 = j0[:, None] + jnp.arange(width)[None, :]
-                keep = (j2 >= r0[:, None]) & (j2 < c0[:, None])
-                push = logmatmul(zbt, jnp.swapaxes(_take(P, j0, c0, width, t), 1, 2))
-                old = _take(AZ, r0, j0, t, width)
-                AZ = _put(AZ, r0, j0, jnp.where(keep[:, None, :], jnp.logaddexp(old, push), old))
+                keep = real & (j2 >= r0[:, None]) & (j2 < c0[:, None])
+                ra = _safe(jnp.max(zbt, axis=2, keepdims=True))
+                acc = jnp.matmul(jnp.exp(zbt - ra),
+                                 jnp.swapaxes(_take(PL, j0, c0, width, t), 1, 2), precision=_HI)
+                cb = jnp.swapaxes(_take(PM, j0, c0, width, 1), 1, 2)
+                arg = ra + cb + _take(Z, r0, j0, t, width) - lnz
+                AZ = _add(AZ, r0, j0, to_units(acc, arg, keep[:, None, :]))
                 # Z[I, K]^T (x) Zbar[I, J] into the bulk of Pbar[K, J], K = I+1 .. J
                 k0 = jnp.clip(r0 + t, 0, S - width)
                 kk = k0[:, None] + jnp.arange(width)[None, :]
-                keep = (kk >= (r0 + t)[:, None]) & (kk < (c0 + t)[:, None])
-                push = logmatmul(jnp.swapaxes(_take(Z, r0, k0, t, width), 1, 2), zbt)
-                old = _take(AP, k0, c0, width, t)
-                AP = _put(AP, k0, c0, jnp.where(keep[:, :, None], jnp.logaddexp(old, push), old))
+                keep = real & (kk >= (r0 + t)[:, None]) & (kk < (c0 + t)[:, None])
+                cz = _safe(jnp.max(zbt, axis=1, keepdims=True))
+                acc = jnp.matmul(jnp.swapaxes(_take(ZL, r0, k0, t, width), 1, 2),
+                                 jnp.exp(zbt - cz), precision=_HI)
+                rz = jnp.swapaxes(_take(Z, r0, k0, 1, width), 1, 2)        # Z[I*t, k]
+                pw = _take(P, k0, c0, width, t)
+                arg = rz + cz + pw - lnz
+                AP = _add(AP, k0, c0, to_units(acc, arg, keep[:, :, None] & (pw > NEG_FLOAT / 2)))
             return ZB, PB, AZ, AP
 
         ZB, PB, AZ, AP = jax.lax.fori_loop(0, d1 - d0, block_diagonal, (ZB, PB, AZ, AP))
