@@ -253,11 +253,11 @@ def _check_method(method: str, n: int) -> str:
 
 
 def default_tile(n: int) -> int:
-    """The tile side of the blocked path for length ``n``: about sqrt(n / 4), a power of two
-    between 16 and 64 (balances the in-tile sweep, ~n^2 t, against the bulk's ~n^3 / t
-    exponentials)."""
+    """The tile side of the blocked path for length ``n``: about sqrt(n), a power of two
+    between 16 and 64 (balances the in-tile sweeps, ~n^2 t exponentials, against the bulk's
+    ~n^3 / t; measured on a CPU: 32 for 1,000 nt, 64 for 4,000)."""
     t = 16
-    while t < 64 and t * t * 4 < n:
+    while t < 64 and t * t < n:
         t *= 2
     return t
 
