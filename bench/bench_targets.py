@@ -76,7 +76,8 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk-nt", type=int, default=None)
     ap.add_argument("--kernel", default="auto", choices=["auto", "xla", "pallas"],
                     help="bulk-scan kernel (auto: Pallas on GPUs, pure JAX on CPUs)")
-    ap.add_argument("--query-block", type=int, default=8, help="miRNAs per Pallas launch")
+    ap.add_argument("--query-block", type=int, default=None,
+                    help="miRNAs per bulk-scan launch (default: the engine's, 16 with Pallas)")
     ap.add_argument("--threads", type=int, default=None, help="device threads per device (default 2 on GPUs)")
     ap.add_argument("--lane-batch", type=int, default=None, help="tiles refilled per device call")
     ap.add_argument("--profile", action="store_true",
@@ -132,7 +133,8 @@ def main(argv=None) -> int:
             size += len(r)
             if size >= chunk_nt:
                 break
-        queries = [prepare_query(r.id, r.description, r.sequence, params) for r in records[:args.query_block]]
+        qb = args.query_block or 16
+        queries = [prepare_query(r.id, r.description, r.sequence, params) for r in records[:qb]]
         chunk = Chunk(targets, max(q.overlap for q in queries))
         kernel = args.kernel if args.kernel != "auto" else ("pallas" if device.platform == "gpu" else "xla")
         if kernel == "pallas":
@@ -176,7 +178,7 @@ def main(argv=None) -> int:
         warm_s = 0.0
         if args.warmup:
             # enough blocks that every device thread of every device compiles
-            n_warm = max(args.warmup, args.query_block * n_dev * 2)
+            n_warm = max(args.warmup, qb * n_dev * (args.threads or 3)) if kernel == "pallas" else args.warmup
             warm = os.path.join(work, "warm.fa")
             with open(warm, "w") as fh:
                 fh.writelines(f">{r.id}\n{r.sequence}\n" for r in list(read_records(mirna_path))[-n_warm:])

@@ -37,6 +37,8 @@ log = logging.getLogger("jaxrna")
 MIRANDA_LETTERS = frozenset("ACGTURYSWKMBDHVNX")
 #: Target nucleotides per chunk (the unit of streaming and of the bulk scan).
 DEFAULT_CHUNK_NT = 64_000_000
+#: miRNAs per host job (hit selection and text in a worker process)
+JOB_MIRNAS = 2
 
 
 def check_letters(record: Record) -> Record:
@@ -182,8 +184,9 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     workers = default_workers() if host_workers is None else host_workers
     if not spec[0]:
         workers = 0  # a writer the workers cannot rebuild: render here
-    blocks = engine.blocks(len(queries))
-    report = OrderedReport(writer, blocks, workers)
+    # host jobs of a few miRNAs each (a short tail once the devices are done)
+    jobs = [ks[s:s + JOB_MIRNAS] for ks in engine.blocks(len(queries)) for s in range(0, len(ks), JOB_MIRNAS)]
+    report = OrderedReport(writer, jobs, workers)
     writer.begin()
     stats = {"mirnas": len(queries), "targets": 0, "pairs": 0, "hits": 0, "cells": 0,
              "target_nt": 0}
@@ -203,13 +206,21 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
             info = ChunkInfo([t.id for t in targets], [t.description for t in targets],
                              TargetText.from_sequences([t.sequence for t in targets]), seen, total)
             shared = report.chunk_path(c, info)
-            for bi, (ks, traced) in enumerate(engine.iter_traced(queries, targets, progress=progress)):
+            ji = 0
+            for ks, traced in engine.iter_traced(queries, targets, progress=progress):
                 t0 = clock()
-                job = BlockJob(shared, ks, [mirna_records[k].id for k in ks],
-                               [mirna_records[k].description for k in ks], [queries[k].sequence for k in ks],
-                               traced, spec if spec[0] else writer, pair_offset, c == 0, params,
-                               engine.energy)
-                report.submit(c, bi, job, last)
+                for s in range(0, len(ks), JOB_MIRNAS):
+                    part = ks[s:s + JOB_MIRNAS]
+                    sub = traced if len(part) == len(ks) else traced.take(
+                        (traced.q >= s) & (traced.q < s + len(part)))
+                    if sub is not traced:
+                        sub.q = sub.q - s
+                    job = BlockJob(shared, part, [mirna_records[k].id for k in part],
+                                   [mirna_records[k].description for k in part],
+                                   [queries[k].sequence for k in part], sub, spec if spec[0] else writer,
+                                   pair_offset, c == 0, params, engine.energy)
+                    report.submit(c, ji, job, last)
+                    ji += 1
                 engine.timings["select"] += clock() - t0
             chunk_total = sum(len(t) for t in targets)
             seen += len(targets)

@@ -14,8 +14,8 @@ candidate extraction, spread over every device.
 4. :mod:`jaxrna.targets.select` (host, NumPy) pools the candidates of each (miRNA, target)
    pair, sorts and filters them over the whole target and builds the hit strings.
 
-miRNAs go in blocks of ``query_block`` (one bulk-scan launch); device threads (two per GPU, so
-one block's read-backs overlap the next block's work) take the blocks in turn from every
+miRNAs go in blocks of ``query_block`` (one bulk-scan launch); device threads (three per GPU,
+so one block's read-backs overlap the other blocks' work) take the blocks in turn from every
 device, and :meth:`Engine.iter_traced` hands them back in miRNA order whatever device ran
 them. Where gaps are free (no finite overlap) a whole target is one lane and the candidates are
 extracted on the host (:mod:`jaxrna.targets.hits`).
@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +46,7 @@ SEGMENT_MIN = 128     # free gaps: whole-target segment lengths are powers of tw
 SEGMENT_BATCH = 4096  # free gaps: segments per refill call
 LANE_BATCH = {"pallas": 32768, "xla": 8192}  # refill lanes per device call (at most)
 MIN_LANE_BATCH = 1024                         # ... and at least (sizes 1024 * 8**k: few shapes)
-THREADS_PER_DEVICE = {"gpu": 2}               # device threads (default 1)
+THREADS_PER_DEVICE = {"gpu": 3}               # device threads (default 1)
 LOOKAHEAD = 4         # blocks a device thread may run ahead of the consumer, per thread
 MAX_LANES = 32768
 MIN_LANE = 512
@@ -154,18 +155,24 @@ class Target:
     id: str
     description: str
     sequence: str
-    codes: np.ndarray = field(repr=False)
 
     def __len__(self) -> int:
         return len(self.sequence)
 
+    @property
+    def codes(self) -> np.ndarray:
+        return encode(self.sequence)
+
 
 def make_target(id: str, description: str, sequence: str) -> Target:
-    return Target(id, description, sequence, encode(sequence))
+    return Target(id, description, sequence)
 
 
 class Chunk:
-    """Targets packed into one stream and cut into lanes of ``S`` owned columns, ``W`` overlap."""
+    """Targets packed into one stream and cut into lanes of ``S`` owned columns, ``W`` overlap.
+
+    ``lanes_t`` (lanes, rows) holds each lane's codes contiguously (the scans want them
+    transposed, :attr:`lanes`, which the devices do)."""
 
     def __init__(self, targets: list[Target], overlap: int | None, max_lanes: int = MAX_LANES,
                  lane_columns: int | None = None):
@@ -173,17 +180,17 @@ class Chunk:
         lengths = np.array([len(t) for t in targets], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         self.total = int(lengths.sum())
-        self.codes = np.concatenate([t.codes for t in targets]).astype(np.int8)
+        self.codes = encode("".join(t.sequence for t in targets)).astype(np.int8)
         if overlap is None:  # free gaps: no finite overlap, one whole target per lane
             longest = int(lengths.max())
             self.width = 0
             self.span = _round_up(longest, WORD)
             self.n_lanes = _lanes_bucket(len(targets))
-            lanes = np.full((self.span, self.n_lanes), 4 | RESET, dtype=np.int8)
-            for k, t in enumerate(targets):
-                lanes[:len(t), k] = t.codes
-                lanes[0, k] |= RESET
-            self.lanes = lanes
+            lanes = np.full((self.n_lanes, self.span), 4 | RESET, dtype=np.int8)
+            for k, (t, s) in enumerate(zip(targets, self.starts.tolist())):
+                lanes[k, :len(t)] = self.codes[s:s + len(t)]
+                lanes[k, 0] |= RESET
+            self.lanes_t = lanes
             self.lane_of_target = True
             return
         self.lane_of_target = False
@@ -204,10 +211,15 @@ class Chunk:
         if rows <= 1024:  # short lanes: few compiled shapes
             rows = _bucket(rows, 64)
         stream = np.concatenate([stream, np.full(rows, 4 | RESET, dtype=np.int8)])
-        # lane b = stream[b * span : b * span + rows], laid out (rows, lanes)
-        view = np.lib.stride_tricks.as_strided(stream, shape=(rows, self.n_lanes),
-                                               strides=(1, self.span), writeable=False)
-        self.lanes = np.ascontiguousarray(view)
+        # lane b = stream[b * span : b * span + rows]
+        view = np.lib.stride_tricks.as_strided(stream, shape=(self.n_lanes, rows),
+                                               strides=(self.span, 1), writeable=False)
+        self.lanes_t = np.ascontiguousarray(view)
+
+    @property
+    def lanes(self) -> np.ndarray:
+        """(rows, lanes) codes, the layout of the scans (a transposed view of ``lanes_t``)."""
+        return self.lanes_t.T
 
     def candidate_columns(self, col: np.ndarray, lane: np.ndarray):
         """``(target index, 0-based column)`` of every flagged lane column (``col``, ``lane``
@@ -261,14 +273,13 @@ class _Run:
 
     def _put(self, device) -> _OnDevice:
         chunk = self.chunk
-        lanes = chunk.lanes
+        n_lanes, rows = chunk.lanes_t.shape
+        pad_lanes, pad_rows = 0, _round_up(rows, WORD) - rows
         if self.engine.kernel == "pallas":
             from jaxrna.kernels.miranda_fill import BLOCK
 
-            padded = np.full((_round_up(lanes.shape[0], WORD), _round_up(lanes.shape[1], BLOCK)),
-                             4 | RESET, dtype=np.int8)
-            padded[:lanes.shape[0], :lanes.shape[1]] = lanes
-            lanes = padded
+            pad_lanes = _round_up(n_lanes, BLOCK) - n_lanes
+        lanes = _transpose_pad(jax.device_put(chunk.lanes_t, device), pad_rows, pad_lanes)
         front = self.lead
         # lengths in buckets (few compiled shapes over chunks)
         stream = np.full(_bucket(front + chunk.total + front + 2 * WORD, 1 << 16), 4 | RESET, dtype=np.int8)
@@ -277,8 +288,13 @@ class _Run:
         body[chunk.starts] |= RESET
         starts = np.full(_bucket(len(chunk.starts), 1024), np.iinfo(np.int32).max, np.int32)
         starts[:len(chunk.starts)] = chunk.starts
-        return _OnDevice(jax.device_put(lanes, device), jax.device_put(stream, device),
-                         jax.device_put(starts, device), front)
+        return _OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), front)
+
+
+@partial(jax.jit, static_argnames=("rows", "lanes"))
+def _transpose_pad(lanes_t, rows: int, lanes: int):
+    """(rows, lanes) codes from (lanes, rows), padded with inert filler (on the device)."""
+    return jnp.pad(lanes_t.T, ((0, rows), (0, lanes)), constant_values=4 | RESET)
 
 
 class Engine:
@@ -291,8 +307,8 @@ class Engine:
         """``kernel``: ``"xla"`` (pure JAX), ``"pallas"`` (the GPU kernels of
         :mod:`jaxrna.kernels.miranda_fill`; ``interpret=True`` runs them in Pallas' interpret
         mode, for tests on CPUs) or ``"auto"`` (Pallas on GPUs). ``query_block`` miRNAs per
-        bulk-scan launch (default 8 with Pallas, 1 with XLA), spread over ``devices`` (default:
-        all) with ``threads_per_device`` threads each (default 2 on GPUs, else 1).
+        bulk-scan launch (default 16 with Pallas, 1 with XLA), spread over ``devices`` (default:
+        all) with ``threads_per_device`` threads each (default 3 on GPUs, else 1).
         ``lane_batch``: segments refilled per device call (at most). ``profile``: time each
         device stage on its own (:meth:`_stage`; slower)."""
         self.params = params
@@ -304,7 +320,7 @@ class Engine:
             kernel = "pallas" if self.devices[0].platform == "gpu" else "xla"
         self.kernel = kernel
         self.interpret = interpret
-        self.query_block = query_block or (8 if kernel == "pallas" else 1)
+        self.query_block = query_block or (16 if kernel == "pallas" else 1)
         self.threads_per_device = threads_per_device or THREADS_PER_DEVICE.get(self.devices[0].platform, 1)
         self.lane_batch = lane_batch or LANE_BATCH[kernel]
         self.profile = profile
@@ -497,7 +513,7 @@ class Engine:
         batch = min(self.lane_batch, _bucket(used, MIN_LANE_BATCH, 8))
         n_out = -(-used // batch) * batch
         tile_start, tile_own = extract.segment_tiles(words, *geometry, offsets, firsts, n_out=n_out,
-                                                     capacity=_bucket(int(counts.sum()), 1024))
+                                                     capacity=n_out)
         t0 = self._stage("tiles", t0, tile_own)
         block_q = np.full(n_out // block, -1, np.int32)
         for x in range(len(qs)):
@@ -535,7 +551,7 @@ class Engine:
                 cap = _bucket(n, cap)
                 rows, count = launch(first, cap)
             if n:
-                got = np.asarray(rows[:min(cap, _bucket(n, 1024))])[:n]
+                got = np.asarray(rows[:_bucket(n, cap // 8)] if n <= cap // 2 else rows)[:n]
                 parts.append(extract.rows_to_traced(got, overlaps, max_steps))
             self._stage("fetch", t0, None)
         return Traced.concat(parts).trimmed()

@@ -139,30 +139,35 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, threshold, max_ste
     j_end = cs - tcol + 1
     state = (code[cs, r, s].astype(jnp.int32) & 3)
 
+    # one round = one word of 16 moves, the steps unrolled (few rounds: few host round trips)
     def cond(carry):
-        k, _, _, _, active, _, _ = carry
-        return (k < max_steps) & jnp.any(active)
+        w, _, _, _, active, _, _ = carry
+        return (w < n_words) & (w * MOVES_PER_WORD < max_steps) & jnp.any(active)
 
     def body(carry):
-        k, i, j, state, active, nsteps, words = carry
-        act = active & (i > 0) & (j > 0)
-        cc = jnp.where(act, j + tcol - 1, 0)
-        rr = jnp.where(act, i - 1 + pad, 0)
-        bits = code[cc, rr, s].astype(jnp.int32) & 0xFF
-        act = act & ((bits & 3) != 0) & (state != 0)
-        move = jnp.where(act, state, 0).astype(jnp.uint32)
-        slot = k // MOVES_PER_WORD
-        shift = (2 * (k % MOVES_PER_WORD)).astype(jnp.uint32)
-        words = words.at[:, slot].set(words[:, slot] | (move << shift))
-        nxt = jnp.where(state == 1, (bits >> 2) & 3,
-                        jnp.where(state == 2, jnp.where(bits & 16, 2, 1), jnp.where(bits & 32, 3, 1)))
-        i = jnp.where(act & ((state == 1) | (state == 3)), i - 1, i)
-        j = jnp.where(act & ((state == 1) | (state == 2)), j - 1, j)
-        return k + 1, i, j, jnp.where(act, nxt, state), act, nsteps + act, words
+        w, i, j, state, active, nsteps, words = carry
+        word = jnp.zeros(capacity, jnp.uint32)
+        for step in range(MOVES_PER_WORD):
+            act = active & (i > 0) & (j > 0)
+            cc = jnp.where(act, j + tcol - 1, 0)
+            rr = jnp.where(act, i - 1 + pad, 0)
+            bits = code[cc, rr, s].astype(jnp.int32) & 0xFF
+            act = act & ((bits & 3) != 0) & (state != 0)
+            word = word | (jnp.where(act, state, 0).astype(jnp.uint32) << (2 * step))
+            nxt = jnp.where(state == 1, (bits >> 2) & 3,
+                            jnp.where(state == 2, jnp.where(bits & 16, 2, 1), jnp.where(bits & 32, 3, 1)))
+            i = jnp.where(act & ((state == 1) | (state == 3)), i - 1, i)
+            j = jnp.where(act & ((state == 1) | (state == 2)), j - 1, j)
+            state = jnp.where(act, nxt, state)
+            nsteps = nsteps + act
+            active = act
+        words = jax.lax.dynamic_update_slice(words, word[None, :], (w, 0))
+        return w + 1, i, j, state, active, nsteps, words
 
     init = (jnp.int32(0), i_end, j_end, state, valid, jnp.zeros(capacity, jnp.int32),
-            jnp.zeros((capacity, n_words), jnp.uint32))
+            jnp.zeros((n_words, capacity), jnp.uint32))
     _, i0, j0, _, _, nsteps, words = jax.lax.while_loop(cond, body, init)
+    words = words.T
     rows = jnp.concatenate([jnp.stack([q, t, i_end, j_end, i0, j0, score, nsteps, tcol], axis=1),
                             jax.lax.bitcast_convert_type(words, jnp.int32)], axis=1)
     return rows, count

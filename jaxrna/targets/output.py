@@ -60,7 +60,7 @@ class BlockJob:
     descriptions: list[str]
     sequences: list[str]
     traced: Traced                   # q indexes ks
-    writer: tuple[str, bool, bool]   # TargetsWriter.spec()
+    writer: object                   # TargetsWriter.spec(), or (in this process) a writer
     pair_offset: int
     first_chunk: bool                # start each miRNA's text with its own header
     params: ScanParams = field(default_factory=ScanParams)
@@ -87,8 +87,11 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
     from jaxrna.formats.miranda import writer_for
 
     chunk = _chunk_of(job)
-    fmt, no_energy, quiet = job.writer
-    writer = writer_for(fmt, None, no_energy=no_energy, quiet=quiet)
+    if isinstance(job.writer, tuple):
+        fmt, no_energy, quiet = job.writer
+        writer = writer_for(fmt, None, no_energy=no_energy, quiet=quiet)
+    else:  # a writer object (rendering in this process)
+        writer = job.writer
     table = select(job.traced, job.sequences, chunk.text, job.params.strict)
     bounds = table.q.searchsorted(range(len(job.ks) + 1)).tolist() if len(table) else [0] * (len(job.ks) + 1)
     per_q = None

@@ -62,6 +62,9 @@ def pair_symbol(q: int, t: int) -> str:
     return " "
 
 
+_PAIR_SCORES = np.array([[pair_score(q, t) for t in range(5)] for q in range(5)], np.int32)
+
+
 def c_trunc(x: float) -> int:
     """C's double -> int conversion (truncation toward zero)."""
     return int(math.trunc(x))
@@ -147,20 +150,15 @@ def row_tables(mirna: str, params: ScanParams) -> RowTables:
     """Score and gap tables of ``mirna`` (any case; T read as U; ambiguity codes allowed)."""
     n = len(mirna)
     codes = encode(mirna)[::-1].copy()
-    profile = np.zeros((n, 5), dtype=np.int32)
-    open_ = np.zeros(n, dtype=np.int32)
-    extend = np.zeros(n, dtype=np.int32)
-    seed = np.zeros(n, dtype=bool)
-    for r in range(n):
-        zero, is_seed = row_class(r, n)
-        seed[r] = is_seed
-        open_[r] = params.seed_open if is_seed else params.gap_open
-        extend[r] = params.seed_extend if is_seed else params.gap_extend
-        if zero:
-            continue
-        for t in range(5):
-            s = pair_score(int(codes[r]), t)
-            profile[r, t] = params.seed_score(s) if is_seed else s
+    classes = [row_class(r, n) for r in range(n)]
+    zero = np.array([z for z, _ in classes], dtype=bool)
+    seed = np.array([sd for _, sd in classes], dtype=bool)
+    plain = _PAIR_SCORES[codes.astype(np.int64)] if n else np.zeros((0, 5), np.int32)
+    scaled = np.array([[params.seed_score(int(v)) for v in row] for row in _PAIR_SCORES], np.int32)
+    profile = np.where(seed[:, None], scaled[codes.astype(np.int64)] if n else plain, plain)
+    profile = np.where(zero[:, None], 0, profile).astype(np.int32).reshape(n, 5)
+    open_ = np.where(seed, params.seed_open, params.gap_open).astype(np.int32)
+    extend = np.where(seed, params.seed_extend, params.gap_extend).astype(np.int32)
     return RowTables(profile, open_, extend, seed, codes)
 
 

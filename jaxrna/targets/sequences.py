@@ -25,6 +25,7 @@ from jaxrna.io.fasta import Record, _open_text
 #: miRanda's accepted sequence letters (IUPAC nucleotide codes and X), either case.
 LETTERS = "ACGTURYSWKMBDHVNXacgturyswkmbdhvnx"
 _ALLOWED = frozenset(LETTERS + " \t\r\n\v\f")
+_ALLOWED_BYTES = "".join(sorted(_ALLOWED)).encode("ascii")
 
 
 def _locate(path, lines, first_line, rid):
@@ -39,45 +40,71 @@ def _locate(path, lines, first_line, rid):
     raise AssertionError("unreachable")
 
 
+#: Characters read per block.
+BLOCK = 1 << 22
+
+
 def read_records(path: str | os.PathLike) -> Iterator[Record]:
-    """Stream the records of a FASTA file (see the module notes)."""
+    """Stream the records of a FASTA file (see the module notes).
+
+    Records are cut out of large blocks of text at each line starting with ``>``; a record's
+    sequence is its lines joined with all blanks removed."""
     path = os.fspath(path)
     handle = _open_text(path)
-    header: str | None = None
-    header_line = 0
-    lines: list[str] = []
     count = 0
-    lineno = 0
+    lineno = 0          # lines before ``buf``
+    buf = ""
+    started = False     # the first header has been seen
 
-    def finish():
+    def parse(text: str, line: int) -> Record:
+        end = text.find("\n")
+        header, body = (text, "") if end < 0 else (text[:end], text[end + 1:])
         title = header[1:].strip()
         rid = title.split(None, 1)[0] if title else ""
         if not rid:
-            raise InputError("header line has no record id", path=path, line=header_line)
-        seq = "".join("".join(lines).split())
+            raise InputError("header line has no record id", path=path, line=line)
+        seq = "".join(body.split())
         if not seq:
-            raise InputError("empty record (no sequence)", path=path, line=header_line, record=rid)
-        if not _ALLOWED.issuperset(seq):
-            _locate(path, lines, header_line, rid)
-        return Record(id=rid, sequence=seq.upper(), description=title, line=header_line, source=path)
+            raise InputError("empty record (no sequence)", path=path, line=line, record=rid)
+        if not (seq.isascii() and not seq.encode("ascii").translate(None, _ALLOWED_BYTES)):
+            _locate(path, body.splitlines(keepends=True), line, rid)
+        return Record(id=rid, sequence=seq.upper(), description=title, line=line, source=path)
 
     try:
-        for line in handle:
-            lineno += 1
-            if line[:1] == ">":
-                if header is not None:
-                    yield finish()
+        while True:
+            block = handle.read(BLOCK)
+            eof = not block
+            buf += block
+            pos = 0
+            if not started:
+                first = 0 if buf.startswith(">") else buf.find("\n>") + 1 or -1
+                if first < 0 and not eof:
+                    first = buf.rfind("\n") + 1  # whole lines before any header so far
+                    head, buf = buf[:first], buf[first:]
+                    _check_blank(head, lineno, path)
+                    lineno += head.count("\n")
+                    continue
+                head = buf[:first] if first >= 0 else buf
+                _check_blank(head, lineno, path)
+                if first < 0:  # no header at all
+                    break
+                lineno += head.count("\n")
+                pos, started = first, True
+            while True:
+                nxt = buf.find("\n>", pos)
+                if nxt < 0:
+                    break
+                rec = buf[pos:nxt + 1]
+                yield parse(rec, lineno + 1)
+                count += 1
+                lineno += rec.count("\n")
+                pos = nxt + 1
+            buf = buf[pos:]
+            if eof:
+                if buf:
+                    yield parse(buf, lineno + 1)
                     count += 1
-                header, header_line, lines = line, lineno, []
-            elif header is None:
-                if line.strip():
-                    raise InputError("not FASTA: expected a header line starting with '>'",
-                                     path=path, line=lineno)
-            else:
-                lines.append(line)
-        if header is not None:
-            yield finish()
-            count += 1
+                break
     except UnicodeDecodeError:
         raise InputError("not FASTA: the file is not text (binary data or not UTF-8)",
                          path=path, line=lineno + 1) from None
@@ -88,6 +115,14 @@ def read_records(path: str | os.PathLike) -> Iterator[Record]:
             handle.close()
     if count == 0:
         raise InputError("not FASTA: no records found", path=path)
+
+
+def _check_blank(text: str, lineno: int, path: str) -> None:
+    """Text before the first header must be blank lines."""
+    if text.strip():
+        k = next(n for n, line in enumerate(text.splitlines()) if line.strip())
+        raise InputError("not FASTA: expected a header line starting with '>'", path=path,
+                         line=lineno + k + 1)
 
 
 def count_records(path: str) -> int:
