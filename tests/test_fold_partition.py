@@ -226,6 +226,25 @@ def test_vmap_over_a_padded_batch(x64):
         assert np.all(np.asarray(grads[b])[n:, :] == 0)         # padding never pairs
 
 
+def test_vmap_of_the_blocked_gradient(x64):
+    rng = random.Random(6)
+    seqs = [rand_seq(rng, 30), rand_seq(rng, 17)]
+    w = parse_weights("bpmax")
+    wm = jnp.asarray(w.matrix(), jnp.float64) / w.scale
+    codes = np.full((2, 32), 4, np.int32)
+    for b, s in enumerate(seqs):
+        codes[b, :len(s)] = encode(s)
+    scores = jax.vmap(lambda c: pt.pair_score_matrix(c, wm, 3))(jnp.asarray(codes))
+    f = lambda x: pt.log_partition_from_scores(x, 0.9, 3, "blocked", tile=8)  # noqa: E731
+    lz, g = jax.vmap(jax.value_and_grad(f))(scores)
+    for b, s in enumerate(seqs):
+        r = pt.partition(s, w, 3, 0.9, method="exact")
+        assert float(lz[b]) == pytest.approx(r.log_partition, rel=1e-13)
+        n = len(s)
+        assert np.allclose(0.9 * np.triu(np.asarray(g[b])[:n, :n], 1), r.probabilities,
+                           atol=1e-13)
+
+
 # ---------------------------------------------------------------------------------------
 # the tiled path
 

@@ -395,9 +395,10 @@ def _solve(codes: np.ndarray, weights: WeightSet, min_loop: int, temperature: fl
     limit = GUARD_LIMIT_F64 if dtype == jnp.float64 else GUARD_LIMIT_F32
     t = tile or default_tile(padded)
     lnz, P, guard = partition_and_probabilities(lw, chosen, t)
-    if chosen == "blocked" and float(guard) > limit:
+    suspect = not (float(guard) <= limit and np.isfinite(float(lnz)))   # NaN counts as over
+    if chosen == "blocked" and suspect:
         if method == "blocked":
-            log.warning("blocked partition function: a tile spans %.0f nats (> %.0f); "
+            log.warning("blocked partition function: a tile spans %s nats (> %.0f); "
                         "results may lose accuracy, use method='exact'", float(guard), limit)
         else:
             chosen = "exact"
@@ -500,6 +501,7 @@ def partition_records(records: Iterable, weights: WeightSet | str = "unit", min_
         yield result
 
 
-__all__ = ["inside_spans", "pair_score_matrix", "log_partition_from_scores",
+__all__ = ["inside_spans", "pair_score_matrix", "masked_log_weights", "log_partition_from_scores",
            "partition_and_probabilities", "log_partition", "pair_probabilities", "partition",
-           "PartitionResult", "probability_triples", "partition_records", "MAX_PLUS"]
+           "PartitionResult", "probability_triples", "partition_records", "estimate_bytes",
+           "float64"]

@@ -60,6 +60,7 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrna.fold.partition import _blocks, inside_from_skew, skew_pair_weights, skew_size
 from jaxrna.semiring import NEG_FLOAT, log_semiring
@@ -349,9 +350,11 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
         ok = (acc > 0) & (scale > NEG_FLOAT / 2)
         return jnp.where(ok, jnp.log(jnp.where(ok, acc, 1.0)) + lnz - scale, neg)
 
+    cap = 0.95 * float(np.log(np.finfo(dtype).max))                     # exp() stays finite
+
     def to_units(acc, arg, keep):
         ok = keep & (acc > 0)
-        return jnp.where(ok, acc * jnp.exp(jnp.minimum(arg, 700.0)), 0.0)
+        return jnp.where(ok, acc * jnp.exp(jnp.minimum(arg, cap)), 0.0)
 
     for d0, d1 in reversed(_blocks(0, nb, _group_count(nb, groups))):
         nt = nb - d0
