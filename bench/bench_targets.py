@@ -178,7 +178,8 @@ def main(argv=None) -> int:
         warm_s = 0.0
         if args.warmup:
             # enough blocks that every device thread of every device compiles
-            n_warm = max(args.warmup, qb * n_dev * (args.threads or 3)) if kernel == "pallas" else args.warmup
+            n_warm = (max(args.warmup, 2 * qb * n_dev * (args.threads or 3)) if kernel == "pallas"
+                      else args.warmup)
             warm = os.path.join(work, "warm.fa")
             with open(warm, "w") as fh:
                 fh.writelines(f">{r.id}\n{r.sequence}\n" for r in list(read_records(mirna_path))[-n_warm:])
@@ -192,6 +193,7 @@ def main(argv=None) -> int:
         def end_to_end(devices):
             out_path = args.keep or os.path.join(work, "report.txt")
             c0 = tree_cpu_seconds()
+            m0 = time.process_time()
             t0 = time.perf_counter()
             with open(out_path, "w") as out:
                 writer = writer_for("miranda", out, no_energy=params.no_energy, quiet=True)
@@ -200,6 +202,7 @@ def main(argv=None) -> int:
                                    engine_options=dict(options, devices=devices))
             stats["e2e"] = time.perf_counter() - t0
             stats["cpu_s"] = tree_cpu_seconds() - c0
+            stats["main_cpu_s"] = time.process_time() - m0
             stats["out_bytes"] = os.path.getsize(out_path)
             with open(out_path, "rb") as fh:
                 digest = hashlib.sha256()
@@ -231,11 +234,13 @@ def main(argv=None) -> int:
                        f"(sha256 {stats['sha256']})"
                        + (f" (after a warm-up run of {warm_s:.1f} s)" if args.warmup else " (cold)")),
         ("per miRNA", f"{per_mirna:.2f} s against all {stats['targets']} targets"),
-        ("CPU time", f"{cpu_s:.1f} s of CPU time (this process and its workers) over {e2e:.1f} s wall "
+        ("CPU time", f"{cpu_s:.1f} s of CPU time (this process {stats['main_cpu_s']:.1f} s, the rest its workers) over {e2e:.1f} s wall "
                      f"({cpu_s / e2e:.2f} cores busy on average; load average {os.getloadavg()[0]:.1f})"),
         ("breakdown", f"waiting for the devices {stats['timings']['device']:.1f} s, handing out and "
                       f"writing host work {stats['timings']['select']:.1f} s, reading/other "
-                      f"{e2e - stats['timings']['device'] - stats['timings']['select']:.1f} s; device "
+                      f"{e2e - stats['timings']['device'] - stats['timings']['select']:.1f} s (reading and "
+                      f"packing the targets {stats['timings']['setup']:.2f} s, tail after the devices "
+                      f"{stats['timings']['tail']:.2f} s); device "
                       f"threads: bulk scan {stats['timings']['scan']:.1f} s, extraction and traceback "
                       f"{stats['timings']['extract']:.1f} s"
                       + "".join(f", {k} {v:.2f} s" for k, v in stats["timings"].items() if k.startswith("profile"))),
@@ -243,6 +248,12 @@ def main(argv=None) -> int:
                       f"~{full_time / 60:,.1f} min extrapolated ({full_time:,.0f} s)"
                       if stats["mirnas"] < n_all_mirnas else f"{e2e:.1f} s measured"),
     ]
+    if stats.get("samples"):
+        import statistics
+
+        rows.append(("profile", "; ".join(
+            f"{k}: {len(v)} calls, {sum(v):.2f} s, median {statistics.median(v) * 1e3:.1f} ms"
+            for k, v in stats["samples"].items())))
     if args.compare_devices:
         one = runs[1]
         rows.append(("1 device", f"{one['e2e']:.1f} s end to end ({cells / one['e2e'] / 1e6:,.0f} M cells/s), "
@@ -257,6 +268,7 @@ def main(argv=None) -> int:
               "cells_per_s": cells / e2e, "scan_cells_per_s": scan_rate, "hits": stats["hits"],
               "extrapolated_full_s": full_time, "cpu_s": cpu_s, "timings": stats["timings"],
               "output_sha256": stats["sha256"], "output_bytes": out_bytes, "warmup_s": warm_s,
+              "main_cpu_s": stats["main_cpu_s"], "samples": stats.get("samples"),
               "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
     if args.compare_devices:
         record["one_device_s"] = runs[1]["e2e"]

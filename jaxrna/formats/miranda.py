@@ -194,30 +194,33 @@ class MirandaWriter(TargetsWriter):
                          in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
                                 similarity, am, mp, at)]
         heads = np.flatnonzero(np.diff(t, prepend=-1)) if len(t) else np.zeros(0, np.int64)
-        ends = np.append(heads[1:], len(t))
+        ends = np.append(heads[1:], len(t)).tolist()
+        sc = table.score[lo:hi]
+        totals = np.add.reduceat(sc, heads).tolist() if len(t) else []
+        bests = np.maximum.reduceat(sc, heads).tolist() if len(t) else []
+        pair_t = t[heads].tolist()
         lengths = targets.text.lengths
-        pairs = {}
-        for a, b in zip(heads.tolist(), ends.tolist()):
-            x = int(t[a])
-            total = 0.0
-            best = 0.0
-            for s in scores[a:b]:
-                total += s
-                if s > best:
-                    best = s
-            pairs[x] = "".join(hit_texts[a:b]) + (
-                ("" if self.quiet else "Score for this Scan:\n")
-                + "Seq1,Seq2,Tot Score,Tot Energy,Max Score,Max Energy,Strand,Len1,Len2,Positions\n"
-                + ">>%s\t%s\t%2.2f\t0.0\t%2.2f\t0.0\t%d\t%d\t%d\t%s\n" % (
-                    mirna_id, tids[a], total, best, pair_base + x, mirna_len, int(lengths[x]),
-                    "".join(" %d" % r for r in r_start[a:b]))
-                + "Complete\n\n")
-        if self.quiet:
-            return "".join(pairs[x] for x in sorted(pairs))
+        positions = [" %d" % r for r in r_start]
+        lead = ("" if self.quiet else "Score for this Scan:\n") + _SCAN_HEADER
+        heads = heads.tolist()
+        trailers = [lead + _SCAN_LINE % (mirna_id, tids[a], total, best, pair_base + x, mirna_len,
+                                         int(lengths[x]), "".join(positions[a:b]))
+                    for a, b, x, total, best in zip(heads, ends, pair_t, totals, bests)]
         parts = []
+        if self.quiet:
+            for a, b, trailer in zip(heads, ends, trailers):
+                parts.extend(hit_texts[a:b])
+                parts.append(trailer)
+            return "".join(parts)
+        pairs = {x: (a, b, trailer) for a, b, x, trailer in zip(heads, ends, pair_t, trailers)}
         for x, (tid, desc) in enumerate(zip(targets.ids, targets.descriptions)):
             parts.append(self.pair_header(mirna_id, tid, desc, int(lengths[x])))
-            parts.append(pairs[x] if x in pairs else _NO_HITS)
+            if x in pairs:
+                a, b, trailer = pairs[x]
+                parts.extend(hit_texts[a:b])
+                parts.append(trailer)
+            else:
+                parts.append(_NO_HITS)
         return "".join(parts)
 
     def end(self) -> None:
@@ -232,6 +235,8 @@ _KEYVAL = ("//hit_info\tquery_id=%s\treference_id=%s\tscore=%f\tenergy=%f\tquery
            "query_end=%d\tref_start=%d\tref_end=%d\taln_length=%d\tidentity=%f\t"
            "similarity=%f\taln_mirna=%s\taln_map=%s\taln_utr=%s\n")
 _NO_HITS = "Score for this Scan:\nNo Hits Found above Threshold\nComplete\n\n"
+_SCAN_HEADER = "Seq1,Seq2,Tot Score,Tot Energy,Max Score,Max Energy,Strand,Len1,Len2,Positions\n"
+_SCAN_LINE = ">>%s\t%s\t%2.2f\t0.0\t%2.2f\t0.0\t%d\t%d\t%d\t%s\nComplete\n\n"
 
 
 TSV_COLUMNS = ("mirna_id", "target_id", "score", "energy", "mirna_start", "mirna_end",

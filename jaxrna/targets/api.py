@@ -193,6 +193,7 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     mirna_nt = sum(q.n for q in queries)
     n_targets = None
     clock = time.perf_counter
+    marks = {"start": clock()}
     try:
         seen = 0
         last = False
@@ -206,15 +207,15 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
             info = ChunkInfo([t.id for t in targets], [t.description for t in targets],
                              TargetText.from_sequences([t.sequence for t in targets]), seen, total)
             shared = report.chunk_path(c, info)
+            marks.setdefault("first chunk ready", clock())
             ji = 0
             for ks, traced in engine.iter_traced(queries, targets, progress=progress):
                 t0 = clock()
-                for s in range(0, len(ks), JOB_MIRNAS):
+                cuts = traced.q.searchsorted(list(range(0, len(ks), JOB_MIRNAS)) + [len(ks)])
+                for n, s in enumerate(range(0, len(ks), JOB_MIRNAS)):
                     part = ks[s:s + JOB_MIRNAS]
-                    sub = traced if len(part) == len(ks) else traced.take(
-                        (traced.q >= s) & (traced.q < s + len(part)))
-                    if sub is not traced:
-                        sub.q = sub.q - s
+                    sub = traced.take(slice(cuts[n], cuts[n + 1]))  # the candidates come by miRNA
+                    sub.q = sub.q - s
                     job = BlockJob(shared, part, [mirna_records[k].id for k in part],
                                    [mirna_records[k].description for k in part],
                                    [queries[k].sequence for k in part], sub, spec if spec[0] else writer,
@@ -233,6 +234,7 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
         if not last:  # no targets at all
             report.last_chunk = -1
         t0 = clock()
+        marks["devices done"] = clock()
         report.flush(wait=True)
         engine.timings["select"] += clock() - t0
         writer.end()
@@ -241,4 +243,7 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     stats["hits"] = report.hits
     stats["pairs"] = stats["mirnas"] * stats["targets"]
     stats["timings"] = dict(engine.timings)
+    stats["samples"] = {k: list(v) for k, v in engine.samples.items()}
+    stats["timings"]["setup"] = marks.get("first chunk ready", marks["start"]) - marks["start"]
+    stats["timings"]["tail"] = clock() - marks.get("devices done", clock())
     return stats

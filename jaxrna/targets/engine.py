@@ -324,6 +324,7 @@ class Engine:
         self.threads_per_device = threads_per_device or THREADS_PER_DEVICE.get(self.devices[0].platform, 1)
         self.lane_batch = lane_batch or LANE_BATCH[kernel]
         self.profile = profile
+        self.samples: dict[str, list[float]] = {}  # profile: seconds of every call of each stage
         #: wall seconds the consumer waited for the devices and spent on hit selection and text
         #: (in this process, or handing it to workers); "scan" and "extract": device-thread
         #: seconds (summed over threads) in the bulk scan and in extraction and traceback
@@ -479,6 +480,7 @@ class Engine:
         with self._timing_lock:
             key = "profile " + name
             self.timings[key] = self.timings.get(key, 0.0) + t1 - t0
+            self.samples.setdefault(name, []).append(t1 - t0)
         return t1
 
     def _words(self, run: _Run, dev: _OnDevice, qs: list[Query]):
@@ -494,34 +496,38 @@ class Engine:
         tabs += [tabs[-1]] * (self.query_block - len(tabs))  # a full block: one compiled shape
         args = [jnp.asarray(np.stack([t[x] for t in tabs])) for x in range(4)]
         words = scan_lanes_packed(*args, dev.lanes, threshold, interpret=self.interpret)
-        return words if len(qs) == self.query_block else words[:len(qs)]
+        return words  # (query_block rows: those past len(qs) repeat the last miRNA)
 
     def _extract(self, run: _Run, dev: _OnDevice, qs: list[Query], words) -> Traced:
         """Device-side refill, extraction and traceback (:mod:`jaxrna.targets.extract`)."""
         chunk = run.chunk
         geometry = (chunk.width, chunk.span, chunk.n_lanes, chunk.total)
         t0 = time.perf_counter()
-        counts = np.asarray(extract.segment_counts(words, *geometry)).astype(np.int64)
+        rows = words.shape[0]  # >= len(qs): a full block (one compiled shape), the rest ignored
+        counts = np.asarray(extract.segment_counts(words, *geometry)).astype(np.int64)[:len(qs)]
         t0 = self._stage("counts", t0, None)
         if not counts.sum():
             return Traced.concat([])
         block = extract.LANE_BLOCK
         padded = -(-counts // block) * block
-        offsets = np.concatenate([[0], np.cumsum(padded)[:-1]]).astype(np.int32)
-        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int32)
+        offsets = np.zeros(rows, np.int32)
+        firsts = np.zeros(rows, np.int32)
+        offsets[:len(qs)] = np.concatenate([[0], np.cumsum(padded)[:-1]])
+        firsts[:len(qs)] = np.concatenate([[0], np.cumsum(counts)[:-1]])
         used = int(padded.sum())
         batch = min(self.lane_batch, _bucket(used, MIN_LANE_BATCH, 8))
         n_out = -(-used // batch) * batch
-        tile_start, tile_own = extract.segment_tiles(words, *geometry, offsets, firsts, n_out=n_out,
-                                                     capacity=n_out)
+        tile_start, tile_own = extract.segment_tiles(words, *geometry, offsets, firsts, len(qs),
+                                                     n_out=n_out, capacity=n_out)
         t0 = self._stage("tiles", t0, tile_own)
         block_q = np.full(n_out // block, -1, np.int32)
         for x in range(len(qs)):
             block_q[offsets[x] // block:(offsets[x] + padded[x]) // block] = x
         height = max(q.height for q in qs)
         tabs = [q.tables_at(height) for q in qs]
+        tabs += [tabs[-1]] * (rows - len(tabs))
         tables = [jnp.asarray(np.stack([t[x] for t in tabs]).astype(np.int32)) for x in range(4)]
-        pads = jnp.asarray(np.array([height - q.n for q in qs], np.int32))
+        pads = jnp.asarray(np.array([height - q.n for q in qs] + [0] * (rows - len(qs)), np.int32))
         overlaps = np.array([q.overlap for q in qs], np.int64)
         max_steps = height + int(overlaps.max()) + 2  # a traceback crosses at most W columns
         n_words = _bucket(-(-max_steps // MOVES_PER_WORD), 8)
@@ -552,9 +558,12 @@ class Engine:
                 rows, count = launch(first, cap)
             if n:
                 got = np.asarray(rows[:_bucket(n, cap // 8)] if n <= cap // 2 else rows)[:n]
-                parts.append(extract.rows_to_traced(got, overlaps, max_steps))
+                extract.check_rows(got, overlaps, max_steps)
+                parts.append(got)
             self._stage("fetch", t0, None)
-        return Traced.concat(parts).trimmed()
+        if not parts:
+            return Traced.concat([])
+        return extract.rows_to_traced(parts[0] if len(parts) == 1 else np.concatenate(parts))
 
     def _host_extract(self, run: _Run, q: Query, words: np.ndarray) -> Traced:
         """Free gaps (a whole target per lane): candidates extracted and traced on the host."""

@@ -67,16 +67,19 @@ def segment_counts(words, width, span, n_lanes, total):
 
 
 @partial(jax.jit, static_argnames=("n_out", "capacity"))
-def segment_tiles(words, width, span, n_lanes, total, offsets, firsts, *, n_out: int, capacity: int):
+def segment_tiles(words, width, span, n_lanes, total, offsets, firsts, n_live, *, n_out: int,
+                  capacity: int):
     """``(p0, own)`` (n_out,) of the tiles, miRNA q's tiles in stream order at lanes
     ``offsets[q]...`` (``firsts[q]`` = tiles of the miRNAs before it; ``capacity`` >= all
-    tiles). Unused lanes own no columns."""
+    tiles of the first ``n_live`` miRNAs; the others are left out). Unused lanes own no
+    columns."""
     flagged, p0, own = _tiles(words, width, span, n_lanes, total)
     per_q = flagged.shape[1] * flagged.shape[2]
     idx = jnp.nonzero(flagged.reshape(-1), size=capacity, fill_value=-1)[0]
     q = jnp.maximum(idx, 0) // per_q
     rem = jnp.maximum(idx, 0) % per_q
-    dest = jnp.where(idx >= 0, offsets[q] + jnp.arange(capacity, dtype=jnp.int32) - firsts[q], n_out)
+    dest = jnp.where((idx >= 0) & (q < n_live),
+                     offsets[q] + jnp.arange(capacity, dtype=jnp.int32) - firsts[q], n_out)
     start = jnp.zeros(n_out, jnp.int32).at[dest].set(p0.reshape(-1)[rem], mode="drop")
     count = jnp.zeros(n_out, jnp.int32).at[dest].set(own.reshape(-1)[rem], mode="drop")
     return start, count
@@ -173,14 +176,19 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, threshold, max_ste
     return rows, count
 
 
-def rows_to_traced(rows: np.ndarray, overlaps: np.ndarray, max_steps: int) -> Traced:
-    """Host side: the fetched rows as :class:`Traced`, with the checks that the tracebacks stayed
-    in the exact part of their segments (``overlaps[q]`` = miRNA q's W) and within
-    ``max_steps``."""
-    q, t, i, j, i0, j0, score, nsteps, tcol = (rows[:, k] for k in range(FIELDS))
+def check_rows(rows: np.ndarray, overlaps: np.ndarray, max_steps: int) -> None:
+    """Host side: the tracebacks of fetched rows stayed within ``max_steps`` moves and in the
+    exact part of their segments (``overlaps[q]`` = miRNA q's W)."""
+    q, nsteps, j0, tcol = rows[:, 0], rows[:, 7], rows[:, 5], rows[:, 8]
     if np.any(nsteps >= max_steps):
         raise AssertionError("a traceback ran past its step bound")
     last = j0.astype(np.int64) + tcol - 1  # the leftmost segment column the traceback read
     if np.any((tcol < 0) & (last < overlaps[q])):
         raise AssertionError("a traceback left the exact part of its segment")
-    return Traced(q, t, i, j, i0, j0, score, nsteps, rows[:, FIELDS:].view(np.uint32))
+
+
+def rows_to_traced(rows: np.ndarray) -> Traced:
+    """Fetched rows as :class:`Traced` (views; moves trimmed to the longest traceback)."""
+    words = max(1, -(-int(rows[:, 7].max(initial=0)) // MOVES_PER_WORD))
+    return Traced(*(rows[:, k] for k in range(FIELDS - 1)),
+                  moves=rows[:, FIELDS:FIELDS + words].view(np.uint32))

@@ -71,14 +71,6 @@ class Traced:
         matrix[:, len(cols):] = self.moves.view(np.int32) if self.moves.dtype == np.uint32 else self.moves
         return (_traced_from_matrix, (matrix,))
 
-    def trimmed(self) -> "Traced":
-        """The same candidates with no more move words than the longest traceback needs."""
-        words = max(1, -(-int(self.nsteps.max(initial=0)) // MOVES_PER_WORD))
-        if words >= self.moves.shape[1]:
-            return self
-        return Traced(*(getattr(self, f.name) for f in fields(self) if f.name != "moves"),
-                      moves=np.ascontiguousarray(self.moves[:, :words]))
-
     def take(self, idx) -> "Traced":
         return Traced(*(getattr(self, f.name)[idx] for f in fields(self)))
 
