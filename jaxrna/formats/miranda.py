@@ -175,21 +175,29 @@ class MirandaWriter(TargetsWriter):
         t = table.t[lo:hi]
         n, i, i0 = table.n[lo:hi], table.i[lo:hi], table.i0[lo:hi]
         aln, matches = table.aln_len[lo:hi], table.matches[lo:hi]
-        identity = (matches / aln * 100.0).tolist()
-        similarity = ((matches + table.wobbles[lo:hi]) / aln * 100.0).tolist()
+        # percentages formatted once per distinct (count, length); scores are whole numbers,
+        # so "%f" and "%2.2f" of a score are its digits and zeros
+        fmt = "%f" if self.keyval else "%3.2f"
+        identity = _percentages(matches, aln, fmt)
+        similarity = _percentages(matches + table.wobbles[lo:hi], aln, fmt)
         q_start, q_end = (n - i + 1).tolist(), (n - i0 + 1).tolist()
         r_start, r_end = table.ref_start[lo:hi].tolist(), table.ref_end[lo:hi].tolist()
         scores, aln = table.score[lo:hi].tolist(), aln.tolist()
         tids = [targets.ids[x] for x in t.tolist()]
         am, mp, at = table.aln_mirna[lo:hi], table.aln_map[lo:hi], table.aln_target[lo:hi]
+        m = mirna_id
         if self.keyval:
-            hit_texts = [_KEYVAL % (mirna_id, tid, s, 0.0, qs, qe, rs, re, al, idn, sim, a, b, c)
+            hit_texts = [f"//hit_info\tquery_id={m}\treference_id={tid}\tscore={s}.000000\tenergy=0.000000"
+                         f"\tquery_start={qs}\tquery_end={qe}\tref_start={rs}\tref_end={re}\taln_length={al}"
+                         f"\tidentity={idn}\tsimilarity={sim}\taln_mirna={a}\taln_map={b}\taln_utr={c}\n"
                          for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c
                          in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
                                 similarity, am, mp, at)]
         else:
-            hit_texts = [_HIT_NO_ENERGY % (s, qs, qe, rs, re, al, idn, sim, a, b, c, mirna_id, tid,
-                                           s, 0.0, qs, qe, rs, re, al, idn, sim)
+            hit_texts = [f"\n   Forward:\tScore: {s}.000000  Q:{qs} to {qe}  R:{rs} to {re} Align Len ({al}) "
+                         f"({idn}%) ({sim}%)\n\n   Query:    3' {a} 5'\n                {b}\n"
+                         f"   Ref:      5' {c} 3'\n\n\nScores for this hit:\n>{m}\t{tid}\t{s}.00\t0.00\t"
+                         f"{qs} {qe}\t{rs} {re}\t{al}\t{idn}%\t{sim}%\n\n"
                          for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c
                          in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
                                 similarity, am, mp, at)]
@@ -200,12 +208,13 @@ class MirandaWriter(TargetsWriter):
         bests = np.maximum.reduceat(sc, heads).tolist() if len(t) else []
         pair_t = t[heads].tolist()
         lengths = targets.text.lengths
-        positions = [" %d" % r for r in r_start]
+        positions = [f" {r}" for r in r_start]
         lead = ("" if self.quiet else "Score for this Scan:\n") + _SCAN_HEADER
         heads = heads.tolist()
-        trailers = [lead + _SCAN_LINE % (mirna_id, tids[a], total, best, pair_base + x, mirna_len,
-                                         int(lengths[x]), "".join(positions[a:b]))
-                    for a, b, x, total, best in zip(heads, ends, pair_t, totals, bests)]
+        lens = lengths[pair_t].tolist() if pair_t else []
+        trailers = [f"{lead}>>{m}\t{tids[a]}\t{total}.00\t0.0\t{best}.00\t0.0\t{pair_base + x}\t"
+                    f"{mirna_len}\t{ln}\t{''.join(positions[a:b])}\nComplete\n\n"
+                    for a, b, x, total, best, ln in zip(heads, ends, pair_t, totals, bests, lens)]
         parts = []
         if self.quiet:
             for a, b, trailer in zip(heads, ends, trailers):
@@ -227,16 +236,22 @@ class MirandaWriter(TargetsWriter):
         self.out.write("Scan Complete\n\n")
 
 
-_HIT_NO_ENERGY = ("\n   Forward:\tScore: %f  Q:%d to %d  R:%d to %d Align Len (%d) (%3.2f%%) (%3.2f%%)\n\n"
-                  "   Query:    3' %s 5'\n                %s\n   Ref:      5' %s 3'\n\n"
-                  "\nScores for this hit:\n"
-                  ">%s\t%s\t%2.2f\t%2.2f\t%d %d\t%d %d\t%d\t%3.2f%%\t%3.2f%%\n\n")
 _KEYVAL = ("//hit_info\tquery_id=%s\treference_id=%s\tscore=%f\tenergy=%f\tquery_start=%d\t"
            "query_end=%d\tref_start=%d\tref_end=%d\taln_length=%d\tidentity=%f\t"
            "similarity=%f\taln_mirna=%s\taln_map=%s\taln_utr=%s\n")
 _NO_HITS = "Score for this Scan:\nNo Hits Found above Threshold\nComplete\n\n"
 _SCAN_HEADER = "Seq1,Seq2,Tot Score,Tot Energy,Max Score,Max Energy,Strand,Len1,Len2,Positions\n"
-_SCAN_LINE = ">>%s\t%s\t%2.2f\t0.0\t%2.2f\t0.0\t%d\t%d\t%d\t%s\nComplete\n\n"
+
+
+def _percentages(count: np.ndarray, length: np.ndarray, fmt: str) -> list[str]:
+    """``fmt % (count / length * 100.0)`` for every row, formatted once per distinct pair."""
+    if not len(count):
+        return []
+    key = count.astype(np.int64) * (int(length.max()) + 1) + length
+    uniq, inverse = np.unique(key, return_inverse=True)
+    width = int(length.max()) + 1
+    text = [fmt % (int(k // width) / int(k % width) * 100.0) for k in uniq.tolist()]
+    return [text[k] for k in inverse.tolist()]
 
 
 TSV_COLUMNS = ("mirna_id", "target_id", "score", "energy", "mirna_start", "mirna_end",

@@ -1,4 +1,6 @@
-"""Pallas GPU kernel for the miRanda bulk scan: :func:`jaxrna.targets.scan.scan_lanes` on GPUs.
+"""Pallas GPU kernels for miRanda: the bulk scan (:func:`scan_lanes_packed`, the GPU form of
+:func:`jaxrna.targets.scan.scan_lanes`) and the segment refill (:func:`refill_pallas`, the GPU
+form of :func:`jaxrna.targets.scan.fill_segments`).
 
 Same recurrence and same answer as the pure-JAX column step (``jaxrna.targets.scan``), written
 for one GPU thread per lane: each program owns ``block`` lanes of the packed target stream for
@@ -9,8 +11,11 @@ Flags (the column holds a candidate) are packed 32 columns to an int32 word per 
 miRNA's output is 1/8 of its input.
 
 The grid is (miRNA, lane block): many miRNAs in one launch (they read the same lanes, which
-stay in L2), each with its own rows. On CPU the kernel runs in Pallas' interpret mode, which is
-how the tests compare it with the pure-JAX path.
+stay in L2), each with its own rows. The refill kernel writes every cell's packed traceback code
+(and the best scores of the columns whose candidates are wanted) for short segments, a block of
+128 segments per program and one miRNA per block, so one launch serves a whole block of miRNAs.
+On CPU the kernels run in Pallas' interpret mode, which is how the tests compare them with the
+pure-JAX path.
 """
 
 from __future__ import annotations

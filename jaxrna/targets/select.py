@@ -258,24 +258,22 @@ def build_strings(tr: Traced, mirnas: list[str], targets: TargetText) -> HitTabl
     qa[dst] = mchars[moff[q[h]] + i[h] + r] | 0x20
     col = j[h] + r + 1
     ta[dst] = np.where(col <= m[h], tchars[tbase[h] + np.minimum(col, m[h]) - 1] | 0x20, _DASH)
-    # aligned columns, forward (the moves reversed): a diagonal, b target only, c miRNA only
+    # aligned columns: move s (traceback order) is column steps - 1 - s of the aligned part and
+    # sits at the cell the traceback had reached: a diagonal, b target only, c miRNA only
     if K and mv.shape[1]:
-        idx = steps[:, None] - 1 - np.arange(mv.shape[1])[None, :]
-        valid = idx >= 0
-        fwd = np.where(valid, np.take_along_axis(mv, np.maximum(idx, 0), axis=1), 0)
-        di = ((fwd == 1) | (fwd == 3)).astype(np.int64)
-        dj = ((fwd == 1) | (fwd == 2)).astype(np.int64)
-        rows = i0[:, None] + np.cumsum(di, axis=1)   # row reached by the move (1-based)
-        cols = j0[:, None] + np.cumsum(dj, axis=1)
+        width = mv.shape[1]
+        valid = np.arange(width, dtype=np.int32)[None, :] < steps[:, None]
+        di = (mv == 1) | (mv == 3)
+        dj = (mv == 1) | (mv == 2)
+        rows = i[:, None] - (np.cumsum(di, axis=1, dtype=np.int32) - di)   # 1-based cell row
+        cols = j[:, None] - (np.cumsum(dj, axis=1, dtype=np.int32) - dj)
         hh, kk = np.nonzero(valid)
-        f, rr, cc = fwd[hh, kk], rows[hh, kk], cols[hh, kk]
-        dst = start[hh] + i0[hh] + kk
-        has_q = f != 2
-        has_t = f != 3
+        f, rr, cc = mv[hh, kk], rows[hh, kk], cols[hh, kk]
+        dst = start[hh] + i0[hh] + steps[hh] - 1 - kk
         qc = mchars[moff[q[hh]] + np.maximum(rr, 1) - 1]
         tc = tchars[tbase[hh] + np.maximum(cc, 1) - 1]
-        qa[dst] = np.where(has_q, qc & 0xDF, _DASH)
-        ta[dst] = np.where(has_t, tc & 0xDF, _DASH)
+        qa[dst] = np.where(f != 2, qc & 0xDF, _DASH)
+        ta[dst] = np.where(f != 3, tc & 0xDF, _DASH)
         diag = f == 1
         sym = _SYMBOL[mcodes[moff[q[hh]] + np.maximum(rr, 1) - 1], tcodes_of[tc]]
         ma[dst] = np.where(diag, sym, _SPACE)

@@ -63,7 +63,9 @@ def read_records(path: str | os.PathLike) -> Iterator[Record]:
         rid = title.split(None, 1)[0] if title else ""
         if not rid:
             raise InputError("header line has no record id", path=path, line=line)
-        seq = "".join(body.split())
+        seq = body.replace("\n", "")
+        if not seq.isalpha():  # other blanks (or characters to report): the general path
+            seq = "".join(seq.split())
         if not seq:
             raise InputError("empty record (no sequence)", path=path, line=line, record=rid)
         if not (seq.isascii() and not seq.encode("ascii").translate(None, _ALLOWED_BYTES)):
