@@ -22,14 +22,16 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
+
+import numpy as np
 
 from jaxrna.io.errors import InputError
 from jaxrna.io.fasta import Record
 from jaxrna.targets.engine import Engine, make_target, prepare_query
 from jaxrna.targets.records import PairResult
 from jaxrna.targets.scoring import ScanParams
-from jaxrna.targets.sequences import LETTERS, count_records, read_records
+from jaxrna.targets.sequences import LETTERS, count_records, read_bulk, read_records
 
 log = logging.getLogger("jaxrna")
 
@@ -155,20 +157,41 @@ def _chunks_and_last(records: Iterable[Record], chunk_nt: int) -> Iterator[tuple
     """:func:`_chunks`, each with whether it is the last (one record read ahead)."""
     it = iter(records)
     chunk, size = [], 0
-    for rec in it:
+    ahead = next(it, None)
+    while ahead is not None:
+        rec, ahead = ahead, None
         chunk.append(rec)
         size += len(rec)
-        if size >= chunk_nt:
-            try:
-                ahead = next(it)
-            except StopIteration:
-                break
+        ahead = next(it, None)
+        if size >= chunk_nt and ahead is not None:
             yield chunk, False
-            chunk, size = [ahead], len(ahead)
-            if size >= chunk_nt:  # pragma: no cover - one record larger than a chunk
-                continue
+            chunk, size = [], 0
     if chunk:
         yield chunk, True
+
+
+def _target_chunks(path: str, chunk_nt: int):
+    """``(ids, descriptions, TargetText, last, records in the file or None)`` per chunk of at
+    least ``chunk_nt`` nucleotides (the record that reaches it ends the chunk): read in bulk
+    where the file allows (:func:`~jaxrna.targets.sequences.read_bulk`), else streamed."""
+    from jaxrna.targets.select import TargetText
+
+    bulk = read_bulk(path)
+    if bulk is None:
+        for records, last in _chunks_and_last(read_records(path), chunk_nt):
+            yield ([r.id for r in records], [r.description for r in records],
+                   TargetText.from_sequences([r.sequence for r in records]), last, None)
+        return
+    ids, descriptions, letters, lengths = bulk
+    cum = np.cumsum(lengths)
+    first = 0
+    while first < len(ids):
+        done = int(cum[first - 1]) if first else 0
+        end = min(int(np.searchsorted(cum, done + chunk_nt, side="left")) + 1, len(ids))
+        yield (ids[first:end], descriptions[first:end],
+               TargetText.from_lengths(letters[done:int(cum[end - 1])], lengths[first:end]),
+               end == len(ids), len(ids))
+        first = end
 
 
 def _write_scan(mirna_records, queries, targets_path, countable, writer, params, chunk_nt,
@@ -177,7 +200,6 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     first chunk gives it when it is the only one, else the file is counted first
     (``countable``: it can be read twice)."""
     from jaxrna.targets.output import BlockJob, ChunkInfo, OrderedReport, default_workers
-    from jaxrna.targets.select import TargetText
 
     engine = Engine(params, energy=_energy(params), **engine_options)
     spec = writer.spec()
@@ -197,15 +219,14 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     try:
         seen = 0
         last = False
-        for c, (records, last) in enumerate(_chunks_and_last(read_records(targets_path), chunk_nt)):
-            targets = [make_target(r.id, r.description, r.sequence) for r in records]
+        for c, (ids, descriptions, targets, last, known) in enumerate(_target_chunks(targets_path, chunk_nt)):
             if c == 0:
-                n_targets = len(targets) if last else count_records(targets_path) if countable else None
+                n_targets = known if known is not None else len(targets) if last else \
+                    count_records(targets_path) if countable else None
                 if progress is not None and n_targets is not None:
                     progress.total = len(queries) * n_targets
             total = n_targets if n_targets is not None else seen + len(targets)
-            info = ChunkInfo([t.id for t in targets], [t.description for t in targets],
-                             TargetText.from_sequences([t.sequence for t in targets]), seen, total)
+            info = ChunkInfo(ids, descriptions, targets, seen, total)
             shared = report.chunk_path(c, info)
             marks.setdefault("first chunk ready", clock())
             ji = 0
@@ -223,7 +244,7 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
                     report.submit(c, ji, job, last)
                     ji += 1
                 engine.timings["select"] += clock() - t0
-            chunk_total = sum(len(t) for t in targets)
+            chunk_total = int(targets.lengths.sum())
             seen += len(targets)
             stats["targets"] = seen
             stats["target_nt"] += chunk_total

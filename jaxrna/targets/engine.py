@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrna.alphabet import _TABLE as CODE_OF_BYTE
 from jaxrna.alphabet import encode
 from jaxrna.kernels.miranda_fill import packed_positions
 from jaxrna.targets import extract
@@ -174,21 +175,25 @@ class Chunk:
     ``lanes_t`` (lanes, rows) holds each lane's codes contiguously (the scans want them
     transposed, :attr:`lanes`, which the devices do)."""
 
-    def __init__(self, targets: list[Target], overlap: int | None, max_lanes: int = MAX_LANES,
-                 lane_columns: int | None = None):
-        self.targets = targets
-        lengths = np.array([len(t) for t in targets], dtype=np.int64)
+    def __init__(self, targets: "list[Target] | TargetText", overlap: int | None,
+                 max_lanes: int = MAX_LANES, lane_columns: int | None = None):
+        if isinstance(targets, TargetText):  # letters read in bulk
+            lengths = targets.lengths.astype(np.int64)
+            self.codes = CODE_OF_BYTE[targets.chars]
+        else:
+            lengths = np.array([len(t) for t in targets], dtype=np.int64)
+            self.codes = encode("".join(t.sequence for t in targets)).astype(np.int8)
+        self.lengths = lengths
         self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         self.total = int(lengths.sum())
-        self.codes = encode("".join(t.sequence for t in targets)).astype(np.int8)
         if overlap is None:  # free gaps: no finite overlap, one whole target per lane
             longest = int(lengths.max())
             self.width = 0
             self.span = _round_up(longest, WORD)
-            self.n_lanes = _lanes_bucket(len(targets))
+            self.n_lanes = _lanes_bucket(len(lengths))
             lanes = np.full((self.n_lanes, self.span), 4 | RESET, dtype=np.int8)
-            for k, (t, s) in enumerate(zip(targets, self.starts.tolist())):
-                lanes[k, :len(t)] = self.codes[s:s + len(t)]
+            for k, (n, s) in enumerate(zip(lengths.tolist(), self.starts.tolist())):
+                lanes[k, :n] = self.codes[s:s + n]
                 lanes[k, 0] |= RESET
             self.lanes_t = lanes
             self.lane_of_target = True
@@ -225,9 +230,9 @@ class Chunk:
         """``(target index, 0-based column)`` of every flagged lane column (``col``, ``lane``
         index the lanes array), owned by its lane, in stream order."""
         if self.lane_of_target:
-            keep = lane < len(self.targets)
+            keep = lane < len(self.lengths)
             col, lane = col[keep], lane[keep]
-            keep = col < np.array([len(t) for t in self.targets])[lane]
+            keep = col < self.lengths[lane]
             col, lane = col[keep], lane[keep]
             order = np.lexsort((col, lane))
             return lane[order], col[order]
@@ -343,15 +348,16 @@ class Engine:
 
     # --- in-process results (the library API and the tests) ---
 
-    def scan_chunk(self, queries: list[Query], targets: list[Target], progress=None):
+    def scan_chunk(self, queries: list[Query], targets: "list[Target] | TargetText", progress=None):
         """Hits of every query against every target of the chunk: ``{(q, t): [Hit, ...]}`` for
         the pairs with at least one accepted hit (indices into the two lists)."""
         return {(k, t): h for k, found in self.iter_chunk(queries, targets, progress)
                 for t, h in found.items()}
 
-    def iter_chunk(self, queries: list[Query], targets: list[Target], progress=None):
+    def iter_chunk(self, queries: list[Query], targets: "list[Target] | TargetText", progress=None):
         """Yield ``(query index, {target index: [Hit, ...]})`` for every query, in order."""
-        text = TargetText.from_sequences([t.sequence for t in targets]) if targets else None
+        text = targets if isinstance(targets, TargetText) else \
+            TargetText.from_sequences([t.sequence for t in targets]) if targets else None
         for ks, traced in self.iter_traced(queries, targets, progress):
             t0 = time.perf_counter()
             per_q: dict[int, dict] = {}
@@ -365,13 +371,13 @@ class Engine:
 
     # --- the device side ---
 
-    def iter_traced(self, queries: list[Query], targets: list[Target], progress=None):
+    def iter_traced(self, queries: list[Query], targets: "list[Target] | TargetText", progress=None):
         """Yield ``(miRNA indices of a block, Traced)`` for every block, in order; ``q`` of the
         candidates indexes the block's list. ``progress.update(n)`` counts pairs done."""
         blocks = self.blocks(len(queries))
         live = [q.gain >= self.params.score_threshold or self.params.gaps_can_gain for q in queries]
         live_qs = [q for q, ok in zip(queries, live) if ok]
-        if not targets or not live_qs:
+        if not len(targets) or not live_qs:
             for ks in blocks:
                 if progress is not None:
                     progress.update(len(targets) * len(ks))

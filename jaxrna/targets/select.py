@@ -118,6 +118,14 @@ class TargetText:
     starts: np.ndarray   # int64
     lengths: np.ndarray  # int64
 
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @staticmethod
+    def from_lengths(chars: np.ndarray, lengths: np.ndarray) -> "TargetText":
+        lengths = np.asarray(lengths, np.int64)
+        return TargetText(chars, np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), lengths)
+
     @staticmethod
     def from_sequences(sequences: list[str]) -> "TargetText":
         lengths = np.array([len(s) for s in sequences], np.int64)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from typing import Iterator
 
+import numpy as np
+
 from jaxrna.io.errors import InputError
 from jaxrna.io.fasta import Record, _open_text
 
@@ -127,6 +129,67 @@ def _check_blank(text: str, lineno: int, path: str) -> None:
                          line=lineno + k + 1)
 
 
+#: Plain files up to this size may be read whole by :func:`read_bulk`.
+BULK_LIMIT = 1 << 28
+
+#: letter -> its upper case, anything else -> 0
+_UPPER_OR_0 = np.zeros(256, dtype=np.uint8)
+_UPPER_OR_0[np.frombuffer(LETTERS.encode("ascii"), np.uint8)] = np.frombuffer(LETTERS.upper().encode("ascii"), np.uint8)
+
+
+def read_bulk(path: str | os.PathLike):
+    """The whole file at once, with array operations: ``(ids, descriptions, letters, lengths)``
+    (letters upper-cased, every record's concatenated, as a uint8 array), or None when the file
+    is not a plain file of at most :data:`BULK_LIMIT` bytes in the plainest FASTA (a header on
+    the first line, no blank or carriage-return lines, letters only in the sequences, no empty
+    record or id). :func:`read_records` reads the others, and reports what is wrong."""
+    path = os.fspath(path)
+    if path == "-":
+        return None
+    try:
+        if os.path.getsize(path) > BULK_LIMIT:
+            return None
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    if not data.startswith(b">") or data.startswith(b"\x1f\x8b"):
+        return None
+    arr = np.frombuffer(data, np.uint8)
+    newline = arr == 10
+    ends = np.flatnonzero(newline)
+    starts = np.concatenate([[0], ends + 1])
+    starts = starts[starts < len(arr)]
+    heads = starts[arr[starts] == ord(">")]
+    head_ends = np.append(ends, len(arr))[np.searchsorted(ends, heads)]
+    # sequence bytes: everything but newlines and header lines
+    keep = ~newline
+    span = head_ends - heads
+    owner = np.repeat(np.arange(len(heads)), span)
+    keep[heads[owner] + np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)] = False
+    letters = _UPPER_OR_0[arr[keep]]
+    if not letters.all():  # blanks, carriage returns or other characters: the general reader
+        return None
+    body_start = head_ends + 1
+    body_end = np.append(heads[1:], len(arr))
+    lengths = ((body_end - body_start).clip(0)
+               - (np.searchsorted(ends, body_end) - np.searchsorted(ends, body_start))).astype(np.int64)
+    if not (lengths > 0).all():
+        return None
+    ids, descriptions = [], []
+    try:
+        for a, b in zip(heads.tolist(), head_ends.tolist()):
+            title = data[a + 1:b].decode("utf-8").strip()
+            rid = title.split(None, 1)[0] if title else ""
+            if not rid:
+                return None
+            ids.append(rid)
+            descriptions.append(title)
+    except UnicodeDecodeError:
+        return None
+    return ids, descriptions, letters, lengths
+
+
 def count_records(path: str) -> int:
     """Number of FASTA records (lines starting with '>') in a plain or gzip file."""
     count, last = 0, "\n"
@@ -140,4 +203,4 @@ def count_records(path: str) -> int:
     return count
 
 
-__all__ = ["read_records", "count_records", "LETTERS", "Record"]
+__all__ = ["read_records", "read_bulk", "count_records", "LETTERS", "Record"]

@@ -1,0 +1,79 @@
+"""The bulk FASTA reader of target files against the streaming one: the same records and chunks,
+or a refusal (and then the streaming reader's answer or error) on anything unusual."""
+
+import numpy as np
+import pytest
+
+from jaxrna.io.errors import InputError
+from jaxrna.targets.api import _chunks_and_last, _target_chunks
+from jaxrna.targets.sequences import read_bulk, read_records
+
+
+def random_fasta(rng, quirks: bool) -> str:
+    out = []
+    for k in range(int(rng.integers(1, 12))):
+        head = f">t{k}" + (f" desc {k}" if rng.random() < 0.5 else "") + ("\t x " if rng.random() < 0.2 else "")
+        seq = "".join(rng.choice(list("ACGTUacgtuNnRYKMSWBDHVX"), size=int(rng.integers(1, 200))))
+        lines = [seq[s:s + int(rng.integers(5, 70))] for s in range(0, len(seq), 60)]
+        if quirks:
+            quirk = rng.integers(0, 30)  # one record in five has a quirk
+            if quirk == 0:
+                lines.insert(0, "")                      # a blank line
+            elif quirk == 1:
+                lines = [line + "\r" for line in lines]  # CRLF
+            elif quirk == 2:
+                lines[-1] += " "                         # a blank inside
+            elif quirk == 3:
+                lines = []                               # an empty record
+            elif quirk == 4:
+                lines[0] = lines[0][:1] + "*" + lines[0][1:]  # a bad letter
+            elif quirk == 5:
+                head = ">"                               # no id
+        out.append("\n".join([head] + lines))
+    text = "\n".join(out)
+    if quirks and rng.random() < 0.2:
+        text = "\n" + text                               # a blank line before the first header
+    return text + ("\n" if rng.random() < 0.8 else "")
+
+
+def records(path):
+    try:
+        return [(r.id, r.description, r.sequence) for r in read_records(path)]
+    except InputError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("quirks", [False, True])
+def test_bulk_reader_matches_streaming_reader(tmp_path, quirks):
+    rng = np.random.default_rng(7 + quirks)
+    accepted = 0
+    for case in range(120):
+        path = tmp_path / f"{case}.fa"
+        path.write_text(random_fasta(rng, quirks))
+        expected = records(path)
+        bulk = read_bulk(path)
+        if bulk is None:
+            assert quirks, "a plain file was refused"
+            continue
+        ids, descriptions, letters, lengths = bulk
+        text = letters.tobytes().decode()
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        got = [(i, d, text[s:s + n]) for i, d, s, n in zip(ids, descriptions, starts, lengths)]
+        assert got == expected, case
+        accepted += 1
+    assert accepted >= 15
+
+
+def test_chunks_match(tmp_path):
+    rng = np.random.default_rng(3)
+    path = tmp_path / "t.fa"
+    path.write_text(random_fasta(rng, False) + random_fasta(rng, False).replace(">t", ">u"))
+    for chunk_nt in (1, 50, 180, 400, 10_000):
+        stream = [([r.id for r in rec], [r.sequence for r in rec], last)
+                  for rec, last in _chunks_and_last(read_records(path), chunk_nt)]
+        bulk = []
+        for ids, _, text, last, known in _target_chunks(str(path), chunk_nt):
+            seqs = [text.chars[s:s + n].tobytes().decode() for s, n in zip(text.starts, text.lengths)]
+            bulk.append((ids, seqs, last))
+            assert known == sum(len(c[0]) for c in stream)
+        assert bulk == stream, chunk_nt
