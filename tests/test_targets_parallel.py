@@ -32,6 +32,9 @@ def test_one_and_two_workers_match_the_reference(files, fmt, quiet):  # noqa: F8
         got, stats = report(files, params, fmt, quiet, workers, chunk_nt, query_block=3)
         assert got == expected, (workers, chunk_nt)
     assert stats["hits"] >= 10
+    from jaxrna.targets.output import _POOLS
+
+    assert {1, 2} <= set(_POOLS)  # the jobs did go to worker processes
 
 
 def test_workers_with_energies_and_strict(files):  # noqa: F811

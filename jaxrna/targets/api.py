@@ -41,6 +41,9 @@ MIRANDA_LETTERS = frozenset("ACGTURYSWKMBDHVNX")
 DEFAULT_CHUNK_NT = 64_000_000
 #: miRNAs per host job (hit selection and text in a worker process)
 JOB_MIRNAS = 2
+#: Scans of fewer cells (miRNA nt x target nt of the first chunk) select hits in this process
+#: unless energies are folded (starting the worker processes would cost more than it saves)
+POOL_MIN_CELLS = 10**10
 
 
 def check_letters(record: Record) -> Record:
@@ -135,7 +138,8 @@ def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, 
     (:class:`~jaxrna.formats.miranda.TargetsWriter`). Returns run statistics.
     ``engine_options`` go to :class:`~jaxrna.targets.engine.Engine` (kernel, devices, ...);
     ``host_workers``: processes for hit selection and text (default: every core but one on
-    machines with 4 or more, else none: all in this process)."""
+    machines with 4 or more, for scans of at least :data:`POOL_MIN_CELLS` cells or with
+    energies; else none: all in this process)."""
     mirna_records = list(read_records(mirnas_path))
     queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
     tmp_input = None
@@ -208,7 +212,7 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
         workers = 0  # a writer the workers cannot rebuild: render here
     # host jobs of a few miRNAs each (a short tail once the devices are done)
     jobs = [ks[s:s + JOB_MIRNAS] for ks in engine.blocks(len(queries)) for s in range(0, len(ks), JOB_MIRNAS)]
-    report = OrderedReport(writer, jobs, workers)
+    report = None
     writer.begin()
     stats = {"mirnas": len(queries), "targets": 0, "pairs": 0, "hits": 0, "cells": 0,
              "target_nt": 0}
@@ -226,6 +230,10 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
                 if progress is not None and n_targets is not None:
                     progress.total = len(queries) * n_targets
             total = n_targets if n_targets is not None else seen + len(targets)
+            if report is None:  # worker processes pay off for large scans only
+                small = (host_workers is None and params.no_energy
+                         and mirna_nt * int(targets.lengths.sum()) < POOL_MIN_CELLS)
+                report = OrderedReport(writer, jobs, 0 if small else workers)
             info = ChunkInfo(ids, descriptions, targets, seen, total)
             shared = report.chunk_path(c, info)
             marks.setdefault("first chunk ready", clock())
@@ -252,7 +260,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
         if n_targets is not None and n_targets != seen:  # pragma: no cover - file changed under us
             raise InputError(f"the target file changed while it was read ({n_targets} then {seen} records)",
                              path=targets_path)
-        if not last:  # no targets at all
+        if report is None:  # no targets at all
+            report = OrderedReport(writer, jobs, 0)
             report.last_chunk = -1
         t0 = clock()
         marks["devices done"] = clock()
@@ -260,7 +269,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
         engine.timings["select"] += clock() - t0
         writer.end()
     finally:
-        report.close()
+        if report is not None:
+            report.close()
     stats["hits"] = report.hits
     stats["pairs"] = stats["mirnas"] * stats["targets"]
     stats["timings"] = dict(engine.timings)
