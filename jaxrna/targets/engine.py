@@ -19,6 +19,12 @@ so one block's read-backs overlap the other blocks' work) take the blocks in tur
 device, and :meth:`Engine.iter_traced` hands them back in miRNA order whatever device ran
 them. Where gaps are free (no finite overlap) a whole target is one lane and the candidates are
 extracted on the host (:mod:`jaxrna.targets.hits`).
+
+>>> p = ScanParams(no_energy=True)
+>>> q = prepare_query("m", "", "GUGAGAUCAUUUUGAAAGCUG", p)
+>>> found = Engine(p).scan_chunk([q], [make_target("t", "", "UAGUUUUCACAAUGAUCUCGG")])
+>>> [(k, [h.score for h in hits]) for k, hits in found.items()]
+[((0, 0), [167])]
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from jaxrna.targets.select import MOVES_PER_WORD, TargetText, Traced, accepted_h
 
 ROW_STEP = 8          # miRNA heights are padded to multiples of this (few compiled shapes)
 OVERLAP_STEP = 32     # lane overlaps are rounded up to multiples of this
-SEGMENT_MIN = 128     # free gaps: whole-target segment lengths are powers of two from this
+SEGMENT_MIN = 128     # segment lengths are powers of two from this
 SEGMENT_BATCH = 4096  # free gaps: segments per refill call
 LANE_BATCH = {"pallas": 32768, "xla": 8192}  # refill lanes per device call (at most)
 MIN_LANE_BATCH = 1024                         # ... and at least (sizes 1024 * 8**k: few shapes)

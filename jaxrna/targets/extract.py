@@ -19,6 +19,14 @@ miRNA, one flag per column of its lanes into 32-column words. Per block of miRNA
 Only the compacted candidates cross to the host (about 50 bytes each, against ~150 MB of full
 matrices per miRNA before). Sorting, filtering and the hit strings are host work
 (:mod:`jaxrna.targets.select`).
+
+>>> words = np.zeros((1, 2, 1), np.int32)  # one miRNA, one lane of 64 columns, 32 of them owned
+>>> words[0, 0, 0] = 1                      # a flag in the overlap (not owned)
+>>> int(segment_counts(words, 32, 32, 1, 100)[0])
+0
+>>> words[0, 1, 0] = 5                      # flags in columns 32 and 34: one tile
+>>> int(segment_counts(words, 32, 32, 1, 100)[0])
+1
 """
 
 from __future__ import annotations
