@@ -31,7 +31,7 @@ log_partition = ln Z, pair_probabilities as [i, j, p], 1-based, i < j, every p >
 with the other formats a dot-plot text (per record '# ID LENGTH LOG_PARTITION', then 'i j p'
 lines). --plot FILE.png also draws heat maps (one record: FILE.png; several: FILE_1.png,
 FILE_2.png, ... numbered by input position; needs matplotlib: pip install 'jaxrna[plot]').
-Memory grows as n^2 (about 0.7 GiB for 3,000 nt, 8 GiB for 10,000 nt).
+Memory grows as n^2 (about 2 GiB for 4,000 nt, 11 GiB for 10,000 nt; float64).
 """
 
 

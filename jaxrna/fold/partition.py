@@ -469,19 +469,35 @@ def estimate_bytes(length: int, method: str = "auto") -> int:
     return blocked_bytes(n, default_tile(n)) + (64 << 20)
 
 
+def memory_limit(backend: str = "cpu", max_bytes: int | None = None) -> int:
+    """``max_bytes``, else 80% of the GPU's memory (``backend="gpu"``) or of this machine's."""
+    from jaxrna.runtime import memory_bytes
+
+    if max_bytes is not None:
+        return max_bytes
+    if backend == "gpu":
+        try:
+            stats = jax.devices("gpu")[0].memory_stats() or {}
+        except (RuntimeError, AttributeError):
+            stats = {}
+        if stats.get("bytes_limit"):
+            return int(0.8 * stats["bytes_limit"])
+    return int(0.8 * memory_bytes())
+
+
 def check_memory(length: int, record_id: str, max_bytes: int | None = None,
-                 method: str = "auto") -> None:
+                 method: str = "auto", backend: str = "cpu") -> None:
     """Refuse up front a sequence whose tables would not fit (``ResourceError``)."""
     from jaxrna.io.errors import ResourceError
-    from jaxrna.runtime import human_bytes, memory_bytes
+    from jaxrna.runtime import human_bytes
 
-    limit = max_bytes if max_bytes is not None else int(0.8 * memory_bytes())
+    limit = memory_limit(backend, max_bytes)
     need = estimate_bytes(length, method)
     if limit and need > limit:
         raise ResourceError(
             f"{length} nt need about {human_bytes(need)} for the partition function, more "
-            f"than the {human_bytes(limit)} allowed; use a machine with more memory "
-            f"(--backend gpu), split the sequence into domains, or raise --max-memory")
+            f"than the {human_bytes(limit)} allowed; use a machine (or GPU) with more memory, "
+            f"split the sequence into domains, or raise --max-memory")
 
 
 def partition_records(records: Iterable, weights: WeightSet | str = "unit", min_loop: int = 3,
@@ -496,7 +512,7 @@ def partition_records(records: Iterable, weights: WeightSet | str = "unit", min_
     ws = _weights(weights)
     for rec in records:
         try:
-            check_memory(len(rec), rec.id, max_bytes, method)
+            check_memory(len(rec), rec.id, max_bytes, method, backend)
         except ResourceError as exc:
             if on_error is None:
                 raise
