@@ -96,6 +96,13 @@ def test_known_values():
     assert pt.log_partition("GAAAC", min_loop=3) == pytest.approx(math.log(1 + math.e))
     codes = encode("GAAAC")
     assert pt.log_partition(codes, min_loop=3) == pytest.approx(math.log(1 + math.e))
+    for bad in (np.array([0, 5]), np.array([[0, 1]]), np.array([0.5])):
+        with pytest.raises(ValueError):
+            pt.log_partition(bad)
+    with pytest.raises(ValueError):
+        pt.log_partition("GGGAAAUCC", temperature=0)
+    with pytest.raises(ValueError):
+        pt.log_partition("GGGAAAUCC", method="fast")
 
 
 # ---------------------------------------------------------------------------------------

@@ -340,6 +340,8 @@ def _codes(seq_or_codes) -> np.ndarray:
     codes = np.asarray(seq_or_codes)
     if codes.ndim != 1 or not np.issubdtype(codes.dtype, np.integer):
         raise ValueError("expected a sequence string or a 1-D array of nucleotide codes")
+    if codes.size and (codes.min() < 0 or codes.max() > 4):
+        raise ValueError("nucleotide codes must lie in 0..4 (A, C, G, U, other)")
     return codes.astype(np.int32)
 
 
