@@ -393,12 +393,12 @@ def test_cli_errors(fasta, tmp_path, capsys, monkeypatch):
         code, out, err = run_cli(["fold", fasta, *args], capsys)
         assert code == 2 and msg in err and out == ""
 
-    import jaxrna.formats.fold_partition as fp
+    import jaxrna.formats.heatmap as hm
 
     def no_matplotlib():
-        raise ImportError(f"--plot needs matplotlib, which is not installed: {fp.PLOT_HINT}")
+        raise ImportError(f"--plot needs matplotlib, which is not installed: {hm.PLOT_HINT}")
 
-    monkeypatch.setattr(fp, "pyplot", no_matplotlib)
+    monkeypatch.setattr(hm, "pyplot", no_matplotlib)
     code, out, err = run_cli(["fold", fasta, "--partition", "--plot", str(tmp_path / "x.png")],
                              capsys)
     assert code == 2 and "pip install 'jaxrna[plot]'" in err and out == ""

@@ -7,7 +7,8 @@ import argparse
 import logging
 from fractions import Fraction
 
-from jaxrna.cli.common import RunSummary, add_backend_option, add_output_options, setup_logging
+from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
+                               add_output_options, ensemble_temperature, setup_logging)
 from jaxrna.formats.align import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io import InputError, atomic_output, read_fasta
 from jaxrna.progress import progress
@@ -78,14 +79,8 @@ def add_parser(subparsers) -> None:
     add_output_options(p, list(WRITERS), "pair")
     p.add_argument("--score-only", action="store_true",
                    help="skip the traceback (formats tsv and json; a local start is then '*')")
-    p.add_argument("--posterior", action="store_true",
-                   help="partition function and match probabilities instead of one best "
-                        "alignment (formats: json, or a dot-plot text for the others)")
-    p.add_argument("--temperature", type=number, metavar="T", default=None,
-                   help="with --posterior: alignments weigh exp(score / T) (default 1)")
-    p.add_argument("--plot", metavar="FILE.png", default=None,
-                   help="with --posterior: PNG heat map(s) of the match probabilities "
-                        "(needs matplotlib)")
+    add_ensemble_options(p, "posterior", "partition function and match probabilities instead "
+                         "of one best alignment", "alignments", "match probabilities")
     p.add_argument("--max-memory", type=float, metavar="GiB", default=None,
                    help="refuse pairs whose traceback (or posteriors) needs more (default: "
                         "80%% of this machine's memory, or of the GPU's)")
@@ -117,31 +112,11 @@ def _pairs(args):
         yield q, t
 
 
-def _check_posterior_options(args) -> None:
-    if not args.posterior:
-        for flag, value in (("--temperature", args.temperature), ("--plot", args.plot)):
-            if value is not None:
-                raise InputError(f"{flag} needs --posterior")
-        return
-    if args.score_only:
-        raise InputError("--posterior computes match probabilities, not one alignment; "
-                         "it cannot be used with --score-only")
-    if args.temperature is not None and not args.temperature > 0:
-        raise InputError(f"--temperature must be > 0, not {args.temperature}")
-    if args.plot is not None:
-        from jaxrna.formats.align_posterior import pyplot
-
-        try:
-            pyplot()
-        except ImportError as exc:
-            raise InputError(str(exc)) from None
-
-
-def _run_posterior(args, scoring, backend: str, max_bytes) -> int:
+def _run_posterior(args, temperature: float, scoring, backend: str, max_bytes) -> int:
     from jaxrna.align.partition import posterior_records
-    from jaxrna.formats.align_posterior import plot_paths, plotting, writer_for
+    from jaxrna.formats.align_posterior import plotting, writer_for
+    from jaxrna.formats.heatmap import plot_paths
 
-    temperature = float(args.temperature) if args.temperature is not None else 1.0
     pairs = list(_pairs(args))
     bar = progress(len(pairs), "posteriors", unit="pair", quiet=args.quiet)
     summary = RunSummary("computed posteriors of", "pair")
@@ -159,7 +134,7 @@ def _run_posterior(args, scoring, backend: str, max_bytes) -> int:
 
 def run(args) -> int:
     setup_logging(args.quiet)
-    _check_posterior_options(args)
+    temperature = ensemble_temperature(args, "posterior", "one alignment")
     if args.score_only and args.format not in SCORE_ONLY_FORMATS:
         raise InputError(f"--score-only needs a score-only format "
                          f"({', '.join(SCORE_ONLY_FORMATS)}), not {args.format}")
@@ -182,7 +157,7 @@ def run(args) -> int:
     backend = resolve_backend(args.backend)
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     if args.posterior:
-        return _run_posterior(args, scoring, backend, max_bytes)
+        return _run_posterior(args, temperature, scoring, backend, max_bytes)
     bar = progress(None, "align", unit="pair", quiet=args.quiet)
     summary = RunSummary("aligned", "pair")
     try:

@@ -24,6 +24,52 @@ def add_backend_option(parser: argparse.ArgumentParser) -> None:
                         help="where to compute: auto picks the GPU when JAX sees one (default: auto)")
 
 
+def _temperature(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def add_ensemble_options(parser: argparse.ArgumentParser, flag: str, computes: str,
+                         weighs: str, plotted: str) -> None:
+    """``--FLAG`` (an ensemble instead of one optimum), ``--temperature T`` and ``--plot FILE.png``
+    (see :func:`ensemble_temperature`)."""
+    parser.add_argument(f"--{flag}", action="store_true",
+                        help=f"{computes} (formats: json, or a dot-plot text for the others)")
+    parser.add_argument("--temperature", type=_temperature, metavar="T", default=None,
+                        help=f"with --{flag}: {weighs} weigh exp(score / T) (default 1)")
+    parser.add_argument("--plot", metavar="FILE.png", default=None,
+                        help=f"with --{flag}: PNG heat map(s) of the {plotted} (needs matplotlib)")
+
+
+def ensemble_temperature(args, flag: str, instead_of: str) -> float:
+    """Check the options of :func:`add_ensemble_options`; the temperature (1 by default).
+
+    ``--temperature``/``--plot`` need ``--FLAG``, which excludes ``--score-only``; T must be a
+    finite number > 0; ``--plot`` needs matplotlib (checked before any work).
+    """
+    if not getattr(args, flag):
+        for name, value in (("--temperature", args.temperature), ("--plot", args.plot)):
+            if value is not None:
+                raise InputError(f"{name} needs --{flag}")
+        return 1.0
+    if args.score_only:
+        raise InputError(f"--{flag} computes probabilities, not {instead_of}; "
+                         "it cannot be used with --score-only")
+    t = 1.0 if args.temperature is None else args.temperature
+    if not 0 < t < float("inf"):
+        raise InputError(f"--temperature must be > 0 (and finite), not {args.temperature}")
+    if args.plot is not None:
+        from jaxrna.formats import heatmap
+
+        try:
+            heatmap.pyplot()
+        except ImportError as exc:
+            raise InputError(str(exc)) from None
+    return t
+
+
 def setup_logging(quiet: bool) -> None:
     """Messages of the ``jaxrna`` logger go to stderr (warnings only with ``--quiet``)."""
     log = logging.getLogger("jaxrna")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from jaxrna.cli.common import (RunSummary, add_backend_option, add_output_options, positive_int,
+from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
+                               add_output_options, ensemble_temperature, positive_int,
                                setup_logging, weights_arg)
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io import InputError, atomic_output, read_fasta, sequence_record
@@ -51,52 +52,18 @@ def add_parser(subparsers) -> None:
     add_output_options(p, list(WRITERS), "dbn")
     p.add_argument("--score-only", action="store_true",
                    help="skip the traceback (formats tsv and json only)")
-    p.add_argument("--partition", action="store_true",
-                   help="partition function and base-pair probabilities instead of one best "
-                        "structure (formats: json, or a dot-plot text for the others)")
-    p.add_argument("--temperature", type=_number, metavar="T", default=None,
-                   help="with --partition: structures weigh exp(W / T) (default 1)")
-    p.add_argument("--plot", metavar="FILE.png", default=None,
-                   help="with --partition: PNG heat map(s) of the pair probabilities "
-                        "(needs matplotlib)")
+    add_ensemble_options(p, "partition", "partition function and base-pair probabilities "
+                         "instead of one best structure", "structures", "pair probabilities")
     p.add_argument("--max-memory", type=float, metavar="GiB", default=None,
                    help="refuse sequences whose tables need more (default: 80%% of this machine's memory)")
     add_backend_option(p)
     p.set_defaults(func=run)
 
 
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
-def _check_partition_options(args) -> None:
-    if not args.partition:
-        for flag, value in (("--temperature", args.temperature), ("--plot", args.plot)):
-            if value is not None:
-                raise InputError(f"{flag} needs --partition")
-        return
-    if args.score_only:
-        raise InputError("--partition computes pair probabilities, not one structure; "
-                         "it cannot be used with --score-only")
-    if args.temperature is not None and not (0 < args.temperature < float("inf")):
-        raise InputError(f"--temperature must be a number > 0, not {args.temperature}")
-    if args.plot is not None:
-        from jaxrna.formats.fold_partition import pyplot
-
-        try:
-            pyplot()
-        except ImportError as exc:
-            raise InputError(str(exc)) from None
-
-
-def _run_partition(args, backend: str, max_bytes) -> int:
+def _run_partition(args, temperature: float, backend: str, max_bytes) -> int:
     from jaxrna.fold.partition import partition_records
     from jaxrna.formats.fold_partition import plot_paths, plotting, writer_for
 
-    temperature = float(args.temperature) if args.temperature is not None else 1.0
     records = _records(args)
     paths = None
     if args.plot is not None:
@@ -130,7 +97,7 @@ def run(args) -> int:
         args.weights = weights_arg(args.weights)
     if not args.fasta and args.sequence is None:
         raise InputError("no input: give FASTA file(s), '-' for standard input, or --sequence SEQ")
-    _check_partition_options(args)
+    temperature = ensemble_temperature(args, "partition", "one structure")
     if args.score_only and args.format not in SCORE_ONLY_FORMATS:
         raise InputError(f"--score-only needs a score-only format ({', '.join(SCORE_ONLY_FORMATS)}), "
                          f"not {args.format}")
@@ -141,7 +108,7 @@ def run(args) -> int:
     backend = resolve_backend(args.backend)
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     if args.partition:
-        return _run_partition(args, backend, max_bytes)
+        return _run_partition(args, temperature, backend, max_bytes)
     bar = progress(None, "fold", quiet=args.quiet)
     summary = RunSummary("folded", "record")
     try:

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import IO, Callable, Iterable, Iterator
 
 import numpy as np
 
+from jaxrna.formats.heatmap import pyplot, save_png
+
 #: Probabilities below this are left out of the text outputs.
 THRESHOLD = 1e-6
-PLOT_HINT = "pip install 'jaxrna[plot]' (or pip install matplotlib)"
 
 log = logging.getLogger("jaxrna")
 
@@ -95,36 +95,8 @@ def writer_for(fmt: str) -> Callable[[Iterable, IO[str]], None]:
 # PNG heat maps (matplotlib, the optional extra ``plot``)
 
 
-def pyplot():
-    """matplotlib's pyplot on the non-interactive Agg backend; ``ImportError`` with the
-    install hint when matplotlib is missing."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError(f"--plot needs matplotlib, which is not installed: {PLOT_HINT}") \
-            from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_paths(path: str, count: int) -> list[str]:
-    """``path`` for one pair; ``STEM_K.SUFFIX`` (K = 1, 2, ...) for several.
-
-    >>> plot_paths("dot.png", 2)
-    ['dot_1.png', 'dot_2.png']
-    """
-    if count == 1:
-        return [path]
-    stem, suffix = os.path.splitext(path)
-    return [f"{stem}_{k}{suffix or '.png'}" for k in range(1, count + 1)]
-
-
 def write_png(result, path: str) -> None:
     """One pair's match probabilities as a heat map (query down, target across)."""
-    from jaxrna.io import atomic_output
-
     plt = pyplot()
     P = result.probabilities
     m, n = P.shape
@@ -137,10 +109,7 @@ def write_png(result, path: str) -> None:
     ax.set_title(f"match probabilities, {result.mode}, T = {result.temperature:g}, "
                  f"ln Z = {result.log_partition:.6g}", fontsize=9)
     fig.colorbar(image, ax=ax, label="P(query i aligned to target j)")
-    fig.tight_layout()
-    with atomic_output(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=100)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def plotting(results: Iterable, paths: list[str]) -> Iterator:

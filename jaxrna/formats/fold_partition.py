@@ -29,7 +29,7 @@ from typing import IO, Callable, Iterable, Iterator
 
 import numpy as np
 
-from jaxrna.formats.align_posterior import PLOT_HINT, plot_paths, pyplot
+from jaxrna.formats.heatmap import PLOT_HINT, plot_paths, pyplot, save_png
 
 #: Probabilities below this are left out of the text outputs.
 THRESHOLD = 1e-6
@@ -104,8 +104,6 @@ def _pooled(P: np.ndarray, pixels: int) -> tuple[np.ndarray, int]:
 def write_png(result, path: str) -> None:
     """One record's pair probabilities as a symmetric heat map (darker = more likely, on a
     square-root colour scale so that weak pairs show)."""
-    from jaxrna.io import atomic_output
-
     plt = pyplot()
     n = result.length
     image, f = _pooled(result.probabilities, PLOT_PIXELS)
@@ -120,10 +118,7 @@ def write_png(result, path: str) -> None:
     ax.set_title(f"{result.id}: pair probabilities, T = {result.temperature:g}, "
                  f"ln Z = {result.log_partition:.6g}{pooled}", fontsize=9)
     fig.colorbar(shown, ax=ax, label="P(i pairs with j), square-root scale")
-    fig.tight_layout()
-    with atomic_output(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=100)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def plotting(results: Iterable, paths: dict[str, str]) -> Iterator:
