@@ -290,6 +290,14 @@ def _padded_pair(q: np.ndarray, t: np.ndarray, scoring: Scoring, dtype):
     return substitution_scores(qp, tp, scoring, dtype)
 
 
+def _one_pair(query, target, scoring, mode, temperature, dtype, options):
+    """One pair's padded substitution scores, gap scores and true lengths."""
+    scoring, q, t = _setup(query, target, scoring, mode, options)
+    log_semiring(temperature)                           # checks it
+    go, ge = gap_scores(scoring)
+    return _padded_pair(q, t, scoring, dtype), go, ge, q.size, t.size
+
+
 def log_partition(query, target, scoring: Scoring | None = None, *, mode: str = "global",
                   temperature: float = 1.0, dtype=None, match=None, mismatch=None,
                   matrix: str | None = None, gap_open=None, gap_extend=None,
@@ -298,14 +306,11 @@ def log_partition(query, target, scoring: Scoring | None = None, *, mode: str = 
     (:meth:`~jaxrna.align.scoring.Scoring.encode`). Scores as
     :func:`jaxrna.align.api.align` (``scoring`` or the score options; default NUC.4.4, gap
     10 / 0.5). ``dtype``: float64 when ``jax_enable_x64`` is on, else float32."""
-    scoring, q, t = _setup(query, target, scoring, mode,
-                           dict(match=match, mismatch=mismatch, matrix=matrix,
-                                gap_open=gap_open, gap_extend=gap_extend, preset=preset))
-    log_semiring(temperature)                           # checks it
-    S = _padded_pair(q, t, scoring, dtype)
-    go, ge = gap_scores(scoring)
-    out = _batch_log_z(S[None], go, ge, jnp.array([q.size]), jnp.array([t.size]),
-                       float(temperature), local=mode == "local")
+    S, go, ge, m, n = _one_pair(query, target, scoring, mode, temperature, dtype,
+                                dict(match=match, mismatch=mismatch, matrix=matrix,
+                                     gap_open=gap_open, gap_extend=gap_extend, preset=preset))
+    out = _batch_log_z(S[None], go, ge, jnp.array([m]), jnp.array([n]), float(temperature),
+                       local=mode == "local")
     return float(out[0])
 
 
@@ -315,15 +320,12 @@ def match_posteriors(query, target, scoring: Scoring | None = None, *, mode: str
                      preset: str | None = None) -> tuple[float, np.ndarray]:
     """``(ln Z, P)`` of one pair, ``P`` the ``(len(query), len(target))`` probabilities that
     query ``i`` is aligned to target ``j`` (0-based). Arguments as :func:`log_partition`."""
-    scoring, q, t = _setup(query, target, scoring, mode,
-                           dict(match=match, mismatch=mismatch, matrix=matrix,
-                                gap_open=gap_open, gap_extend=gap_extend, preset=preset))
-    log_semiring(temperature)                           # checks it
-    S = _padded_pair(q, t, scoring, dtype)
-    go, ge = gap_scores(scoring)
-    log_z, P = batch_posteriors(S[None], go, ge, jnp.array([q.size]), jnp.array([t.size]),
+    S, go, ge, m, n = _one_pair(query, target, scoring, mode, temperature, dtype,
+                                dict(match=match, mismatch=mismatch, matrix=matrix,
+                                     gap_open=gap_open, gap_extend=gap_extend, preset=preset))
+    log_z, P = batch_posteriors(S[None], go, ge, jnp.array([m]), jnp.array([n]),
                                 float(temperature), local=mode == "local")
-    return float(log_z[0]), np.asarray(P[0, :q.size, :t.size])
+    return float(log_z[0]), np.asarray(P[0, :m, :n])
 
 
 # --------------------------------------------------------------------------------------
