@@ -86,6 +86,9 @@ def main(argv=None) -> int:
                     help="worker processes for hit selection and text (default: cores - 1 with 4 or more)")
     ap.add_argument("--compare-devices", type=int, default=0, metavar="N",
                     help="measure end to end on 1 device and on N devices (after a warm-up on N)")
+    ap.add_argument("--devices-only", action="store_true",
+                    help="with --compare-devices: time the device side alone (bulk scan, extraction, "
+                         "traceback, candidates fetched; no hit selection or text) on 1 and N devices")
     ap.add_argument("--json-out", metavar="FILE", help="also write the JSON record to FILE")
     ap.add_argument("--keep", metavar="FILE", help="keep the report here (default: a temp file)")
     ap.add_argument("--warmup", type=int, default=8,
@@ -124,6 +127,9 @@ def main(argv=None) -> int:
     device = jax.devices(args.backend)[0]
     params = ScanParams(no_energy=not args.energy)
     chunk_nt = args.chunk_nt or DEFAULT_CHUNK_NT
+
+    if args.devices_only:
+        return devices_only(args, records, sub_utrs, params, chunk_nt)
 
     with jax.default_device(device):
         # 1. the bulk scan alone, on the first chunk
@@ -276,6 +282,46 @@ def main(argv=None) -> int:
         record["same_output"] = runs[1]["sha256"] == stats["sha256"]
     if args.json:
         print(json.dumps(record))
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump(record, fh, indent=1)
+    return 0
+
+
+def devices_only(args, records, utrs: str, params, chunk_nt: int) -> int:
+    """Time :meth:`Engine.iter_traced` alone (the device threads and the candidates' fetch, no
+    host hit selection or text) on the first chunk, on 1 and on ``--compare-devices`` devices."""
+    import jax
+
+    from jaxrna.targets.api import _target_chunks
+    from jaxrna.targets.engine import Engine, prepare_query
+
+    _, _, text, _, _ = next(_target_chunks(utrs, chunk_nt))
+    queries = [prepare_query(r.id, r.description, r.sequence, params) for r in records]
+    all_devices = jax.devices(args.backend)
+    n_dev = args.compare_devices or len(all_devices)
+    record = {"mirnas": len(queries), "targets": len(text.starts), "devices_only": {}}
+    for n in sorted({1, n_dev}):
+        engine = Engine(params, kernel=args.kernel, devices=all_devices[:n], query_block=args.query_block,
+                        threads_per_device=args.threads, lane_batch=args.lane_batch)
+        qb = engine.query_block
+        warm = queries[-2 * qb * n * engine.threads_per_device:]
+        for _ in engine.iter_traced(warm, text):
+            pass
+        engine.timings = {k: 0.0 for k in engine.timings}
+        t0 = time.perf_counter()
+        candidates = 0
+        for _, traced in engine.iter_traced(queries, text):
+            candidates += len(traced)
+        wall = time.perf_counter() - t0
+        record["devices_only"][n] = {"wall_s": wall, "candidates": candidates, "timings": engine.timings}
+        print(f"devices only, {n} device(s): {wall:.2f} s, {candidates:,} candidates; device threads: "
+              f"bulk scan {engine.timings['scan']:.1f} s, extraction and traceback "
+              f"{engine.timings['extract']:.1f} s")
+    if n_dev > 1:
+        one, many = (record["devices_only"][k]["wall_s"] for k in (1, n_dev))
+        record["speedup"] = one / many
+        print(f"devices only, {n_dev} devices: {one / many:.2f}x one device")
     if args.json_out:
         with open(args.json_out, "w") as fh:
             json.dump(record, fh, indent=1)

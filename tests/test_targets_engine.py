@@ -183,3 +183,30 @@ def test_overlap_bound():
     t = row_tables("GUGAGAUCAUUUUGAAAGCUG", params)
     assert exact_overlap(t.n, max_gain(t), params) == 21 + (max_gain(t) + 36) // 4 + 1
     assert exact_overlap(21, 100, ScanParams(gap_open=0, gap_extend=0)) is None
+
+
+def test_small_batches_overflow_and_part_widths():
+    """Many small refill launches: candidates overflow their room (a second launch with room for
+    all) and launches' rows come back with different numbers of move words."""
+    mirnas, targets = make_cases(21, 6, 40, 160)
+    params = ScanParams(score_threshold=60, no_energy=True)
+    queries = [prepare_query(f"m{k}", "", s.upper(), params) for k, s in enumerate(mirnas)]
+    tg = [make_target(f"t{k}", "", s.upper()) for k, s in enumerate(targets)]
+    found = Engine(params, lane_columns=37, lane_batch=128).scan_chunk(queries, tg)
+    assert found == Engine(params, lane_columns=37).scan_chunk(queries, tg)
+    n = 0
+    for k, q in enumerate(mirnas):
+        for t, s in enumerate(targets):
+            expected = reference.scan_pair(q.upper(), s.upper(), params)
+            assert found.get((k, t), []) == expected, (k, t)
+            n += len(expected)
+    assert n > 100
+
+
+def test_concat_pads_move_words():
+    from jaxrna.targets.engine import _concat
+
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    b = np.full((1, 4), 7, np.int32)
+    out = _concat([a, b])
+    assert out.tolist() == [[0, 1, 2, 0], [3, 4, 5, 0], [7, 7, 7, 7]]

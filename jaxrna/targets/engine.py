@@ -275,12 +275,32 @@ class _Run:
                      if not chunk.lane_of_target else 0)
         self._cache: dict = {}
         self._lock = threading.Lock()
+        self._locks: dict = {}       # one per device: devices copy the chunk at the same time
+        self._host: tuple | None = None
 
     def on_device(self, device) -> _OnDevice:
         with self._lock:
+            lock = self._locks.setdefault(device, threading.Lock())
+        with lock:
             if device not in self._cache:
                 self._cache[device] = self._put(device)
             return self._cache[device]
+
+    def _host_arrays(self) -> tuple:
+        """The stream and the target starts as every device gets them (built once)."""
+        with self._lock:
+            if self._host is None:
+                chunk, front = self.chunk, self.lead
+                # lengths in buckets (few compiled shapes over chunks)
+                stream = np.full(_bucket(front + chunk.total + front + 2 * WORD, 1 << 16), 4 | RESET,
+                                 dtype=np.int8)
+                body = stream[front:front + chunk.total]
+                body[:] = chunk.codes
+                body[chunk.starts] |= RESET
+                starts = np.full(_bucket(len(chunk.starts), 1024), np.iinfo(np.int32).max, np.int32)
+                starts[:len(chunk.starts)] = chunk.starts
+                self._host = (stream, starts)
+            return self._host
 
     def _put(self, device) -> _OnDevice:
         chunk = self.chunk
@@ -291,15 +311,25 @@ class _Run:
 
             pad_lanes = _round_up(n_lanes, BLOCK) - n_lanes
         lanes = _transpose_pad(jax.device_put(chunk.lanes_t, device), pad_rows, pad_lanes)
-        front = self.lead
-        # lengths in buckets (few compiled shapes over chunks)
-        stream = np.full(_bucket(front + chunk.total + front + 2 * WORD, 1 << 16), 4 | RESET, dtype=np.int8)
-        body = stream[front:front + chunk.total]
-        body[:] = chunk.codes
-        body[chunk.starts] |= RESET
-        starts = np.full(_bucket(len(chunk.starts), 1024), np.iinfo(np.int32).max, np.int32)
-        starts[:len(chunk.starts)] = chunk.starts
-        return _OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), front)
+        stream, starts = self._host_arrays()
+        return _OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), self.lead)
+
+
+@partial(jax.jit, static_argnames=("n", "cols"))
+def _head(rows, n: int, cols: int):
+    """The first ``n`` rows and ``cols`` columns (one compiled slice per shape)."""
+    return rows[:n, :cols]
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    """Rows of several launches, padded with zero move words to the widest."""
+    width = max(p.shape[1] for p in parts)
+    out = np.zeros((sum(len(p) for p in parts), width), np.int32)
+    at = 0
+    for p in parts:
+        out[at:at + len(p), :p.shape[1]] = p
+        at += len(p)
+    return out
 
 
 @partial(jax.jit, static_argnames=("rows", "lanes"))
@@ -561,21 +591,26 @@ class Engine:
 
         pending = [(first, 4 * batch) for first in range(0, n_out, batch)]
         launched = [(first, cap, launch(first, cap)) for first, cap in pending]
+        t0 = time.perf_counter()
+        sizes = jax.device_get([out[1] for _, _, out in launched])  # one read-back for them all
         parts = []
-        for first, cap, (rows, count) in launched:
-            t0 = time.perf_counter()
-            n = int(count)
+        for (first, cap, (rows, _)), size in zip(launched, sizes):
+            n, longest = int(size[0]), int(size[1])
             if n > cap:  # more candidates than room: run again with room for all
                 cap = _bucket(n, cap)
-                rows, count = launch(first, cap)
+                rows, size = launch(first, cap)
+                longest = int(np.asarray(size)[1])
             if n:
-                got = np.asarray(rows[:_bucket(n, cap // 8)] if n <= cap // 2 else rows)[:n]
+                # only the rows and move words used cross (the rows keep whole words: the same
+                # Traced as before, rows_to_traced trims to the longest traceback)
+                cols = min(extract.FIELDS + max(1, -(-longest // MOVES_PER_WORD)), rows.shape[1])
+                got = np.asarray(_head(rows, _bucket(n, cap // 8) if n <= cap // 2 else cap, cols))[:n]
                 extract.check_rows(got, overlaps, max_steps)
                 parts.append(got)
-            self._stage("fetch", t0, None)
+        self._stage("fetch", t0, None)
         if not parts:
             return Traced.concat([])
-        return extract.rows_to_traced(parts[0] if len(parts) == 1 else np.concatenate(parts))
+        return extract.rows_to_traced(parts[0] if len(parts) == 1 else _concat(parts))
 
     def _host_extract(self, run: _Run, q: Query, words: np.ndarray) -> Traced:
         """Free gaps (a whole target per lane): candidates extracted and traced on the host."""

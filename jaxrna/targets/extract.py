@@ -44,6 +44,9 @@ from jaxrna.targets.select import MOVES_PER_WORD, Traced
 LANE_BLOCK = 128
 #: Columns of a fields row of the packed result: q, t, i, j, i0, j0, score, nsteps, tcol.
 FIELDS = 9
+#: Words of traceback moves per round of :func:`trace_candidates` (the host reads the loop
+#: condition back once a round).
+ROUND_WORDS = 2
 
 
 def _upto(k):
@@ -122,10 +125,11 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, threshold, max_ste
 
     ``own`` (B,) the tile columns each lane owns; ``starts`` each target's first stream
     position (padded with a large value); ``pads`` (Q,) each miRNA's padding rows; tracebacks
-    take at most ``max_steps`` moves (``n_words`` words of 16). Returns ``(rows, count)``:
+    take at most ``max_steps`` moves (``n_words`` words of 16). Returns ``(rows, sizes)``:
     ``rows`` (capacity, 9 + n_words) int32 holding, for the first ``count`` candidates (when
     ``count <= capacity``; in lane order, so grouped by miRNA): miRNA, target, i, j, i0, j0,
-    score, moves, the target's first column in the segment, then the packed moves."""
+    score, moves, the target's first column in the segment, then the packed moves; ``sizes``
+    = ``(count, the longest traceback's moves)`` (one read-back sizes the fetch)."""
     height = best.shape[1]
     own_max = WORD
     base = p0 - lead
@@ -150,30 +154,36 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, threshold, max_ste
     j_end = cs - tcol + 1
     state = (code[cs, r, s].astype(jnp.int32) & 3)
 
-    # one round = one word of 16 moves, the steps unrolled (few rounds: few host round trips)
+    # one round = ROUND_WORDS words of 16 moves, the steps unrolled (few rounds: few host round
+    # trips, each round's loop condition is read back by the host)
+    per_round = ROUND_WORDS if n_words % ROUND_WORDS == 0 else 1
+
     def cond(carry):
         w, _, _, _, active, _, _ = carry
         return (w < n_words) & (w * MOVES_PER_WORD < max_steps) & jnp.any(active)
 
     def body(carry):
         w, i, j, state, active, nsteps, words = carry
-        word = jnp.zeros(capacity, jnp.uint32)
-        for step in range(MOVES_PER_WORD):
-            act = active & (i > 0) & (j > 0)
-            cc = jnp.where(act, j + tcol - 1, 0)
-            rr = jnp.where(act, i - 1 + pad, 0)
-            bits = code[cc, rr, s].astype(jnp.int32) & 0xFF
-            act = act & ((bits & 3) != 0) & (state != 0)
-            word = word | (jnp.where(act, state, 0).astype(jnp.uint32) << (2 * step))
-            nxt = jnp.where(state == 1, (bits >> 2) & 3,
-                            jnp.where(state == 2, jnp.where(bits & 16, 2, 1), jnp.where(bits & 32, 3, 1)))
-            i = jnp.where(act & ((state == 1) | (state == 3)), i - 1, i)
-            j = jnp.where(act & ((state == 1) | (state == 2)), j - 1, j)
-            state = jnp.where(act, nxt, state)
-            nsteps = nsteps + act
-            active = act
-        words = jax.lax.dynamic_update_slice(words, word[None, :], (w, 0))
-        return w + 1, i, j, state, active, nsteps, words
+        round_words = []
+        for _ in range(per_round):
+            word = jnp.zeros(capacity, jnp.uint32)
+            for step in range(MOVES_PER_WORD):
+                act = active & (i > 0) & (j > 0)
+                cc = jnp.where(act, j + tcol - 1, 0)
+                rr = jnp.where(act, i - 1 + pad, 0)
+                bits = code[cc, rr, s].astype(jnp.int32) & 0xFF
+                act = act & ((bits & 3) != 0) & (state != 0)
+                word = word | (jnp.where(act, state, 0).astype(jnp.uint32) << (2 * step))
+                nxt = jnp.where(state == 1, (bits >> 2) & 3,
+                                jnp.where(state == 2, jnp.where(bits & 16, 2, 1), jnp.where(bits & 32, 3, 1)))
+                i = jnp.where(act & ((state == 1) | (state == 3)), i - 1, i)
+                j = jnp.where(act & ((state == 1) | (state == 2)), j - 1, j)
+                state = jnp.where(act, nxt, state)
+                nsteps = nsteps + act
+                active = act
+            round_words.append(word)
+        words = jax.lax.dynamic_update_slice(words, jnp.stack(round_words), (w, 0))
+        return w + per_round, i, j, state, active, nsteps, words
 
     init = (jnp.int32(0), i_end, j_end, state, valid, jnp.zeros(capacity, jnp.int32),
             jnp.zeros((n_words, capacity), jnp.uint32))
@@ -181,7 +191,8 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, threshold, max_ste
     words = words.T
     rows = jnp.concatenate([jnp.stack([q, t, i_end, j_end, i0, j0, score, nsteps, tcol], axis=1),
                             jax.lax.bitcast_convert_type(words, jnp.int32)], axis=1)
-    return rows, count
+    longest = jnp.max(jnp.where(valid, nsteps, 0))
+    return rows, jnp.stack([count, longest])
 
 
 def check_rows(rows: np.ndarray, overlaps: np.ndarray, max_steps: int) -> None:
