@@ -30,6 +30,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -74,19 +75,8 @@ def check_kernel(args) -> bool:
         n = rng.integers(1, w + 1, B, dtype=np.int32)
         for local in (False, True):
             want = batch_sweep(q, t, m, n, p, local=local, equality=scoring.equality)
-            for cfg in args.configs.split(","):
-                rows, lanes, warps = (int(x) for x in cfg.split("x"))
-                try:
-                    got = pallas_scores(q, t, m, n, p, local=local, equality=scoring.equality,
-                                        rows=rows, lanes=lanes, num_warps=warps)
-                    same = all(bool(jnp.array_equal(a, b)) for a, b in zip(want[:3], got))
-                except Exception as exc:
-                    print(f"check {scoring.name} local={local} {cfg}: failed: "
-                          f"{type(exc).__name__}: {str(exc)[:2000]}", flush=True)
-                    same = False
-                ok &= same
-                print(f"check {scoring.name} local={local} {cfg}: "
-                      f"{'equal' if same else 'DIFFERENT'}", flush=True)
+            lane = partial(pallas_scores, q, t, m, n, p, local=local, equality=scoring.equality)
+            ok &= check_configs(f"check {scoring.name} local={local}", args.configs, lane, want)
             if scoring.equality and args.packed_configs:
                 ok &= check_packed(args, q, t, m, n, p, local, want, scoring)
         if not args.no_tile_check:
@@ -94,24 +84,29 @@ def check_kernel(args) -> bool:
     return ok
 
 
-def check_packed(args, q, t, m, n, p, local, want, scoring) -> bool:
-    """The packed int16x2 kernel (compiled) == pure JAX."""
+def check_configs(label: str, configs: str, run, want) -> bool:
+    """Compile and run ``run(rows=, lanes=, num_warps=)`` for each ``RxLxW`` config and compare
+    its (score, end row, end column) with ``want``; print one line per config."""
     ok = True
-    assert packed_ok(scoring, q.shape[1] + 32, t.shape[1])
-    for cfg in args.packed_configs.split(","):
+    for cfg in configs.split(","):
         rows, lanes, warps = (int(x) for x in cfg.split("x"))
         try:
-            got = packed_scores(q, t, m, n, p, local=local, rows=rows, lanes=lanes,
-                                num_warps=warps)
+            got = run(rows=rows, lanes=lanes, num_warps=warps)
             same = all(bool(jnp.array_equal(a, b)) for a, b in zip(want[:3], got))
         except Exception as exc:
-            print(f"check packed {scoring.name} local={local} {cfg}: failed: "
-                  f"{type(exc).__name__}: {str(exc)[:3000]}", flush=True)
+            print(f"{label} {cfg}: failed: {type(exc).__name__}: {str(exc)[:3000]}", flush=True)
             same = False
         ok &= same
-        print(f"check packed {scoring.name} local={local} {cfg}: "
-              f"{'equal' if same else 'DIFFERENT'}", flush=True)
+        print(f"{label} {cfg}: {'equal' if same else 'DIFFERENT'}", flush=True)
     return ok
+
+
+def check_packed(args, q, t, m, n, p, local, want, scoring) -> bool:
+    """The packed int16x2 kernel (compiled) == pure JAX."""
+    assert packed_ok(scoring, q.shape[1] + 32, t.shape[1])
+    run = partial(packed_scores, q, t, m, n, p, local=local)
+    return check_configs(f"check packed {scoring.name} local={local}", args.packed_configs,
+                         run, want)
 
 
 def check_tiles(args, scoring, k, rng) -> bool:
