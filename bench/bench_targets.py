@@ -89,6 +89,11 @@ def main(argv=None) -> int:
     ap.add_argument("--devices-only", action="store_true",
                     help="with --compare-devices: time the device side alone (bulk scan, extraction, "
                          "traceback, candidates fetched; no hit selection or text) on 1 and N devices")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval for the run (seconds; Python's default 0.005)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="record when each block, host job and write happens (a summary is printed; "
+                         "the events go to --json-out)")
     ap.add_argument("--json-out", metavar="FILE", help="also write the JSON record to FILE")
     ap.add_argument("--keep", metavar="FILE", help="keep the report here (default: a temp file)")
     ap.add_argument("--warmup", type=int, default=8,
@@ -107,8 +112,11 @@ def main(argv=None) -> int:
     from jaxrna.targets.scan import scan_lanes_words
     from jaxrna.targets.scoring import ScanParams
     from jaxrna.targets.sequences import read_records
+    from jaxrna.targets.timeline import Timeline
 
     mirna_path, utr_path = ensure_data(args.data)
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
     work = tempfile.mkdtemp(prefix="bench-targets-")
     sub_mirnas = os.path.join(work, "mirnas.fa")
     records = list(read_records(mirna_path))[:args.mirnas]
@@ -198,6 +206,7 @@ def main(argv=None) -> int:
 
         def end_to_end(devices):
             out_path = args.keep or os.path.join(work, "report.txt")
+            timeline = Timeline(enabled=args.timeline)
             c0 = tree_cpu_seconds()
             m0 = time.process_time()
             t0 = time.perf_counter()
@@ -205,8 +214,12 @@ def main(argv=None) -> int:
                 writer = writer_for("miranda", out, no_energy=params.no_energy, quiet=True)
                 stats = write_scan(sub_mirnas, sub_utrs, writer, params, chunk_nt=chunk_nt,
                                    host_workers=args.host_workers,
-                                   engine_options=dict(options, devices=devices))
+                                   engine_options=dict(options, devices=devices, timeline=timeline))
             stats["e2e"] = time.perf_counter() - t0
+            if args.timeline:
+                stats["timeline"] = timeline.as_records(t0)
+                print(f"timeline, {len(devices)} device(s), {stats['e2e']:.2f} s:\n"
+                      + timeline_summary(stats["timeline"]))
             stats["cpu_s"] = tree_cpu_seconds() - c0
             stats["main_cpu_s"] = time.process_time() - m0
             stats["out_bytes"] = os.path.getsize(out_path)
@@ -276,6 +289,8 @@ def main(argv=None) -> int:
               "output_sha256": stats["sha256"], "output_bytes": out_bytes, "warmup_s": warm_s,
               "main_cpu_s": stats["main_cpu_s"], "samples": stats.get("samples"),
               "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
+    if args.timeline:
+        record["timelines"] = {n: r["timeline"] for n, r in runs.items()}
     if args.compare_devices:
         record["one_device_s"] = runs[1]["e2e"]
         record["speedup"] = runs[1]["e2e"] / e2e
@@ -286,6 +301,47 @@ def main(argv=None) -> int:
         with open(args.json_out, "w") as fh:
             json.dump(record, fh, indent=1)
     return 0
+
+
+def timeline_summary(events: list[dict]) -> str:
+    """A few lines on where the time of a run went (events of a Timeline, seconds from the start)."""
+    import statistics
+
+    def first(name, default=float("nan")):
+        return next((e["t"] for e in events if e["event"] == name), default)
+
+    def last(name, default=float("nan")):
+        return max((e["t"] for e in events if e["event"] == name), default=default)
+
+    lines = [f"  chunk ready {first('chunk ready'):.3f}, first block start {first('block start'):.3f}, "
+             f"first yield {first('yield'):.3f}, last block end {last('block end'):.3f}, last yield "
+             f"{last('yield'):.3f}, devices done {first('devices done'):.3f}, last job end "
+             f"{max((e['t'] + e['run'] for e in events if e['event'] == 'job'), default=float('nan')):.3f}, "
+             f"last written {last('written'):.3f}, end {first('end'):.3f}"]
+    starts = {e["key"]: e for e in events if e["event"] == "block start"}
+    ends = {e["key"]: e["t"] for e in events if e["event"] == "block end"}
+    per_dev: dict = {}
+    for k, e in starts.items():
+        if k in ends:
+            per_dev.setdefault(e["device"], []).append((e["t"], ends[k]))
+    for dev, spans in sorted(per_dev.items()):
+        busy = sum(b - a for a, b in spans)
+        lines.append(f"  {dev}: {len(spans)} blocks, {min(a for a, _ in spans):.3f}-{max(b for _, b in spans):.3f} s, "
+                     f"median block {statistics.median(b - a for a, b in spans) * 1e3:.0f} ms, "
+                     f"thread-busy {busy:.2f} s")
+    submits = {tuple(e["key"]): e["t"] for e in events if e["event"] == "submit"}
+    jobs = [e for e in events if e["event"] == "job"]
+    if jobs:
+        wait = [e["t"] - submits.get(tuple(e["key"]), e["t"]) for e in jobs]
+        dur = [e["run"] for e in jobs]
+        cpu = [e["cpu"] for e in jobs]
+        lines.append(f"  {len(jobs)} host jobs: queue wait median {statistics.median(wait) * 1e3:.0f} ms max "
+                     f"{max(wait) * 1e3:.0f} ms; run median {statistics.median(dur) * 1e3:.0f} ms max "
+                     f"{max(dur) * 1e3:.0f} ms; CPU {sum(cpu):.1f} s (median {statistics.median(cpu) * 1e3:.0f} ms)")
+    written = sorted((e["t"], e["key"]) for e in events if e["event"] == "written")
+    if written:
+        lines.append(f"  writes: {len(written)} blocks, first {written[0][0]:.3f} s, last {written[-1][0]:.3f} s")
+    return "\n".join(lines)
 
 
 def devices_only(args, records, utrs: str, params, chunk_nt: int) -> int:

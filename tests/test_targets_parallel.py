@@ -75,3 +75,86 @@ def test_one_and_two_devices_match(files):  # noqa: F811
     head, _, text = proc.stdout.partition("\n")
     assert head.startswith("SAME"), head
     assert text == expected_report(files, ScanParams(score_threshold=120, no_energy=True))
+
+
+def test_workers_read_candidates_from_files_and_they_are_removed(files, monkeypatch):  # noqa: F811
+    """With worker processes the device side writes each block's candidates to a file
+    (SpilledRows) that the workers read; every file is gone once its jobs are done."""
+    from jaxrna.targets import output, select
+
+    written, left = [], []
+    real_write, real_close = select.SpilledRows.write, output.OrderedReport.close
+
+    def spy_write(path, rows, n):
+        written.append(path)
+        return real_write(path, rows, n)
+
+    def spy_close(self):
+        left.extend(p for p in written if os.path.exists(p))
+        real_close(self)
+
+    monkeypatch.setattr(select.SpilledRows, "write", staticmethod(spy_write))
+    monkeypatch.setattr(output.OrderedReport, "close", spy_close)
+    params = ScanParams(score_threshold=120, no_energy=True)
+    got, _ = report(files, params, "miranda", True, 2, 700, query_block=3)
+    assert got == expected_report(files, params, quiet=True)
+    assert len(written) >= 4 and left == []
+
+
+def test_spilled_rows_load_what_was_written(tmp_path):
+    """SpilledRows.write / part / RowsRef.load round-trip rows, q counted from the part."""
+    import numpy as np
+
+    from jaxrna.targets.select import SpilledRows, Traced
+
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 50, size=(40, 12)).astype(np.int32)
+    rows[:, 0] = np.sort(rng.integers(0, 5, size=40))
+    rows[:, 7] = rng.integers(0, 40, size=40)  # nsteps: up to 3 move words, zero words after
+    rows[:, 9:][np.arange(3)[None, :] >= -(-rows[:, 7:8] // 16)] = 0
+    spilled = SpilledRows.write(str(tmp_path / "r.i32"), rows, 6)
+    assert len(spilled) == 40
+    for lo, hi in ((0, 2), (2, 5), (5, 6), (0, 6)):
+        got = spilled.part(lo, hi).load()
+        want = Traced.from_rows(rows).part(lo, hi)
+        assert len(got) == int(((rows[:, 0] >= lo) & (rows[:, 0] < hi)).sum())
+        for name in ("q", "t", "i", "j", "i0", "j0", "score", "nsteps"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        width = got.moves.shape[1]
+        assert np.array_equal(got.moves, want.moves[:, :width]) and not want.moves[:, width:].any()
+        assert (got.q >= 0).all() and (got.q < hi - lo).all()
+
+
+def test_device_threads_lower_the_switch_interval_and_restore_it():
+    """While several device threads run, Python switches threads every SWITCH_INTERVAL at most;
+    the interval is restored after the scan."""
+    import sys
+
+    from jaxrna.targets import engine as eng
+
+    params = ScanParams(score_threshold=120, no_energy=True)
+    queries = [eng.prepare_query(f"m{k}", "", s, params)
+               for k, s in enumerate(["UGAGGUAGUAGGUUGUAUAGUU", "GUGAGAUCAUUUUGAAAGCUG", "UAGCUUAUCAGACUGAUGUUGA"])]
+    targets = [eng.make_target("t", "", "UAGUUUUCACAAUGAUCUCGGAACUAUACAACCUACUACCUCA" * 3)]
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.004)
+    try:
+        engine = eng.Engine(params, threads_per_device=2)
+        seen = []
+        for _ in engine.iter_traced(queries, targets):
+            seen.append(sys.getswitchinterval())
+        assert seen and all(abs(v - eng.SWITCH_INTERVAL) < 1e-9 for v in seen)
+        assert abs(sys.getswitchinterval() - 0.004) < 1e-9
+        one = eng.Engine(params)  # one thread: left alone
+        assert all(abs(sys.getswitchinterval() - 0.004) < 1e-9 for _ in one.iter_traced(queries, targets))
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_worker_processes_run_at_a_lower_priority():
+    """Host workers are niced (the device threads of the main process come first)."""
+    from jaxrna.targets.output import WORKER_NICENESS, worker_pool
+
+    mine = os.nice(0)
+    niceness = worker_pool(1).submit(os.nice, 0).result(timeout=120)
+    assert niceness == min(mine + WORKER_NICENESS, 19)

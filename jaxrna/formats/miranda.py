@@ -194,10 +194,8 @@ class MirandaWriter(TargetsWriter):
                          in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
                                 similarity, am, mp, at)]
         else:
-            hit_texts = [f"\n   Forward:\tScore: {s}.000000  Q:{qs} to {qe}  R:{rs} to {re} Align Len ({al}) "
-                         f"({idn}%) ({sim}%)\n\n   Query:    3' {a} 5'\n                {b}\n"
-                         f"   Ref:      5' {c} 3'\n\n\nScores for this hit:\n>{m}\t{tid}\t{s}.00\t0.00\t"
-                         f"{qs} {qe}\t{rs} {re}\t{al}\t{idn}%\t{sim}%\n\n"
+            hit = _HIT_TEXT.replace("{m}", m.replace("%", "%%"))  # one %-template per miRNA
+            hit_texts = [hit % (s, qs, qe, rs, re, al, idn, sim, a, b, c, tid, s, qs, qe, rs, re, al, idn, sim)
                          for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c
                          in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
                                 similarity, am, mp, at)]
@@ -239,6 +237,10 @@ class MirandaWriter(TargetsWriter):
 _KEYVAL = ("//hit_info\tquery_id=%s\treference_id=%s\tscore=%f\tenergy=%f\tquery_start=%d\t"
            "query_end=%d\tref_start=%d\tref_end=%d\taln_length=%d\tidentity=%f\t"
            "similarity=%f\taln_mirna=%s\taln_map=%s\taln_utr=%s\n")
+#: One hit of :meth:`MirandaWriter.table_text` without energies ("{m}": the miRNA id)
+_HIT_TEXT = ("\n   Forward:\tScore: %s.000000  Q:%s to %s  R:%s to %s Align Len (%s) (%s%%) (%s%%)\n\n"
+             "   Query:    3' %s 5'\n                %s\n   Ref:      5' %s 3'\n\n\n"
+             "Scores for this hit:\n>{m}\t%s\t%s.00\t0.00\t%s %s\t%s %s\t%s\t%s%%\t%s%%\n\n")
 _NO_HITS = "Score for this Scan:\nNo Hits Found above Threshold\nComplete\n\n"
 _SCAN_HEADER = "Seq1,Seq2,Tot Score,Tot Energy,Max Score,Max Energy,Strand,Len1,Len2,Positions\n"
 

@@ -220,6 +220,7 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     n_targets = None
     clock = time.perf_counter
     marks = {"start": clock()}
+    engine.timeline.mark("start", at=marks["start"])
     try:
         seen = 0
         last = False
@@ -230,21 +231,23 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
                 if progress is not None and n_targets is not None:
                     progress.total = len(queries) * n_targets
             total = n_targets if n_targets is not None else seen + len(targets)
+            engine.timeline.mark("targets read", c)
             if report is None:  # worker processes pay off for large scans only
                 small = (host_workers is None and params.no_energy
                          and mirna_nt * int(targets.lengths.sum()) < POOL_MIN_CELLS)
-                report = OrderedReport(writer, jobs, 0 if small else workers)
+                report = OrderedReport(writer, jobs, 0 if small else workers, timeline=engine.timeline)
+                if report.pool is not None:  # workers read the candidates from files
+                    engine.spill_dir = report.tmp.name
             info = ChunkInfo(ids, descriptions, targets, seen, total)
             shared = report.chunk_path(c, info)
             marks.setdefault("first chunk ready", clock())
+            engine.timeline.mark("chunk ready", c)
             ji = 0
             for ks, traced in engine.iter_traced(queries, targets, progress=progress):
                 t0 = clock()
-                cuts = traced.q.searchsorted(list(range(0, len(ks), JOB_MIRNAS)) + [len(ks)])
-                for n, s in enumerate(range(0, len(ks), JOB_MIRNAS)):
+                for s in range(0, len(ks), JOB_MIRNAS):
                     part = ks[s:s + JOB_MIRNAS]
-                    sub = traced.take(slice(cuts[n], cuts[n + 1]))  # the candidates come by miRNA
-                    sub.q = sub.q - s
+                    sub = traced.part(s, s + len(part))  # the candidates come by miRNA
                     job = BlockJob(shared, part, [mirna_records[k].id for k in part],
                                    [mirna_records[k].description for k in part],
                                    [queries[k].sequence for k in part], sub, spec if spec[0] else writer,
@@ -265,9 +268,11 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
             report.last_chunk = -1
         t0 = clock()
         marks["devices done"] = clock()
+        engine.timeline.mark("devices done")
         report.flush(wait=True)
         engine.timings["select"] += clock() - t0
         writer.end()
+        engine.timeline.mark("end")
     finally:
         if report is not None:
             report.close()

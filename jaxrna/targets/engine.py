@@ -29,6 +29,9 @@ extracted on the host (:mod:`jaxrna.targets.hits`).
 
 from __future__ import annotations
 
+import itertools
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,7 +48,8 @@ from jaxrna.targets import extract
 from jaxrna.targets import hits as hitlib
 from jaxrna.targets.scan import RESET, WORD, fill_segments, scan_lanes_words
 from jaxrna.targets.scoring import RowTables, ScanParams, exact_overlap, max_gain, row_tables
-from jaxrna.targets.select import MOVES_PER_WORD, TargetText, Traced, accepted_hits, select
+from jaxrna.targets.select import MOVES_PER_WORD, SpilledRows, TargetText, Traced, accepted_hits, select
+from jaxrna.targets.timeline import OFF, Timeline
 
 ROW_STEP = 8          # miRNA heights are padded to multiples of this (few compiled shapes)
 OVERLAP_STEP = 32     # lane overlaps are rounded up to multiples of this
@@ -57,6 +61,9 @@ THREADS_PER_DEVICE = {"gpu": 3}               # device threads (default 1)
 LOOKAHEAD = 4         # blocks a device thread may run ahead of the consumer, per thread
 MAX_LANES = 32768
 MIN_LANE = 512
+#: Python's thread switch interval while several device threads run (seconds; Python's default
+#: is 5 ms): a thread back from the device gets the interpreter sooner, so the devices idle less
+SWITCH_INTERVAL = 0.0005
 
 
 def _round_up(x: int, step: int) -> int:
@@ -344,14 +351,16 @@ class Engine:
     def __init__(self, params: ScanParams, energy=None, max_lanes: int = MAX_LANES,
                  lane_columns: int | None = None, kernel: str = "auto", devices=None,
                  query_block: int | None = None, threads_per_device: int | None = None,
-                 lane_batch: int | None = None, interpret: bool = False, profile: bool = False):
+                 lane_batch: int | None = None, interpret: bool = False, profile: bool = False,
+                 timeline: Timeline = OFF):
         """``kernel``: ``"xla"`` (pure JAX), ``"pallas"`` (the GPU kernels of
         :mod:`jaxrna.kernels.miranda_fill`; ``interpret=True`` runs them in Pallas' interpret
         mode, for tests on CPUs) or ``"auto"`` (Pallas on GPUs). ``query_block`` miRNAs per
         bulk-scan launch (default 16 with Pallas, 1 with XLA), spread over ``devices`` (default:
         all) with ``threads_per_device`` threads each (default 3 on GPUs, else 1).
         ``lane_batch``: segments refilled per device call (at most). ``profile``: time each
-        device stage on its own (:meth:`_stage`; slower)."""
+        device stage on its own (:meth:`_stage`; slower). ``timeline``: a
+        :class:`~jaxrna.targets.timeline.Timeline` that records when each block runs."""
         self.params = params
         self.energy = energy
         self.max_lanes = max_lanes
@@ -365,6 +374,11 @@ class Engine:
         self.threads_per_device = threads_per_device or THREADS_PER_DEVICE.get(self.devices[0].platform, 1)
         self.lane_batch = lane_batch or LANE_BATCH[kernel]
         self.profile = profile
+        self.timeline = timeline
+        #: a directory: blocks' candidates are written there (:class:`SpilledRows`) for worker
+        #: processes to read, rather than handed over as :class:`Traced`
+        self.spill_dir: str | None = None
+        self._spilled = itertools.count()
         self.samples: dict[str, list[float]] = {}  # profile: seconds of every call of each stage
         #: wall seconds the consumer waited for the devices and spent on hit selection and text
         #: (in this process, or handing it to workers); "scan" and "extract": device-thread
@@ -409,7 +423,8 @@ class Engine:
 
     def iter_traced(self, queries: list[Query], targets: "list[Target] | TargetText", progress=None):
         """Yield ``(miRNA indices of a block, Traced)`` for every block, in order; ``q`` of the
-        candidates indexes the block's list. ``progress.update(n)`` counts pairs done."""
+        candidates indexes the block's list (with :attr:`spill_dir`, a
+        :class:`~jaxrna.targets.select.SpilledRows` in its place, but for free gaps). ``progress.update(n)`` counts pairs done."""
         blocks = self.blocks(len(queries))
         live = [q.gain >= self.params.score_threshold or self.params.gaps_can_gain for q in queries]
         live_qs = [q for q, ok in zip(queries, live) if ok]
@@ -425,6 +440,7 @@ class Engine:
         t0 = clock()
         for ks, traced in zip(blocks, self._pipeline(len(blocks), lambda bi, dev: self._block(run, dev, blocks[bi]))):
             self.timings["device"] += clock() - t0
+            self.timeline.mark("yield", ks[0])
             if progress is not None:
                 progress.update(len(targets) * len(ks))
             yield ks, traced
@@ -452,7 +468,9 @@ class Engine:
                             return
                         bi = state["next"]
                         state["next"] += 1
+                    self.timeline.mark("block start", bi, device=str(device))
                     res = job(bi, device)
+                    self.timeline.mark("block end", bi)
                     with cv:
                         results[bi] = res
                         cv.notify_all()
@@ -464,6 +482,8 @@ class Engine:
 
         threads = [threading.Thread(target=loop, args=(d,), daemon=True, name=f"jaxrna-targets-{k}")
                    for k, d in enumerate(slots)]
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
         for th in threads:
             th.start()
         try:
@@ -483,9 +503,10 @@ class Engine:
                 cv.notify_all()
             for th in threads:
                 th.join()
+            sys.setswitchinterval(interval)
 
-    def _block(self, run: _Run, device, ks: list[int]) -> Traced:
-        """Traced candidates of one block (``q`` indexes ``ks``)."""
+    def _block(self, run: _Run, device, ks: list[int]) -> "Traced | SpilledRows":
+        """Traced candidates of one block (``q`` indexes ``ks``); in a file with ``spill_dir``."""
         local = [x for x, k in enumerate(ks) if run.live[k]]
         if not local:
             return Traced.concat([])
@@ -497,6 +518,7 @@ class Engine:
             words = self._words(run, dev, qs)
             words.block_until_ready()  # (the tile counts wait for it anyway)
             t1 = clock()
+            self.timeline.mark("scanned", ks[0])
             if run.chunk.lane_of_target:
                 parts = []
                 for x, q in enumerate(qs):
@@ -504,12 +526,24 @@ class Engine:
                     traced.q[:] = x
                     parts.append(traced)
                 traced = Traced.concat(parts)
+                traced.q = np.asarray(local, np.int32)[traced.q]
+                rows = None
             else:
-                traced = self._extract(run, dev, qs, words)
+                rows = self._extract(run, dev, qs, words)
+                if rows is None:
+                    traced = Traced.concat([])
+                elif len(local) < len(ks):  # some miRNAs cannot score: indices into ks
+                    rows = np.array(rows)
+                    rows[:, 0] = np.asarray(local, np.int32)[rows[:, 0]]
+            if rows is not None:
+                if self.spill_dir is not None:  # for worker processes: the rows in a file
+                    path = os.path.join(self.spill_dir, f"rows-{next(self._spilled)}.i32")
+                    traced = SpilledRows.write(path, rows, len(ks))
+                else:
+                    traced = Traced.from_rows(rows)
         with self._timing_lock:
             self.timings["scan"] += t1 - t0
             self.timings["extract"] += clock() - t1
-        traced.q = np.asarray(local, np.int32)[traced.q]
         return traced
 
     def _stage(self, name: str, t0: float, value) -> float:
@@ -540,8 +574,9 @@ class Engine:
         words = scan_lanes_packed(*args, dev.lanes, threshold, interpret=self.interpret)
         return words  # (query_block rows: those past len(qs) repeat the last miRNA)
 
-    def _extract(self, run: _Run, dev: _OnDevice, qs: list[Query], words) -> Traced:
-        """Device-side refill, extraction and traceback (:mod:`jaxrna.targets.extract`)."""
+    def _extract(self, run: _Run, dev: _OnDevice, qs: list[Query], words) -> np.ndarray | None:
+        """Device-side refill, extraction and traceback (:mod:`jaxrna.targets.extract`): the
+        candidates' rows (``q`` indexes ``qs``; see :meth:`Traced.from_rows`), None for none."""
         chunk = run.chunk
         geometry = (chunk.width, chunk.span, chunk.n_lanes, chunk.total)
         t0 = time.perf_counter()
@@ -549,7 +584,7 @@ class Engine:
         counts = np.asarray(extract.segment_counts(words, *geometry)).astype(np.int64)[:len(qs)]
         t0 = self._stage("counts", t0, None)
         if not counts.sum():
-            return Traced.concat([])
+            return None
         block = extract.LANE_BLOCK
         padded = -(-counts // block) * block
         offsets = np.zeros(rows, np.int32)
@@ -609,8 +644,8 @@ class Engine:
                 parts.append(got)
         self._stage("fetch", t0, None)
         if not parts:
-            return Traced.concat([])
-        return extract.rows_to_traced(parts[0] if len(parts) == 1 else _concat(parts))
+            return None
+        return parts[0] if len(parts) == 1 else _concat(parts)
 
     def _host_extract(self, run: _Run, q: Query, words: np.ndarray) -> Traced:
         """Free gaps (a whole target per lane): candidates extracted and traced on the host."""

@@ -38,12 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.targets.scan import WORD, fill_segments
-from jaxrna.targets.select import MOVES_PER_WORD, Traced
+from jaxrna.targets.select import MOVES_PER_WORD, ROW_FIELDS, Traced
 
 #: Lanes per Pallas program (the refill kernel's block).
 LANE_BLOCK = 128
 #: Columns of a fields row of the packed result: q, t, i, j, i0, j0, score, nsteps, tcol.
-FIELDS = 9
+FIELDS = ROW_FIELDS
 #: Words of traceback moves per round of :func:`trace_candidates` (the host reads the loop
 #: condition back once a round).
 ROUND_WORDS = 2
@@ -208,6 +208,4 @@ def check_rows(rows: np.ndarray, overlaps: np.ndarray, max_steps: int) -> None:
 
 def rows_to_traced(rows: np.ndarray) -> Traced:
     """Fetched rows as :class:`Traced` (views; moves trimmed to the longest traceback)."""
-    words = max(1, -(-int(rows[:, 7].max(initial=0)) // MOVES_PER_WORD))
-    return Traced(*(rows[:, k] for k in range(FIELDS - 1)),
-                  moves=rows[:, FIELDS:FIELDS + words].view(np.uint32))
+    return Traced.from_rows(rows)

@@ -32,11 +32,13 @@ import pickle
 import queue
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 
 from jaxrna.targets.records import PairResult
 from jaxrna.targets.scoring import ScanParams
-from jaxrna.targets.select import TargetText, Traced, accepted_hits, select
+from jaxrna.targets.select import RowsRef, TargetText, Traced, accepted_hits, select
+from jaxrna.targets.timeline import OFF, Timeline
 
 
 @dataclass
@@ -59,7 +61,7 @@ class BlockJob:
     ids: list[str]
     descriptions: list[str]
     sequences: list[str]
-    traced: Traced                   # q indexes ks
+    traced: Traced | RowsRef         # q indexes ks (RowsRef: in a file, for worker processes)
     writer: object                   # TargetsWriter.spec(), or (in this process) a writer
     pair_offset: int
     first_chunk: bool                # start each miRNA's text with its own header
@@ -92,7 +94,8 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
         writer = writer_for(fmt, None, no_energy=no_energy, quiet=quiet)
     else:  # a writer object (rendering in this process)
         writer = job.writer
-    table = select(job.traced, job.sequences, chunk.text, job.params.strict)
+    traced = job.traced.load() if isinstance(job.traced, RowsRef) else job.traced
+    table = select(traced, job.sequences, chunk.text, job.params.strict)
     bounds = table.q.searchsorted(range(len(job.ks) + 1)).tolist() if len(table) else [0] * (len(job.ks) + 1)
     per_q = None
     texts, hits = [], []
@@ -118,8 +121,10 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
     return texts, hits
 
 
-def run_block(job: BlockJob) -> tuple[str, list[int], list[int]]:
-    """Render a block into ``job.out_path``: ``(path, bytes per miRNA, hits per miRNA)``."""
+def run_block(job: BlockJob) -> tuple[str, list[int], list[int], tuple[float, float, float]]:
+    """Render a block into ``job.out_path``: ``(path, bytes per miRNA, hits per miRNA, (start,
+    end, CPU seconds))``."""
+    start, cpu = time.perf_counter(), time.process_time()
     if job.energy is not None:  # fold here, a string at a time (no process pool in a worker)
         job.energy = functools.partial(job.energy)
     texts, hits = render_block(job)
@@ -129,11 +134,23 @@ def run_block(job: BlockJob) -> tuple[str, list[int], list[int]]:
             data = text.encode(job.encoding)
             sizes.append(len(data))
             fh.write(data)
-    return job.out_path, sizes, hits
+    return job.out_path, sizes, hits, (start, time.perf_counter(), time.process_time() - cpu)
 
 
 def _ready() -> bool:
     return True
+
+
+#: Worker processes run at this lower priority (``nice``): host text work is throughput work,
+#: while the threads feeding the devices must get a core the moment they need one.
+WORKER_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    try:
+        os.nice(WORKER_NICENESS)
+    except (AttributeError, OSError):  # pragma: no cover - not a POSIX system, or not allowed
+        pass
 
 
 def default_workers() -> int:
@@ -149,10 +166,12 @@ _POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
 
 
 def worker_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    """A pool of ``workers`` spawned processes, kept for the life of this process (started at
-    once: every worker imports its modules while the devices compile)."""
+    """A pool of ``workers`` spawned processes at a lower priority (:data:`WORKER_NICENESS`),
+    kept for the life of this process (started at once: every worker imports its modules while
+    the devices compile)."""
     if workers not in _POOLS:
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=_lower_priority)
         for _ in range(workers):
             pool.submit(_ready)
         _POOLS[workers] = pool
@@ -172,40 +191,66 @@ class OrderedReport:
     Blocks are written as soon as they and every block before them are done in every chunk,
     which is at once for a target file read in one chunk."""
 
-    def __init__(self, writer, blocks: list[list[int]], workers: int = 0, directory: str | None = None):
+    def __init__(self, writer, blocks: list[list[int]], workers: int = 0, directory: str | None = None,
+                 timeline: Timeline = OFF):
         self.writer = writer
+        self.timeline = timeline
         self.blocks = blocks
         self.pool = worker_pool(workers) if workers > 0 else None
         self.tmp = tempfile.TemporaryDirectory(prefix="jaxrna-targets-", dir=directory)
         self.jobs: dict[tuple[int, int], object] = {}   # (chunk, block) -> future or result
         self.order: list[tuple[int, int]] = []
+        self.running: list[tuple[int, int]] = []     # jobs handed to the pool, maybe not done
         self.last_chunk: int | None = None
         self.next_block = 0
         self.hits = 0
         self.encoding = getattr(writer.out, "encoding", None) or "utf-8"
         self.limit = 4 * workers + 4
         self.copier: _Copier | None = None
+        self.spills: dict[tuple[int, int], str] = {}   # job -> the candidates' file it reads
+        self.readers: dict[str, int] = {}              # file -> jobs yet to read it
+        self._chunk_writer: _Background | None = None
 
     def chunk_path(self, c: int, info: ChunkInfo) -> ChunkInfo | str:
-        """The chunk as jobs get it: in a file for worker processes."""
+        """The chunk as jobs get it: in a file for worker processes (written by a thread while
+        the devices start; jobs are handed out once it is there)."""
         if self.pool is None:
             return info
         path = os.path.join(self.tmp.name, f"chunk-{c}.pkl")
-        with open(path, "wb") as fh:
-            pickle.dump(info, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        self._wait_chunk()
+
+        def dump():
+            with open(path, "wb") as fh:
+                pickle.dump(info, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+        self._chunk_writer = _Background(dump)
         return path
 
+    def _wait_chunk(self) -> None:
+        if self._chunk_writer is not None:
+            self._chunk_writer.join()
+            self._chunk_writer = None
+
     def submit(self, c: int, bi: int, job: BlockJob, last: bool) -> None:
+        self._wait_chunk()
         job.out_path = os.path.join(self.tmp.name, f"{c}-{bi}.txt")
         job.encoding = self.encoding
+        self.timeline.mark("submit", (c, bi))
+        if isinstance(job.traced, RowsRef):  # removed once every job reading it is done
+            self.spills[(c, bi)] = job.traced.path
+            self.readers[job.traced.path] = self.readers.get(job.traced.path, 0) + 1
         self.jobs[(c, bi)] = self.pool.submit(run_block, job) if self.pool else run_block(job)
         self.order.append((c, bi))
+        if self.pool is not None:
+            self.running.append((c, bi))
         if last:
             self.last_chunk = c
         self.flush(wait=False)
-        while self.pool is not None and sum(1 for k in self.order if not self._done(k)) > self.limit:
-            self._result(next(k for k in self.order if not self._done(k)))
-            self.flush(wait=False)
+        while len(self.running) > self.limit:  # too many jobs out: wait for the oldest
+            self.running = [k for k in self.running if not self._done(k)]
+            if len(self.running) > self.limit:
+                self._result(self.running[0])
+                self.flush(wait=False)
 
     def _done(self, key) -> bool:
         job = self.jobs[key]
@@ -215,6 +260,14 @@ class OrderedReport:
         job = self.jobs[key]
         if isinstance(job, concurrent.futures.Future):
             job = self.jobs[key] = job.result()
+            start, end, cpu = job[3]
+            self.timeline.mark("job", key, at=start, run=end - start, cpu=cpu)
+            path = self.spills.pop(key, None)
+            if path is not None:
+                self.readers[path] -= 1
+                if not self.readers[path]:
+                    del self.readers[path]
+                    os.unlink(path)
         return job
 
     def flush(self, wait: bool) -> None:
@@ -231,15 +284,15 @@ class OrderedReport:
             pieces = [self._result(k) for k in keys]
             ranges = []
             for x in range(len(self.blocks[self.next_block])):
-                for path, sizes, hits in pieces:
+                for path, sizes, hits, _ in pieces:
                     ranges.append((path, sum(sizes[:x]), sizes[x]))
-            self.hits += sum(sum(hits) for _, _, hits in pieces)
-            self._write(ranges, [path for path, _, _ in pieces])
+            self.hits += sum(sum(piece[2]) for piece in pieces)
+            self._write(ranges, [piece[0] for piece in pieces], self.next_block)
             self.next_block += 1
         if wait:
             self._join()
 
-    def _write(self, ranges, paths) -> None:
+    def _write(self, ranges, paths, block: int) -> None:
         """Copy ``(path, offset, size)`` ranges to the output in order, then remove ``paths``;
         on a file descriptor, in a thread of its own (``sendfile``: no copy through Python)."""
         if self.copier is None and self.writer.raw_text:
@@ -250,9 +303,9 @@ class OrderedReport:
             except (AttributeError, OSError, ValueError):
                 pass
             if fd is not None:
-                self.copier = _Copier(fd)
+                self.copier = _Copier(fd, self.timeline)
         if self.copier is not None:
-            self.copier.put(ranges, paths)
+            self.copier.put(ranges, paths, block)
             return
         for path, offset, size in ranges:
             with open(path, "rb") as src:
@@ -264,6 +317,7 @@ class OrderedReport:
                     self.writer.write(decoder.decode(data, final=size <= 0))
         for path in paths:
             os.unlink(path)
+        self.timeline.mark("written", block)
 
     def _join(self) -> None:
         if self.copier is not None:
@@ -271,6 +325,8 @@ class OrderedReport:
             self.copier = None
 
     def close(self) -> None:
+        if self._chunk_writer is not None:
+            self._chunk_writer.thread.join()
         if self.copier is not None:
             self.copier.stop()
         for key in self.order:
@@ -280,21 +336,43 @@ class OrderedReport:
         self.tmp.cleanup()
 
 
+class _Background:
+    """``fn()`` in a thread; :meth:`join` waits for it and raises what it raised."""
+
+    def __init__(self, fn):
+        self.error: BaseException | None = None
+
+        def run():
+            try:
+                fn()
+            except BaseException as exc:  # raised by join()
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, daemon=True, name="jaxrna-targets-chunk")
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 class _Copier:
     """A thread copying file ranges to a file descriptor in order (``os.sendfile``, or reads and
     writes where the descriptor takes no ``sendfile``)."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, timeline: Timeline = OFF):
         self.fd = fd
+        self.timeline = timeline
         self.queue: queue.Queue = queue.Queue()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True, name="jaxrna-targets-copy")
         self.thread.start()
 
-    def put(self, ranges, paths) -> None:
+    def put(self, ranges, paths, block: int) -> None:
         if self.error is not None:
             raise self.error
-        self.queue.put((ranges, paths))
+        self.queue.put((ranges, paths, block))
 
     def _run(self) -> None:
         while True:
@@ -304,12 +382,13 @@ class _Copier:
             if self.error is not None:
                 continue
             try:
-                ranges, paths = item
+                ranges, paths, block = item
                 for path, offset, size in ranges:
                     with open(path, "rb") as src:
                         _send(self.fd, src, offset, size)
                 for path in paths:
                     os.unlink(path)
+                self.timeline.mark("written", block)
             except BaseException as exc:  # raised in the main thread
                 self.error = exc
 

@@ -16,6 +16,7 @@ seed base is never opposite a gap (state c is pinned to -1 in seed rows).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -146,20 +147,36 @@ def row_class(r: int, n: int) -> tuple[bool, bool]:
     return zero, seed
 
 
+@functools.lru_cache(maxsize=256)
+def _row_classes(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`row_class` of every row of a miRNA of length ``n``: ``(zero, seed)`` (read-only)."""
+    classes = [row_class(r, n) for r in range(n)]
+    zero = np.array([z for z, _ in classes], dtype=bool)
+    seed = np.array([sd for _, sd in classes], dtype=bool)
+    zero.flags.writeable = seed.flags.writeable = False
+    return zero, seed
+
+
+@functools.lru_cache(maxsize=64)
+def _seed_scores(params: ScanParams) -> np.ndarray:
+    """The pair scores of seed rows (scaled, truncated as C does), read-only."""
+    scaled = np.array([[params.seed_score(int(v)) for v in row] for row in _PAIR_SCORES], np.int32)
+    scaled.flags.writeable = False
+    return scaled
+
+
 def row_tables(mirna: str, params: ScanParams) -> RowTables:
     """Score and gap tables of ``mirna`` (any case; T read as U; ambiguity codes allowed)."""
     n = len(mirna)
     codes = encode(mirna)[::-1].copy()
-    classes = [row_class(r, n) for r in range(n)]
-    zero = np.array([z for z, _ in classes], dtype=bool)
-    seed = np.array([sd for _, sd in classes], dtype=bool)
+    zero, seed = _row_classes(n)
     plain = _PAIR_SCORES[codes.astype(np.int64)] if n else np.zeros((0, 5), np.int32)
-    scaled = np.array([[params.seed_score(int(v)) for v in row] for row in _PAIR_SCORES], np.int32)
+    scaled = _seed_scores(params)
     profile = np.where(seed[:, None], scaled[codes.astype(np.int64)] if n else plain, plain)
     profile = np.where(zero[:, None], 0, profile).astype(np.int32).reshape(n, 5)
     open_ = np.where(seed, params.seed_open, params.gap_open).astype(np.int32)
     extend = np.where(seed, params.seed_extend, params.gap_extend).astype(np.int32)
-    return RowTables(profile, open_, extend, seed, codes)
+    return RowTables(profile, open_, extend, seed.copy(), codes)
 
 
 def max_gain(tables: RowTables) -> int:

@@ -35,6 +35,9 @@ from jaxrna.targets.scoring import pair_symbol
 
 #: Moves per packed word (2 bits each): 1 a (diagonal), 2 b (left), 3 c (up), 0 none.
 MOVES_PER_WORD = 16
+#: Leading columns of a fetched candidate row: q, t, i, j, i0, j0, score, nsteps, and a column
+#: of the device's own (the move words follow).
+ROW_FIELDS = 9
 _SYMBOL = np.array([[ord(pair_symbol(q, t)) for t in range(5)] for q in range(5)], dtype=np.uint8)
 _SPACE, _DASH = ord(" "), ord("-")
 
@@ -74,6 +77,21 @@ class Traced:
     def take(self, idx) -> "Traced":
         return Traced(*(getattr(self, f.name)[idx] for f in fields(self)))
 
+    def part(self, lo: int, hi: int) -> "Traced":
+        """The candidates of miRNAs ``lo..hi-1`` (``q`` sorted), ``q`` counted from ``lo``."""
+        a, b = self.q.searchsorted([lo, hi]).tolist()
+        sub = self.take(slice(a, b))
+        sub.q = sub.q - lo
+        return sub
+
+    @staticmethod
+    def from_rows(rows: np.ndarray) -> "Traced":
+        """From the rows the device fetches (int32: the :data:`ROW_FIELDS` columns, a column
+        the host ignores, then the move words); views, moves trimmed to the longest traceback."""
+        words = max(1, -(-int(rows[:, 7].max(initial=0)) // MOVES_PER_WORD))
+        return Traced(*(rows[:, k] for k in range(ROW_FIELDS - 1)),
+                      moves=rows[:, ROW_FIELDS:ROW_FIELDS + words].view(np.uint32))
+
     @staticmethod
     def concat(parts: list["Traced"]) -> "Traced":
         width = max((p.moves.shape[1] for p in parts), default=1)
@@ -103,6 +121,52 @@ class Traced:
         shifts = 2 * np.arange(MOVES_PER_WORD, dtype=np.uint32)
         m = (self.moves.astype(np.uint32)[:, :, None] >> shifts) & 3
         return m.reshape(len(self.moves), -1).astype(np.uint8)
+
+
+@dataclass
+class SpilledRows:
+    """A block's fetched candidate rows (sorted by ``q``) written to a file, so that worker
+    processes read them there rather than through a pipe: miRNA ``x``'s rows are
+    ``bounds[x]..bounds[x+1]-1``, each ``width`` int32."""
+
+    path: str
+    width: int
+    bounds: list
+
+    @staticmethod
+    def write(path: str, rows: np.ndarray, n_mirnas: int) -> "SpilledRows":
+        rows = np.ascontiguousarray(rows, np.int32)
+        with open(path, "wb") as fh:
+            fh.write(memoryview(rows).cast("B"))
+        bounds = rows[:, 0].searchsorted(np.arange(n_mirnas + 1)).tolist()
+        return SpilledRows(path, rows.shape[1], bounds)
+
+    def __len__(self) -> int:
+        return self.bounds[-1] - self.bounds[0]
+
+    def part(self, lo: int, hi: int) -> "RowsRef":
+        """The rows of miRNAs ``lo..hi-1`` (``q`` counted from ``lo`` once loaded)."""
+        return RowsRef(self.path, self.width, self.bounds[lo], self.bounds[hi] - self.bounds[lo], lo)
+
+
+@dataclass
+class RowsRef:
+    """``count`` rows from row ``start`` of a :class:`SpilledRows` file."""
+
+    path: str
+    width: int
+    start: int
+    count: int
+    q_shift: int
+
+    def __len__(self) -> int:
+        return self.count
+
+    def load(self) -> Traced:
+        rows = np.fromfile(self.path, np.int32, count=self.count * self.width,
+                           offset=4 * self.start * self.width).reshape(self.count, self.width)
+        rows[:, 0] -= self.q_shift
+        return Traced.from_rows(rows)
 
 
 def _traced_from_matrix(matrix: np.ndarray) -> Traced:

@@ -135,6 +135,7 @@ BULK_LIMIT = 1 << 28
 #: letter -> its upper case, anything else -> 0
 _UPPER_OR_0 = np.zeros(256, dtype=np.uint8)
 _UPPER_OR_0[np.frombuffer(LETTERS.encode("ascii"), np.uint8)] = np.frombuffer(LETTERS.upper().encode("ascii"), np.uint8)
+_UPPER_OR_0_BYTES = _UPPER_OR_0.tobytes()
 
 
 def read_bulk(path: str | os.PathLike):
@@ -155,39 +156,36 @@ def read_bulk(path: str | os.PathLike):
         return None
     if not data.startswith(b">") or data.startswith(b"\x1f\x8b"):
         return None
-    arr = np.frombuffer(data, np.uint8)
-    newline = arr == 10
-    ends = np.flatnonzero(newline)
-    starts = np.concatenate([[0], ends + 1])
-    starts = starts[starts < len(arr)]
-    heads = starts[arr[starts] == ord(">")]
-    head_ends = np.append(ends, len(arr))[np.searchsorted(ends, heads)]
-    # sequence bytes: everything but newlines and header lines
-    keep = ~newline
-    span = head_ends - heads
-    owner = np.repeat(np.arange(len(heads)), span)
-    keep[heads[owner] + np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)] = False
-    letters = _UPPER_OR_0[arr[keep]]
-    if not letters.all():  # blanks, carriage returns or other characters: the general reader
-        return None
-    body_start = head_ends + 1
-    body_end = np.append(heads[1:], len(arr))
-    lengths = ((body_end - body_start).clip(0)
-               - (np.searchsorted(ends, body_end) - np.searchsorted(ends, body_start))).astype(np.int64)
-    if not (lengths > 0).all():
-        return None
-    ids, descriptions = [], []
+    heads = [0]  # each header line's first byte
+    at = data.find(b"\n>")
+    while at >= 0:
+        heads.append(at + 1)
+        at = data.find(b"\n>", at + 2)
+    heads.append(len(data) + 1)
+    view = memoryview(data)
+    ids, descriptions, bodies, lengths = [], [], [], []
     try:
-        for a, b in zip(heads.tolist(), head_ends.tolist()):
-            title = data[a + 1:b].decode("utf-8").strip()
+        for a, b in zip(heads, heads[1:]):
+            end = data.find(b"\n", a, b - 1)  # the header line's end
+            if end < 0:
+                return None  # a header without a sequence
+            title = data[a + 1:end].decode("utf-8").strip()
             rid = title.split(None, 1)[0] if title else ""
             if not rid:
                 return None
             ids.append(rid)
             descriptions.append(title)
+            bodies.append(view[end + 1:b - 1])
+            lengths.append(b - 1 - end - 1 - data.count(b"\n", end + 1, b - 1))
     except UnicodeDecodeError:
         return None
-    return ids, descriptions, letters, lengths
+    # the letters upper-cased, newlines dropped; blanks, carriage returns or other characters
+    # become 0: the general reader then reads the file (and reports what is wrong)
+    letters = b"".join(bodies).translate(_UPPER_OR_0_BYTES, b"\n")
+    lengths = np.array(lengths, np.int64)
+    if b"\x00" in letters or not (lengths > 0).all():
+        return None
+    return ids, descriptions, np.frombuffer(letters, np.uint8), lengths
 
 
 def count_records(path: str) -> int:
