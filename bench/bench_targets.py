@@ -91,6 +91,12 @@ def main(argv=None) -> int:
                          "traceback, candidates fetched; no hit selection or text) on 1 and N devices")
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for the run (seconds; Python's default 0.005)")
+    ap.add_argument("--spill", action="store_true", help="--devices-only: write the candidates to files")
+    ap.add_argument("--job-mirnas", type=int, default=None, help="miRNAs per host job (default: the library's)")
+    ap.add_argument("--devnull", action="store_true", help="write the report to /dev/null (no output file)")
+    ap.add_argument("--keep-heap", action="store_true",
+                    help="tune this process's malloc as the host workers' (jaxrna.targets.output.keep_heap)")
+    ap.add_argument("--gc-off", action="store_true", help="no garbage collection during the timed runs")
     ap.add_argument("--timeline", action="store_true",
                     help="record when each block, host job and write happens (a summary is printed; "
                          "the events go to --json-out)")
@@ -115,6 +121,14 @@ def main(argv=None) -> int:
     from jaxrna.targets.timeline import Timeline
 
     mirna_path, utr_path = ensure_data(args.data)
+    if args.keep_heap:
+        from jaxrna.targets.output import keep_heap
+
+        keep_heap()
+    if args.job_mirnas:
+        import jaxrna.targets.api
+
+        jaxrna.targets.api.JOB_MIRNAS = args.job_mirnas
     if args.switch_interval:
         sys.setswitchinterval(args.switch_interval)
     work = tempfile.mkdtemp(prefix="bench-targets-")
@@ -207,21 +221,32 @@ def main(argv=None) -> int:
         def end_to_end(devices):
             out_path = args.keep or os.path.join(work, "report.txt")
             timeline = Timeline(enabled=args.timeline)
+            probe = StallProbe(timeline) if args.timeline else None
+            if args.gc_off:
+                import gc
+
+                gc.disable()
             c0 = tree_cpu_seconds()
             m0 = time.process_time()
             t0 = time.perf_counter()
-            with open(out_path, "w") as out:
+            with open(os.devnull if args.devnull else out_path, "w") as out:
                 writer = writer_for("miranda", out, no_energy=params.no_energy, quiet=True)
                 stats = write_scan(sub_mirnas, sub_utrs, writer, params, chunk_nt=chunk_nt,
                                    host_workers=args.host_workers,
                                    engine_options=dict(options, devices=devices, timeline=timeline))
             stats["e2e"] = time.perf_counter() - t0
+            if probe is not None:
+                stats["probe"] = probe.stop()
+            if args.gc_off:
+                gc.enable()
             if args.timeline:
                 stats["timeline"] = timeline.as_records(t0)
                 print(f"timeline, {len(devices)} device(s), {stats['e2e']:.2f} s:\n"
-                      + timeline_summary(stats["timeline"]))
+                      + timeline_summary(stats["timeline"]) + "\n  " + stats["probe"])
             stats["cpu_s"] = tree_cpu_seconds() - c0
             stats["main_cpu_s"] = time.process_time() - m0
+            if args.devnull:
+                open(out_path, "w").close()
             stats["out_bytes"] = os.path.getsize(out_path)
             with open(out_path, "rb") as fh:
                 digest = hashlib.sha256()
@@ -303,6 +328,55 @@ def main(argv=None) -> int:
     return 0
 
 
+class StallProbe:
+    """For --timeline: Python's garbage collections, and every time a thread asking to wake up
+    each 2 ms woke up more than 20 ms late (the interpreter or the process was held up)."""
+
+    def __init__(self, timeline):
+        import gc
+        import threading
+
+        self.timeline = timeline
+        self.running = True
+        self.gc_start = None
+
+        def on_gc(phase, info):
+            now = time.perf_counter()
+            if phase == "start":
+                self.gc_start = now
+            elif self.gc_start is not None and now - self.gc_start > 0.005:
+                timeline.mark("gc", info.get("generation"), at=self.gc_start, run=now - self.gc_start)
+
+        self.late: list[float] = []
+
+        def watch():
+            last = time.perf_counter()
+            while self.running:
+                time.sleep(0.002)
+                now = time.perf_counter()
+                self.late.append(now - last - 0.002)
+                if now - last > 0.022:
+                    timeline.mark("stall", None, at=last, run=now - last)
+                last = now
+
+        self.on_gc = on_gc
+        gc.callbacks.append(on_gc)
+        self.thread = threading.Thread(target=watch, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> str:
+        """Stop; a line on how late the wake-ups were (how contended the interpreter was)."""
+        import gc
+
+        self.running = False
+        self.thread.join()
+        gc.callbacks.remove(self.on_gc)
+        late = sorted(self.late) or [0.0]
+        pick = lambda f: late[min(len(late) - 1, int(f * len(late)))] * 1e3  # noqa: E731
+        return (f"wake-ups {len(late)}: late by {sum(late) / len(late) * 1e3:.2f} ms on average, "
+                f"median {pick(0.5):.2f}, p90 {pick(0.9):.2f}, p99 {pick(0.99):.2f} ms")
+
+
 def timeline_summary(events: list[dict]) -> str:
     """A few lines on where the time of a run went (events of a Timeline, seconds from the start)."""
     import statistics
@@ -338,6 +412,12 @@ def timeline_summary(events: list[dict]) -> str:
         lines.append(f"  {len(jobs)} host jobs: queue wait median {statistics.median(wait) * 1e3:.0f} ms max "
                      f"{max(wait) * 1e3:.0f} ms; run median {statistics.median(dur) * 1e3:.0f} ms max "
                      f"{max(dur) * 1e3:.0f} ms; CPU {sum(cpu):.1f} s (median {statistics.median(cpu) * 1e3:.0f} ms)")
+    for name in ("gc", "stall"):
+        found = [e for e in events if e["event"] == name]
+        if found:
+            longest = sorted(found, key=lambda e: -e["run"])[:4]
+            lines.append(f"  {name}: {len(found)}, {sum(e['run'] for e in found):.3f} s in all; longest "
+                         + ", ".join(f"{e['run'] * 1e3:.0f} ms at {e['t']:.2f} s" for e in longest))
     written = sorted((e["t"], e["key"]) for e in events if e["event"] == "written")
     if written:
         lines.append(f"  writes: {len(written)} blocks, first {written[0][0]:.3f} s, last {written[-1][0]:.3f} s")
@@ -360,16 +440,24 @@ def devices_only(args, records, utrs: str, params, chunk_nt: int) -> int:
     for n in sorted({1, n_dev}):
         engine = Engine(params, kernel=args.kernel, devices=all_devices[:n], query_block=args.query_block,
                         threads_per_device=args.threads, lane_batch=args.lane_batch)
+        if args.spill:  # the candidates written to files, as for host worker processes
+            engine.spill_dir = tempfile.mkdtemp(prefix="bench-spill-")
         qb = engine.query_block
         warm = queries[-2 * qb * n * engine.threads_per_device:]
         for _ in engine.iter_traced(warm, text):
             pass
         engine.timings = {k: 0.0 for k in engine.timings}
+        from jaxrna.targets.timeline import Timeline
+
+        probe = StallProbe(Timeline())
         t0 = time.perf_counter()
         candidates = 0
         for _, traced in engine.iter_traced(queries, text):
             candidates += len(traced)
+            if args.spill and len(traced):
+                os.unlink(traced.path)
         wall = time.perf_counter() - t0
+        print(f"devices only, {n} device(s): {probe.stop()}")
         record["devices_only"][n] = {"wall_s": wall, "candidates": candidates, "timings": engine.timings}
         print(f"devices only, {n} device(s): {wall:.2f} s, {candidates:,} candidates; device threads: "
               f"bulk scan {engine.timings['scan']:.1f} s, extraction and traceback "

@@ -210,3 +210,28 @@ def test_concat_pads_move_words():
     b = np.full((1, 4), 7, np.int32)
     out = _concat([a, b])
     assert out.tolist() == [[0, 1, 2, 0], [3, 4, 5, 0], [7, 7, 7, 7]]
+
+
+def test_device_side_traceback_check_refuses_broken_tracebacks(monkeypatch):
+    """trace_candidates counts tracebacks that reach their step bound (or leave the exact part
+    of a segment) and the engine refuses such a result rather than reporting it."""
+    import pytest
+
+    from jaxrna.targets import engine as eng
+    from jaxrna.targets import extract
+
+    params = ScanParams(no_energy=True)
+    q = eng.prepare_query("m", "", "GUGAGAUCAUUUUGAAAGCUG", params)
+    targets = [eng.make_target("t", "", "ACGUACGUAC" * 20 + "UAGUUUUCACAAUGAUCUCGG" + "ACGUACGUAC" * 20)]
+    found = eng.Engine(params, kernel="pallas", interpret=True).scan_chunk([q], targets)
+    assert [h.score for h in found[(0, 0)]] == [167]
+    real = extract.trace_candidates
+
+    def short(*args, **kwargs):  # a bound of 3 moves: the 18-move traceback breaks it
+        args = list(args)
+        args[9] = 3
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(extract, "trace_candidates", short)
+    with pytest.raises(AssertionError, match="tracebacks"):
+        eng.Engine(params, kernel="pallas", interpret=True).scan_chunk([q], targets)

@@ -158,3 +158,14 @@ def test_worker_processes_run_at_a_lower_priority():
     mine = os.nice(0)
     niceness = worker_pool(1).submit(os.nice, 0).result(timeout=120)
     assert niceness == min(mine + WORKER_NICENESS, 19)
+
+
+def test_worker_processes_keep_their_heap():
+    """Workers tune glibc malloc (mallopt) so memory is reused between jobs; the call works."""
+    import platform
+
+    from jaxrna.targets.output import keep_heap, worker_pool
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    assert worker_pool(1).submit(keep_heap).result(timeout=120) is True

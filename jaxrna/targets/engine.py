@@ -382,7 +382,8 @@ class Engine:
         self.samples: dict[str, list[float]] = {}  # profile: seconds of every call of each stage
         #: wall seconds the consumer waited for the devices and spent on hit selection and text
         #: (in this process, or handing it to workers); "scan" and "extract": device-thread
-        #: seconds (summed over threads) in the bulk scan and in extraction and traceback
+        #: seconds (summed over threads) in the bulk scan and in extraction and traceback (with
+        #: ``profile``; else "scan" counts launching it, and its run shows under "extract")
         self.timings = {"device": 0.0, "select": 0.0, "scan": 0.0, "extract": 0.0}
         self._timing_lock = threading.Lock()
 
@@ -516,9 +517,9 @@ class Engine:
             t0 = clock()
             dev = run.on_device(device)
             words = self._words(run, dev, qs)
-            words.block_until_ready()  # (the tile counts wait for it anyway)
+            if self.profile:  # (else the tile counts wait for it)
+                words.block_until_ready()
             t1 = clock()
-            self.timeline.mark("scanned", ks[0])
             if run.chunk.lane_of_target:
                 parts = []
                 for x, q in enumerate(qs):
@@ -607,6 +608,7 @@ class Engine:
         pads = jnp.asarray(np.array([height - q.n for q in qs] + [0] * (rows - len(qs)), np.int32))
         overlaps = np.array([q.overlap for q in qs], np.int64)
         max_steps = height + int(overlaps.max()) + 2  # a traceback crosses at most W columns
+        overlap_rows = jnp.asarray(np.concatenate([overlaps, np.zeros(rows - len(qs), np.int64)]).astype(np.int32))
         n_words = _bucket(-(-max_steps // MOVES_PER_WORD), 8)
         threshold = self.params.score_threshold
         pallas = self.kernel == "pallas"
@@ -619,8 +621,9 @@ class Engine:
                                               lead=run.lead, pallas=pallas, dtype=run.dtype,
                                               interpret=self.interpret)
             t0 = self._stage("refill", t0, code)
-            out = extract.trace_candidates(best, code, dev.starts, p0, own, qidx, pads, threshold,
-                                           max_steps, lead=run.lead, capacity=capacity, n_words=n_words)
+            out = extract.trace_candidates(best, code, dev.starts, p0, own, qidx, pads, overlap_rows,
+                                           threshold, max_steps, lead=run.lead, capacity=capacity,
+                                           n_words=n_words)
             self._stage("trace", t0, out)
             return out
 
@@ -628,20 +631,23 @@ class Engine:
         launched = [(first, cap, launch(first, cap)) for first, cap in pending]
         t0 = time.perf_counter()
         sizes = jax.device_get([out[1] for _, _, out in launched])  # one read-back for them all
-        parts = []
+        heads, counts = [], []
         for (first, cap, (rows, _)), size in zip(launched, sizes):
-            n, longest = int(size[0]), int(size[1])
+            n, longest, broken = (int(x) for x in size)
             if n > cap:  # more candidates than room: run again with room for all
                 cap = _bucket(n, cap)
                 rows, size = launch(first, cap)
-                longest = int(np.asarray(size)[1])
+                n, longest, broken = (int(x) for x in np.asarray(size))
+            if broken:
+                raise AssertionError(f"{broken} tracebacks left the exact part of their segments "
+                                     f"or ran past {max_steps} moves")
             if n:
                 # only the rows and move words used cross (the rows keep whole words: the same
                 # Traced as before, rows_to_traced trims to the longest traceback)
                 cols = min(extract.FIELDS + max(1, -(-longest // MOVES_PER_WORD)), rows.shape[1])
-                got = np.asarray(_head(rows, _bucket(n, cap // 8) if n <= cap // 2 else cap, cols))[:n]
-                extract.check_rows(got, overlaps, max_steps)
-                parts.append(got)
+                heads.append(_head(rows, _bucket(n, cap // 8) if n <= cap // 2 else cap, cols))
+                counts.append(n)
+        parts = [got[:n] for got, n in zip(jax.device_get(heads), counts)]  # one read-back
         self._stage("fetch", t0, None)
         if not parts:
             return None

@@ -119,17 +119,20 @@ def refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, t
 
 
 @partial(jax.jit, static_argnames=("lead", "capacity", "n_words"))
-def trace_candidates(best, code, starts, p0, own, qidx, pads, threshold, max_steps, *, lead: int,
+def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshold, max_steps, *, lead: int,
                      capacity: int, n_words: int):
     """The candidates of refilled tiles (:func:`refill_tiles`), each traced back.
 
     ``own`` (B,) the tile columns each lane owns; ``starts`` each target's first stream
-    position (padded with a large value); ``pads`` (Q,) each miRNA's padding rows; tracebacks
-    take at most ``max_steps`` moves (``n_words`` words of 16). Returns ``(rows, sizes)``:
-    ``rows`` (capacity, 9 + n_words) int32 holding, for the first ``count`` candidates (when
-    ``count <= capacity``; in lane order, so grouped by miRNA): miRNA, target, i, j, i0, j0,
-    score, moves, the target's first column in the segment, then the packed moves; ``sizes``
-    = ``(count, the longest traceback's moves)`` (one read-back sizes the fetch)."""
+    position (padded with a large value); ``pads`` (Q,) each miRNA's padding rows,
+    ``overlaps`` (Q,) its exact overlap W; tracebacks take at most ``max_steps`` moves
+    (``n_words`` words of 16). Returns ``(rows, sizes)``: ``rows`` (capacity, 9 + n_words) int32
+    holding, for the first ``count`` candidates (when ``count <= capacity``; in lane order, so
+    grouped by miRNA): miRNA, target, i, j, i0, j0, score, moves, the target's first column in
+    the segment, then the packed moves; ``sizes`` = ``(count, the longest traceback's moves,
+    broken)`` (one read-back sizes the fetch), ``broken`` counting the tracebacks that ran to
+    their step bound or read a segment column before the exact part (none, by the choice of
+    ``lead`` and ``max_steps``: the host refuses the result otherwise)."""
     height = best.shape[1]
     own_max = WORD
     base = p0 - lead
@@ -192,18 +195,11 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, threshold, max_ste
     rows = jnp.concatenate([jnp.stack([q, t, i_end, j_end, i0, j0, score, nsteps, tcol], axis=1),
                             jax.lax.bitcast_convert_type(words, jnp.int32)], axis=1)
     longest = jnp.max(jnp.where(valid, nsteps, 0))
-    return rows, jnp.stack([count, longest])
-
-
-def check_rows(rows: np.ndarray, overlaps: np.ndarray, max_steps: int) -> None:
-    """Host side: the tracebacks of fetched rows stayed within ``max_steps`` moves and in the
-    exact part of their segments (``overlaps[q]`` = miRNA q's W)."""
-    q, nsteps, j0, tcol = rows[:, 0], rows[:, 7], rows[:, 5], rows[:, 8]
-    if np.any(nsteps >= max_steps):
-        raise AssertionError("a traceback ran past its step bound")
-    last = j0.astype(np.int64) + tcol - 1  # the leftmost segment column the traceback read
-    if np.any((tcol < 0) & (last < overlaps[q])):
-        raise AssertionError("a traceback left the exact part of its segment")
+    # the leftmost segment column the traceback read is j0 + tcol - 1 (tcol < 0: the target
+    # began before the segment); it must lie in the exact part, from column W on
+    left = (tcol < 0) & (j0 + tcol - 1 < overlaps[jnp.maximum(q, 0)])
+    broken = jnp.sum(valid & ((nsteps >= max_steps) | left), dtype=jnp.int32)
+    return rows, jnp.stack([count, longest, broken])
 
 
 def rows_to_traced(rows: np.ndarray) -> Traced:
