@@ -235,3 +235,31 @@ def test_device_side_traceback_check_refuses_broken_tracebacks(monkeypatch):
     monkeypatch.setattr(extract, "trace_candidates", short)
     with pytest.raises(AssertionError, match="tracebacks"):
         eng.Engine(params, kernel="pallas", interpret=True).scan_chunk([q], targets)
+
+
+@pytest.mark.parametrize("kernel", ["xla", "pallas"])
+def test_device_packed_lanes_and_stream_equal_the_host_packing(kernel):
+    """The devices pack their lanes and refill stream from the letters (_pack_lanes); they
+    equal the host's Chunk.lanes_t (transposed, padded with inert filler) and stream."""
+    import jax
+
+    from jaxrna.targets.engine import WORD, Chunk, _round_up, _Run
+
+    rng = np.random.default_rng(7)
+    params = ScanParams(no_energy=True)
+    q = prepare_query("m", "", "GUGAGAUCAUUUUGAAAGCUG", params)
+    for trial, lane_columns in enumerate((None, 61, 128, None)):
+        seqs = ["".join(rng.choice(list("ACGUNRacgu"), size=int(rng.integers(1, 300))))
+                for _ in range(int(rng.integers(1, 30)))]
+        chunk = Chunk([make_target(f"t{k}", "", s) for k, s in enumerate(seqs)], q.overlap,
+                      lane_columns=lane_columns)
+        run = _Run(Engine(params, kernel=kernel, interpret=True), [q], chunk, [True])
+        dev = run._put(jax.devices()[0])
+        rows, lanes = np.asarray(dev.lanes).shape
+        assert rows == _round_up(chunk.rows, WORD) and lanes >= chunk.n_lanes
+        want = np.full((rows, lanes), 4 | 8, np.int8)
+        want[:chunk.rows, :chunk.n_lanes] = chunk.lanes_t.T
+        assert np.array_equal(np.asarray(dev.lanes), want), trial
+        stream, starts = run._host_arrays()
+        assert np.array_equal(np.asarray(dev.stream), stream), trial
+        assert np.array_equal(np.asarray(dev.starts), starts), trial

@@ -29,6 +29,7 @@ extracted on the host (:mod:`jaxrna.targets.hits`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -186,16 +187,17 @@ class Chunk:
     """Targets packed into one stream and cut into lanes of ``S`` owned columns, ``W`` overlap.
 
     ``lanes_t`` (lanes, rows) holds each lane's codes contiguously (the scans want them
-    transposed, :attr:`lanes`, which the devices do)."""
+    transposed, :attr:`lanes`). The devices pack their own copy from the letters
+    (:func:`_pack_lanes`); the host builds ``lanes_t`` and ``codes`` only when asked."""
 
     def __init__(self, targets: "list[Target] | TargetText", overlap: int | None,
                  max_lanes: int = MAX_LANES, lane_columns: int | None = None):
         if isinstance(targets, TargetText):  # letters read in bulk
             lengths = targets.lengths.astype(np.int64)
-            self.codes = CODE_OF_BYTE[targets.chars]
+            self.letters = targets.chars
         else:
             lengths = np.array([len(t) for t in targets], dtype=np.int64)
-            self.codes = encode("".join(t.sequence for t in targets)).astype(np.int8)
+            self.letters = np.frombuffer("".join(t.sequence for t in targets).encode("ascii"), np.uint8)
         self.lengths = lengths
         self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         self.total = int(lengths.sum())
@@ -209,6 +211,7 @@ class Chunk:
                 lanes[k, :n] = self.codes[s:s + n]
                 lanes[k, 0] |= RESET
             self.lanes_t = lanes
+            self.rows = self.span
             self.lane_of_target = True
             return
         self.lane_of_target = False
@@ -220,19 +223,29 @@ class Chunk:
             want = max(MIN_LANE, 4 * self.width)  # owned columns per lane, at least
             self.n_lanes = max(1, min(_pow2_floor(self.total // want), max_lanes))
             self.span = -(-self.total // self.n_lanes)
+        rows = _round_up(self.span + self.width, WORD)  # whole flag words
+        if rows <= 1024:  # short lanes: few compiled shapes
+            rows = _bucket(rows, 64)
+        self.rows = rows
+
+    @functools.cached_property
+    def codes(self) -> np.ndarray:
+        """The targets' base codes (int8), concatenated."""
+        return CODE_OF_BYTE[self.letters]
+
+    @functools.cached_property
+    def lanes_t(self) -> np.ndarray:
+        """(lanes, rows) codes with reset flags: lane ``b`` is stream columns ``b S .. b S + rows``
+        of the stream ``W`` filler columns, the targets, then inert filler."""
         stream = np.full(self.width + self.n_lanes * self.span, 4, dtype=np.int8)
         body = stream[self.width:self.width + self.total]
         body[:] = self.codes
         body[self.starts] |= RESET
         stream[self.width + self.total:] |= RESET  # past the end: inert filler
-        rows = _round_up(self.span + self.width, WORD)  # whole flag words
-        if rows <= 1024:  # short lanes: few compiled shapes
-            rows = _bucket(rows, 64)
-        stream = np.concatenate([stream, np.full(rows, 4 | RESET, dtype=np.int8)])
-        # lane b = stream[b * span : b * span + rows]
-        view = np.lib.stride_tricks.as_strided(stream, shape=(self.n_lanes, rows),
+        stream = np.concatenate([stream, np.full(self.rows, 4 | RESET, dtype=np.int8)])
+        view = np.lib.stride_tricks.as_strided(stream, shape=(self.n_lanes, self.rows),
                                                strides=(self.span, 1), writeable=False)
-        self.lanes_t = np.ascontiguousarray(view)
+        return np.ascontiguousarray(view)
 
     @property
     def lanes(self) -> np.ndarray:
@@ -284,6 +297,7 @@ class _Run:
         self._lock = threading.Lock()
         self._locks: dict = {}       # one per device: devices copy the chunk at the same time
         self._host: tuple | None = None
+        self._host_letters: tuple | None = None
 
     def on_device(self, device) -> _OnDevice:
         with self._lock:
@@ -298,28 +312,52 @@ class _Run:
         with self._lock:
             if self._host is None:
                 chunk, front = self.chunk, self.lead
-                # lengths in buckets (few compiled shapes over chunks)
-                stream = np.full(_bucket(front + chunk.total + front + 2 * WORD, 1 << 16), 4 | RESET,
-                                 dtype=np.int8)
+                stream = np.full(self._stream_len(), 4 | RESET, dtype=np.int8)
                 body = stream[front:front + chunk.total]
                 body[:] = chunk.codes
                 body[chunk.starts] |= RESET
-                starts = np.full(_bucket(len(chunk.starts), 1024), np.iinfo(np.int32).max, np.int32)
-                starts[:len(chunk.starts)] = chunk.starts
-                self._host = (stream, starts)
+                self._host = (stream, self._padded_starts())
             return self._host
 
     def _put(self, device) -> _OnDevice:
         chunk = self.chunk
-        n_lanes, rows = chunk.lanes_t.shape
+        n_lanes, rows = chunk.n_lanes, chunk.rows
         pad_lanes, pad_rows = 0, _round_up(rows, WORD) - rows
         if self.engine.kernel == "pallas":
             from jaxrna.kernels.miranda_fill import BLOCK
 
             pad_lanes = _round_up(n_lanes, BLOCK) - n_lanes
-        lanes = _transpose_pad(jax.device_put(chunk.lanes_t, device), pad_rows, pad_lanes)
-        stream, starts = self._host_arrays()
-        return _OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), self.lead)
+        if chunk.lane_of_target:  # lanes of whole targets, built on the host
+            lanes = _transpose_pad(jax.device_put(chunk.lanes_t, device), pad_rows, pad_lanes)
+            stream, starts = self._host_arrays()
+            return _OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), self.lead)
+        letters, starts = self._letters()
+        letters, starts, table = (jax.device_put(x, device) for x in (letters, starts, CODE_OF_BYTE))
+        lanes, stream = _pack_lanes(letters, starts, table, total=chunk.total, width=chunk.width,
+                                    span=chunk.span, n_lanes=n_lanes, rows=rows,
+                                    lanes_out=n_lanes + pad_lanes, rows_out=rows + pad_rows,
+                                    front=self.lead, stream_len=self._stream_len())
+        return _OnDevice(lanes, stream, starts, self.lead)
+
+    def _stream_len(self) -> int:
+        """The refill stream's length (in buckets: few compiled shapes over chunks)."""
+        return _bucket(self.lead + self.chunk.total + self.lead + 2 * WORD, 1 << 16)
+
+    def _letters(self) -> tuple:
+        """The letters (padded to a bucket) and the target starts (padded with a large value),
+        as every device gets them (built once)."""
+        with self._lock:
+            if self._host_letters is None:
+                chunk = self.chunk
+                letters = np.zeros(_bucket(max(chunk.total, 1), 1 << 16), np.uint8)
+                letters[:chunk.total] = chunk.letters
+                self._host_letters = (letters, self._padded_starts())
+            return self._host_letters
+
+    def _padded_starts(self) -> np.ndarray:
+        starts = np.full(_bucket(len(self.chunk.starts), 1024), np.iinfo(np.int32).max, np.int32)
+        starts[:len(self.chunk.starts)] = self.chunk.starts
+        return starts
 
 
 @partial(jax.jit, static_argnames=("n", "cols"))
@@ -337,6 +375,28 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
         out[at:at + len(p), :p.shape[1]] = p
         at += len(p)
     return out
+
+
+@partial(jax.jit, static_argnames=("total", "width", "span", "n_lanes", "rows", "lanes_out", "rows_out",
+                                   "front", "stream_len"))
+def _pack_lanes(letters, starts, table, *, total: int, width: int, span: int, n_lanes: int, rows: int,
+                lanes_out: int, rows_out: int, front: int, stream_len: int):
+    """On the device, from the letters: the bulk scan's lanes (``rows_out``, ``lanes_out``), as
+    :attr:`Chunk.lanes` padded with inert filler, and the refill stream (``front`` filler
+    columns, the targets, filler to ``stream_len``); reset flags on each target's first base."""
+    first = jnp.zeros(letters.shape[0], bool).at[starts].set(True, mode="drop")
+    body = table[letters.astype(jnp.int32)] | jnp.where(first, RESET, 0).astype(jnp.int8)
+    filler = jnp.int8(4 | RESET)
+
+    def at(pos, before):  # stream column pos (relative to the targets' first base)
+        inside = (pos >= 0) & (pos < total)
+        return jnp.where(inside, body[jnp.clip(pos, 0, max(total - 1, 0))], jnp.where(pos < 0, before, filler))
+
+    col = jnp.arange(rows_out)[:, None]
+    lane = jnp.arange(lanes_out)[None, :]
+    lanes = jnp.where((col < rows) & (lane < n_lanes), at(lane * span + col - width, jnp.int8(4)), filler)
+    stream = at(jnp.arange(stream_len) - front, filler)
+    return lanes, stream
 
 
 @partial(jax.jit, static_argnames=("rows", "lanes"))
