@@ -156,36 +156,38 @@ def read_bulk(path: str | os.PathLike):
         return None
     if not data.startswith(b">") or data.startswith(b"\x1f\x8b"):
         return None
-    heads = [0]  # each header line's first byte
-    at = data.find(b"\n>")
-    while at >= 0:
-        heads.append(at + 1)
-        at = data.find(b"\n>", at + 2)
-    heads.append(len(data) + 1)
-    view = memoryview(data)
-    ids, descriptions, bodies, lengths = [], [], [], []
+    arr = np.frombuffer(data, np.uint8)
+    newlines = np.flatnonzero(arr == 10)
+    after = newlines[newlines + 1 < len(arr)] + 1
+    heads = np.concatenate([[0], after[arr[after] == ord(">")]])  # each header line's first byte
+    k = np.searchsorted(newlines, heads)
+    if len(heads) and k[-1] >= len(newlines):
+        return None  # the last header line has no end (no sequence)
+    ends = newlines[k]                                   # each header line's newline
+    stops = np.append(heads[1:] - 1, len(data))          # each record's last byte + 1
+    # a record's letters: its body bytes less its newlines (0 or less: an empty record)
+    lengths = (stops - ends - 1) - (np.searchsorted(newlines, stops) - np.searchsorted(newlines, ends + 1))
+    if not (lengths > 0).all():
+        return None
+    ids, descriptions = [], []
     try:
-        for a, b in zip(heads, heads[1:]):
-            end = data.find(b"\n", a, b - 1)  # the header line's end
-            if end < 0:
-                return None  # a header without a sequence
-            title = data[a + 1:end].decode("utf-8").strip()
+        for a, b in zip(heads.tolist(), ends.tolist()):
+            title = data[a + 1:b].decode("utf-8").strip()
             rid = title.split(None, 1)[0] if title else ""
             if not rid:
                 return None
             ids.append(rid)
             descriptions.append(title)
-            bodies.append(view[end + 1:b - 1])
-            lengths.append(b - 1 - end - 1 - data.count(b"\n", end + 1, b - 1))
     except UnicodeDecodeError:
         return None
+    view = memoryview(data)
+    bodies = [view[b + 1:e] for b, e in zip(ends.tolist(), stops.tolist())]
     # the letters upper-cased, newlines dropped; blanks, carriage returns or other characters
     # become 0: the general reader then reads the file (and reports what is wrong)
     letters = b"".join(bodies).translate(_UPPER_OR_0_BYTES, b"\n")
-    lengths = np.array(lengths, np.int64)
-    if b"\x00" in letters or not (lengths > 0).all():
+    if b"\x00" in letters:
         return None
-    return ids, descriptions, np.frombuffer(letters, np.uint8), lengths
+    return ids, descriptions, np.frombuffer(letters, np.uint8), lengths.astype(np.int64)
 
 
 def count_records(path: str) -> int:
