@@ -169,3 +169,16 @@ def test_worker_processes_keep_their_heap():
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("glibc only")
     assert worker_pool(1).submit(keep_heap).result(timeout=120) is True
+
+
+def test_host_jobs_are_single_mirnas_in_the_last_blocks():
+    """The blocks the device threads finish last go to the workers a miRNA at a time."""
+    from jaxrna.targets.api import JOB_MIRNAS, _job_parts
+    from jaxrna.targets.engine import Engine
+
+    engine = Engine(ScanParams(no_energy=True), threads_per_device=2, query_block=4)
+    blocks = engine.blocks(22)  # 6 blocks; one device, two threads: the last two split to singles
+    parts = [_job_parts(ks, bi, len(blocks), engine) for bi, ks in enumerate(blocks)]
+    assert [k for ps in parts for part in ps for k in part] == list(range(22))
+    assert all(len(part) == JOB_MIRNAS for ps in parts[:4] for part in ps)
+    assert all(len(part) == 1 for ps in parts[4:] for part in ps)

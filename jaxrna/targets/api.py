@@ -198,6 +198,13 @@ def _target_chunks(path: str, chunk_nt: int):
         first = end
 
 
+def _job_parts(ks: list[int], bi: int, n_blocks: int, engine: Engine) -> list[list[int]]:
+    """Block ``bi``'s host jobs: :data:`JOB_MIRNAS` miRNAs each, one each in the blocks the
+    device threads finish last (the report's tail after the devices is one short job)."""
+    size = 1 if bi >= n_blocks - len(engine.devices) * engine.threads_per_device else JOB_MIRNAS
+    return [ks[s:s + size] for s in range(0, len(ks), size)]
+
+
 def _write_scan(mirna_records, queries, targets_path, countable, writer, params, chunk_nt,
                 pair_offset, progress, engine_options, host_workers) -> dict:
     """The scan of :func:`write_scan`. miRanda's pair counter needs the number of targets: the
@@ -211,7 +218,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     if not spec[0]:
         workers = 0  # a writer the workers cannot rebuild: render here
     # host jobs of a few miRNAs each (a short tail once the devices are done)
-    jobs = [ks[s:s + JOB_MIRNAS] for ks in engine.blocks(len(queries)) for s in range(0, len(ks), JOB_MIRNAS)]
+    blocks = engine.blocks(len(queries))
+    jobs = [part for bi, ks in enumerate(blocks) for part in _job_parts(ks, bi, len(blocks), engine)]
     report = None
     writer.begin()
     stats = {"mirnas": len(queries), "targets": 0, "pairs": 0, "hits": 0, "cells": 0,
@@ -243,10 +251,10 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
             marks.setdefault("first chunk ready", clock())
             engine.timeline.mark("chunk ready", c)
             ji = 0
-            for ks, traced in engine.iter_traced(queries, targets, progress=progress):
+            for bi, (ks, traced) in enumerate(engine.iter_traced(queries, targets, progress=progress)):
                 t0 = clock()
-                for s in range(0, len(ks), JOB_MIRNAS):
-                    part = ks[s:s + JOB_MIRNAS]
+                for part in _job_parts(ks, bi, len(blocks), engine):
+                    s = part[0] - ks[0]
                     sub = traced.part(s, s + len(part))  # the candidates come by miRNA
                     job = BlockJob(shared, part, [mirna_records[k].id for k in part],
                                    [mirna_records[k].description for k in part],
