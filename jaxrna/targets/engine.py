@@ -485,7 +485,8 @@ class Engine:
     def iter_traced(self, queries: list[Query], targets: "list[Target] | TargetText", progress=None):
         """Yield ``(miRNA indices of a block, Traced)`` for every block, in order; ``q`` of the
         candidates indexes the block's list (with :attr:`spill_dir`, a
-        :class:`~jaxrna.targets.select.SpilledRows` in its place, but for free gaps). ``progress.update(n)`` counts pairs done."""
+        :class:`~jaxrna.targets.select.SpilledRows` in its place, but for free gaps).
+        ``progress.update(n)`` counts pairs done."""
         blocks = self.blocks(len(queries))
         live = [q.gain >= self.params.score_threshold or self.params.gaps_can_gain for q in queries]
         live_qs = [q for q, ok in zip(queries, live) if ok]
@@ -668,7 +669,9 @@ class Engine:
         pads = jnp.asarray(np.array([height - q.n for q in qs] + [0] * (rows - len(qs)), np.int32))
         overlaps = np.array([q.overlap for q in qs], np.int64)
         max_steps = height + int(overlaps.max()) + 2  # a traceback crosses at most W columns
-        overlap_rows = jnp.asarray(np.concatenate([overlaps, np.zeros(rows - len(qs), np.int64)]).astype(np.int32))
+        overlap_rows = np.zeros(rows, np.int32)  # each block row's W (the device checks its tracebacks)
+        overlap_rows[:len(qs)] = overlaps
+        overlap_rows = jnp.asarray(overlap_rows)
         n_words = _bucket(-(-max_steps // MOVES_PER_WORD), 8)
         threshold = self.params.score_threshold
         pallas = self.kernel == "pallas"
@@ -691,7 +694,7 @@ class Engine:
         launched = [(first, cap, launch(first, cap)) for first, cap in pending]
         t0 = time.perf_counter()
         sizes = jax.device_get([out[1] for _, _, out in launched])  # one read-back for them all
-        heads, counts = [], []
+        heads, used_rows = [], []
         for (first, cap, (rows, _)), size in zip(launched, sizes):
             n, longest, broken = (int(x) for x in size)
             if n > cap:  # more candidates than room: run again with room for all
@@ -706,8 +709,8 @@ class Engine:
                 # Traced as before, rows_to_traced trims to the longest traceback)
                 cols = min(extract.FIELDS + max(1, -(-longest // MOVES_PER_WORD)), rows.shape[1])
                 heads.append(_head(rows, _bucket(n, cap // 8) if n <= cap // 2 else cap, cols))
-                counts.append(n)
-        parts = [got[:n] for got, n in zip(jax.device_get(heads), counts)]  # one read-back
+                used_rows.append(n)
+        parts = [got[:n] for got, n in zip(jax.device_get(heads), used_rows)]  # one read-back
         self._stage("fetch", t0, None)
         if not parts:
             return None

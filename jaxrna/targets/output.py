@@ -187,8 +187,8 @@ _POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
 
 def worker_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
     """A pool of ``workers`` spawned processes at a lower priority (:data:`WORKER_NICENESS`)
-    that keep their heaps (:func:`keep_heap`), kept for the life of this process (started at once: every worker imports its modules while
-    the devices compile)."""
+    that keep their heaps (:func:`keep_heap`), kept for the life of this process (started at
+    once: every worker imports its modules while the devices compile)."""
     if workers not in _POOLS:
         pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                                       initializer=_worker_setup)
