@@ -145,9 +145,9 @@ def _ready() -> bool:
 #: while the threads feeding the devices must get a core the moment they need one.
 WORKER_NICENESS = 10
 #: glibc malloc in worker processes: blocks up to this size come from the heap (not a fresh
-#: mmap each time; the most glibc's own sliding threshold reaches), and freed heap memory is kept up to
-#: :data:`WORKER_HEAP_KEEP` bytes: a worker reuses its memory job after job instead of faulting
-#: in new pages (page faults from many processes at once slow the whole host)
+#: mmap each time; the most glibc's own sliding threshold reaches), and freed heap memory is
+#: kept up to :data:`WORKER_HEAP_KEEP` bytes: a worker reuses its memory job after job instead
+#: of faulting in new pages (page faults from many processes at once slow the whole host)
 WORKER_MMAP_THRESHOLD = 32 << 20
 WORKER_HEAP_KEEP = 512 << 20
 
