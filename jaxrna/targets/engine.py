@@ -706,7 +706,7 @@ class Engine:
                                      f"or ran past {max_steps} moves")
             if n:
                 # only the rows and move words used cross (the rows keep whole words: the same
-                # Traced as before, rows_to_traced trims to the longest traceback)
+                # Traced as before, Traced.from_rows trims to the longest traceback)
                 cols = min(extract.FIELDS + max(1, -(-longest // MOVES_PER_WORD)), rows.shape[1])
                 heads.append(_head(rows, _bucket(n, cap // 8) if n <= cap // 2 else cap, cols))
                 used_rows.append(n)

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.targets.scan import WORD, fill_segments
-from jaxrna.targets.select import MOVES_PER_WORD, ROW_FIELDS, Traced
+from jaxrna.targets.select import MOVES_PER_WORD, ROW_FIELDS
 
 #: Lanes per Pallas program (the refill kernel's block).
 LANE_BLOCK = 128
@@ -200,8 +200,3 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshol
     left = (tcol < 0) & (j0 + tcol - 1 < overlaps[jnp.maximum(q, 0)])
     broken = jnp.sum(valid & ((nsteps >= max_steps) | left), dtype=jnp.int32)
     return rows, jnp.stack([count, longest, broken])
-
-
-def rows_to_traced(rows: np.ndarray) -> Traced:
-    """Fetched rows as :class:`Traced` (views; moves trimmed to the longest traceback)."""
-    return Traced.from_rows(rows)
