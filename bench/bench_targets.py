@@ -45,7 +45,7 @@ def tree_cpu_seconds() -> float:
     process only)."""
     total = time.process_time()
     try:
-        from jaxrna.targets.output import _POOLS
+        from jaxrna.pipeline import _POOLS
 
         tick = os.sysconf("SC_CLK_TCK")
         for pool in _POOLS.values():
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--job-mirnas", type=int, default=None, help="miRNAs per host job (default: the library's)")
     ap.add_argument("--devnull", action="store_true", help="write the report to /dev/null (no output file)")
     ap.add_argument("--keep-heap", action="store_true",
-                    help="tune this process's malloc as the host workers' (jaxrna.targets.output.keep_heap)")
+                    help="tune this process's malloc as the host workers' (jaxrna.pipeline.keep_heap)")
     ap.add_argument("--gc-off", action="store_true", help="no garbage collection during the timed runs")
     ap.add_argument("--timeline", action="store_true",
                     help="record when each block, host job and write happens (a summary is printed; "
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
 
     mirna_path, utr_path = ensure_data(args.data)
     if args.keep_heap:
-        from jaxrna.targets.output import keep_heap
+        from jaxrna.pipeline import keep_heap
 
         keep_heap()
     if args.job_mirnas:

@@ -32,7 +32,7 @@ def test_one_and_two_workers_match_the_reference(files, fmt, quiet):  # noqa: F8
         got, stats = report(files, params, fmt, quiet, workers, chunk_nt, query_block=3)
         assert got == expected, (workers, chunk_nt)
     assert stats["hits"] >= 10
-    from jaxrna.targets.output import _POOLS
+    from jaxrna.pipeline import _POOLS
 
     assert {1, 2} <= set(_POOLS)  # the jobs did go to worker processes
 
@@ -153,7 +153,7 @@ def test_device_threads_lower_the_switch_interval_and_restore_it():
 
 def test_worker_processes_run_at_a_lower_priority():
     """Host workers are niced (the device threads of the main process come first)."""
-    from jaxrna.targets.output import WORKER_NICENESS, worker_pool
+    from jaxrna.pipeline import WORKER_NICENESS, worker_pool
 
     mine = os.nice(0)
     niceness = worker_pool(1).submit(os.nice, 0).result(timeout=120)
@@ -164,7 +164,7 @@ def test_worker_processes_keep_their_heap():
     """Workers tune glibc malloc (mallopt) so memory is reused between jobs; the call works."""
     import platform
 
-    from jaxrna.targets.output import keep_heap, worker_pool
+    from jaxrna.pipeline import keep_heap, worker_pool
 
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         pytest.skip("glibc only")

@@ -6,8 +6,9 @@ through direction bits), ``api`` (strings and records in, :class:`Alignment` out
 and Pallas sweeps live in :mod:`jaxrna.kernels.wavefront`.
 """
 
-from jaxrna._callable import make_callable
-from jaxrna.align.api import Alignment, align, align_records
+from jaxrna._callable import lazy_callable_package
 
 __all__ = ["Alignment", "align", "align_records"]
-make_callable(__name__, align)
+lazy_callable_package(__name__, {"Alignment": "jaxrna.align.api", "align": "jaxrna.align.api",
+                                 "align_records": "jaxrna.align.api"},
+                      'align')

@@ -8,8 +8,9 @@ Modules: ``fill`` (diagonal sweep), ``blocked`` (Li et al.'s tiles), ``traceback
 '(((...))).'
 """
 
-from jaxrna._callable import make_callable
-from jaxrna.fold.api import FoldResult, fold, fold_records
+from jaxrna._callable import lazy_callable_package
 
 __all__ = ["FoldResult", "fold", "fold_records"]
-make_callable(__name__, fold)
+lazy_callable_package(__name__, {"FoldResult": "jaxrna.fold.api", "fold": "jaxrna.fold.api",
+                                 "fold_records": "jaxrna.fold.api"},
+                      'fold')

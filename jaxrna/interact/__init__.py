@@ -11,8 +11,9 @@ of a valid joint structure and exhaustive enumeration), ``api`` (:func:`interact
 14.5
 """
 
-from jaxrna._callable import make_callable
-from jaxrna.interact.api import InteractResult, interact, interact_pairs
+from jaxrna._callable import lazy_callable_package
 
 __all__ = ["InteractResult", "interact", "interact_pairs"]
-make_callable(__name__, interact)
+lazy_callable_package(__name__, {"InteractResult": "jaxrna.interact.api", "interact": "jaxrna.interact.api",
+                                 "interact_pairs": "jaxrna.interact.api"},
+                      'interact')

@@ -12,10 +12,11 @@ traceback), ``energy`` (ViennaRNA), ``reference`` (plain Python oracle of the wh
 [167]
 """
 
-from jaxrna._callable import make_callable
-from jaxrna.targets.api import scan_targets, write_scan
-from jaxrna.targets.records import Hit, PairResult
-from jaxrna.targets.scoring import ScanParams
+from jaxrna._callable import lazy_callable_package
 
 __all__ = ["scan_targets", "write_scan", "Hit", "PairResult", "ScanParams"]
-make_callable(__name__, scan_targets)
+lazy_callable_package(__name__, {"scan_targets": "jaxrna.targets.api", "write_scan": "jaxrna.targets.api",
+                                 "Hit": "jaxrna.targets.records",
+                                 "PairResult": "jaxrna.targets.records",
+                                 "ScanParams": "jaxrna.targets.scoring"},
+                      'scan_targets')

@@ -210,7 +210,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     """The scan of :func:`write_scan`. miRanda's pair counter needs the number of targets: the
     first chunk gives it when it is the only one, else the file is counted first
     (``countable``: it can be read twice)."""
-    from jaxrna.targets.output import BlockJob, ChunkInfo, OrderedReport, default_workers
+    from jaxrna.pipeline import default_workers
+    from jaxrna.targets.output import BlockJob, ChunkInfo, OrderedReport
 
     engine = Engine(params, energy=_energy(params), **engine_options)
     spec = writer.spec()

@@ -22,11 +22,9 @@ every chunk in turn), so the output never depends on block sizes, devices or wor
 
 from __future__ import annotations
 
-import atexit
 import codecs
 import concurrent.futures
 import functools
-import multiprocessing
 import os
 import pickle
 import queue
@@ -35,6 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from jaxrna.pipeline import worker_pool
 from jaxrna.targets.records import PairResult
 from jaxrna.targets.scoring import ScanParams
 from jaxrna.targets.select import RowsRef, TargetText, Traced, accepted_hits, select
@@ -135,74 +134,6 @@ def run_block(job: BlockJob) -> tuple[str, list[int], list[int], tuple[float, fl
             sizes.append(len(data))
             fh.write(data)
     return job.out_path, sizes, hits, (start, time.perf_counter(), time.process_time() - cpu)
-
-
-def _ready() -> bool:
-    return True
-
-
-#: Worker processes run at this lower priority (``nice``): host text work is throughput work,
-#: while the threads feeding the devices must get a core the moment they need one.
-WORKER_NICENESS = 10
-#: glibc malloc in worker processes: blocks up to this size come from the heap (not a fresh
-#: mmap each time; the most glibc's own sliding threshold reaches), and freed heap memory is
-#: kept up to :data:`WORKER_HEAP_KEEP` bytes: a worker reuses its memory job after job instead
-#: of faulting in new pages (page faults from many processes at once slow the whole host)
-WORKER_MMAP_THRESHOLD = 32 << 20
-WORKER_HEAP_KEEP = 512 << 20
-
-
-def keep_heap(mmap_threshold: int = WORKER_MMAP_THRESHOLD, keep: int = WORKER_HEAP_KEEP) -> bool:
-    """Tune glibc malloc of this process as above (``mallopt``); False where it is not glibc."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
-        return bool(libc.mallopt(m_mmap_threshold, mmap_threshold)) and bool(libc.mallopt(m_trim_threshold, keep))
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
-        return False
-
-
-def _worker_setup() -> None:
-    """Every worker process: a lower priority, and a heap kept between jobs."""
-    try:
-        os.nice(WORKER_NICENESS)
-    except (AttributeError, OSError):  # pragma: no cover - not a POSIX system, or not allowed
-        pass
-    keep_heap()
-
-
-def default_workers() -> int:
-    """Worker processes for host work: every core but one, on machines with 4 or more."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return cores - 1 if cores >= 4 else 0
-
-
-_POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
-
-
-def worker_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    """A pool of ``workers`` spawned processes at a lower priority (:data:`WORKER_NICENESS`)
-    that keep their heaps (:func:`keep_heap`), kept for the life of this process (started at
-    once: every worker imports its modules while the devices compile)."""
-    if workers not in _POOLS:
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                      initializer=_worker_setup)
-        for _ in range(workers):
-            pool.submit(_ready)
-        _POOLS[workers] = pool
-    return _POOLS[workers]
-
-
-@atexit.register
-def _shutdown() -> None:
-    for pool in _POOLS.values():
-        pool.shutdown(wait=False, cancel_futures=True)
-    _POOLS.clear()
 
 
 class OrderedReport:

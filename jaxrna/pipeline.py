@@ -1,0 +1,215 @@
+"""The host pipeline every subcommand runs on: read, launch, collect, format, write, overlapped.
+
+A subcommand turns its input into batches (one length bucket each) and hands them to
+:func:`launch_ahead`, which dispatches device work for up to ``depth`` batches before the
+first is collected: JAX runs device programs asynchronously, so the device computes batch
+``k + 1`` while the host collects, traces back and formats batch ``k``. Formatting can go to
+worker processes (:func:`map_ordered` over :func:`worker_pool`) on machines with many cores,
+and text is written in order by a background thread (:class:`OrderedWriter`), so the host
+never waits on the disk.
+
+>>> import io
+>>> out = io.StringIO()
+>>> with OrderedWriter(out) as w:
+...     for text, pending in launch_ahead(["a", "b", "c"], str.upper, depth=2):
+...         w.write(f"{text}{pending}\\n")
+>>> out.getvalue()
+'aA\\nbB\\ncC\\n'
+>>> list(map_ordered(len, ["xx", "y", ""], workers=0))
+[2, 1, 0]
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import concurrent.futures
+import multiprocessing
+import os
+import queue
+import threading
+from typing import IO, Callable, Iterable, Iterator, TypeVar
+
+from jaxrna.stages import stage
+
+T = TypeVar("T")
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+def launch_ahead(items: Iterable[T], launch: Callable[[T], P], depth: int = 2) -> Iterator[tuple[T, P]]:
+    """``(item, launch(item))`` in order, with ``launch`` called up to ``depth`` items ahead of
+    the consumer (``launch`` should only dispatch work, e.g. call jitted functions without
+    reading their results)."""
+    window: collections.deque = collections.deque()
+    for item in items:
+        window.append((item, launch(item)))
+        if len(window) > depth:
+            yield window.popleft()
+    while window:
+        yield window.popleft()
+
+
+class OrderedWriter:
+    """Writes text to ``out`` from a background thread, in the order of :meth:`write` calls.
+
+    At most ``max_pending`` pieces wait (the producer blocks beyond that, bounding memory).
+    An error while writing (disk full) is raised by the next :meth:`write` or by
+    :meth:`close`. Use as a context manager: leaving the block waits for every piece to be
+    written (or, on an exception, stops writing and drops what is left).
+    """
+
+    _STOP = object()
+
+    def __init__(self, out: IO, max_pending: int = 16) -> None:
+        self.out = out
+        self._queue: queue.Queue = queue.Queue(max_pending)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="jaxrna-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            piece = self._queue.get()
+            if piece is self._STOP:
+                return
+            if self._error is not None:
+                continue
+            try:
+                with stage("write"):
+                    self.out.write(piece)
+            except BaseException as exc:  # noqa: BLE001 - handed to the producer
+                self._error = exc
+
+    def _check(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def write(self, text) -> None:
+        self._check()
+        if text:
+            self._queue.put(text)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(self._STOP)
+            self._thread.join()
+        self._check()
+
+    def abort(self) -> None:
+        """Stop writing: what is queued is dropped."""
+        self._error = self._error or RuntimeError("aborted")
+        if self._thread.is_alive():
+            self._queue.put(self._STOP)
+            self._thread.join()
+        self._error = None
+
+    def __enter__(self) -> "OrderedWriter":
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+
+# ------------------------------------------------------------------------------------------
+# worker processes
+
+#: Host worker processes run at this niceness: the threads that feed the devices come first.
+WORKER_NICENESS = 10
+#: glibc malloc in workers: blocks up to this size come from the heap (not fresh mmap pages),
+#: and this much freed heap is kept rather than returned to the system (the sliding mmap
+#: threshold's ceiling): page faults from many processes at once slow the whole host.
+WORKER_MMAP_THRESHOLD = 32 << 20
+WORKER_HEAP_KEEP = 512 << 20
+
+
+def keep_heap(mmap_threshold: int = WORKER_MMAP_THRESHOLD, keep: int = WORKER_HEAP_KEEP) -> bool:
+    """Tune glibc malloc of this process as above (``mallopt``); False where it is not glibc."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+        return bool(libc.mallopt(m_mmap_threshold, mmap_threshold)) and \
+            bool(libc.mallopt(m_trim_threshold, keep))
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return False
+
+
+def _worker_setup() -> None:
+    """Every worker process: a lower priority, and a heap kept between jobs."""
+    try:
+        os.nice(WORKER_NICENESS)
+    except (AttributeError, OSError):  # pragma: no cover - not POSIX, or not allowed
+        pass
+    keep_heap()
+
+
+def cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def default_workers() -> int:
+    """Worker processes for host work: every core but one, on machines with 4 or more."""
+    n = cores()
+    return n - 1 if n >= 4 else 0
+
+
+def _ready() -> None:
+    """A no-op job: the pool starts every worker at once."""
+
+
+_POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
+
+
+def worker_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    """A pool of ``workers`` spawned processes (not forked: JAX's threads are running) at a
+    lower priority that keep their heaps, kept for the life of this process and started at
+    once (every worker imports its modules while the device compiles)."""
+    if workers not in _POOLS:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_setup)
+        for _ in range(workers):
+            pool.submit(_ready)
+        _POOLS[workers] = pool
+    return _POOLS[workers]
+
+
+@atexit.register
+def shutdown_pools() -> None:
+    """Stop every worker pool (at exit, or when a run is cancelled)."""
+    for pool in _POOLS.values():
+        pool.shutdown(wait=False, cancel_futures=True)
+    _POOLS.clear()
+
+
+def map_ordered(func: Callable[[T], R], items: Iterable[T], workers: int,
+                ahead: int | None = None) -> Iterator[R]:
+    """``func(item)`` for each item, in order: here when ``workers`` is 0, else in the worker
+    pool with at most ``ahead`` (default ``2 * workers + 2``) jobs in flight. ``func`` and the
+    items must pickle (a module-level function)."""
+    if workers <= 0:
+        for item in items:
+            yield func(item)
+        return
+    pool = worker_pool(workers)
+    ahead = ahead or 2 * workers + 2
+    window: collections.deque = collections.deque()
+    for item in items:
+        window.append(pool.submit(func, item))
+        if len(window) >= ahead:
+            yield window.popleft().result()
+    while window:
+        yield window.popleft().result()
+
+
+__all__ = ["launch_ahead", "OrderedWriter", "map_ordered", "worker_pool", "default_workers",
+           "cores", "keep_heap", "shutdown_pools", "WORKER_NICENESS"]
