@@ -34,3 +34,17 @@ class InputError(JaxrnaError):
 
 class ResourceError(JaxrnaError):
     """A job refused up front because it would not fit in memory (with an estimate)."""
+
+
+class OutputError(JaxrnaError):
+    """An output that cannot be written (missing directory, no permission, disk full, quota),
+    named with what went wrong.
+
+    >>> str(OutputError("no space left on device", path="out.tsv"))
+    'out.tsv: no space left on device'
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        self.message = message
+        self.path = path
+        super().__init__(f"{path}: {message}" if path is not None else message)

@@ -16,11 +16,9 @@ record, a character that is not a residue letter, a duplicate record id.
 from __future__ import annotations
 
 import collections
-import gzip
 import io
 import os
 import re
-import sys
 from dataclasses import dataclass
 from typing import IO, Iterator
 
@@ -35,6 +33,10 @@ _BAD = {
                       "".join(sorted(NUCLEOTIDE_LETTERS)).lower() + " \t\r\n]"),
     "letters": re.compile("[^A-Za-z \t\r\n]"),
 }
+
+
+#: Characters read of a line before the first header (anything longer is not FASTA).
+FIRST_LINE_LIMIT = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,12 @@ class _LineTracker:
     def _next(self) -> str:
         while True:
             try:
-                line = self._stream.readline()
+                if self._seen_header:
+                    line = self._stream.readline()
+                else:  # bounded: a binary file may have no line break for gigabytes
+                    line = self._stream.readline(FIRST_LINE_LIMIT)
+                    if line.startswith(">") and not line.endswith("\n"):
+                        line += self._stream.readline()  # a long header
             except UnicodeDecodeError:
                 raise InputError("not FASTA: the file is not text (binary data or not UTF-8)",
                                  path=self.path, line=self.lineno + 1) from None
@@ -160,26 +167,12 @@ class _LineTracker:
 
 
 def _open_text(path: str) -> IO[str]:
-    if path == "-":
-        raw = sys.stdin.buffer
-        head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-        if head == b"\x1f\x8b":
-            return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8")
-        return io.TextIOWrapper(raw, encoding="utf-8")
-    try:
-        with open(path, "rb") as probe:
-            head = probe.read(2)
-    except FileNotFoundError:
-        raise InputError("no such file", path=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a FASTA file", path=path) from None
-    except PermissionError:
-        raise InputError("permission denied", path=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot open file: {exc.strerror or exc}", path=path) from None
-    if head == b"\x1f\x8b":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, "r", encoding="utf-8")
+    """The text of a plain or gzip file (``-``: standard input); every fault (missing,
+    unreadable, corrupt or truncated gzip, not UTF-8, a device, a file changing while read)
+    raises a located :class:`InputError` (:mod:`jaxrna.io.source`)."""
+    from jaxrna.io.source import TextSource
+
+    return TextSource(path)  # type: ignore[return-value]
 
 
 def read_fasta(path: str | os.PathLike, alphabet: str = "rna", *,
