@@ -1,0 +1,114 @@
+"""``jaxrna fold --model turner``: the energy-model options of ``fold`` and their run.
+
+``--model nussinov`` (the default) keeps ``fold`` as it was; ``--model turner`` folds to the
+minimum free energy of ViennaRNA's nearest-neighbour model (:mod:`jaxrna.energy`) with
+``--params``, ``--dangles`` and ``-T/--temp`` as RNAfold spells them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from jaxrna.io import InputError
+
+ENERGY_HELP = """--model turner: minimum free energy structures in ViennaRNA's nearest-neighbour (Turner)
+model, the energies exactly RNAfold's (integer dcal/mol): --params turner2004 (default,
+RNAfold's), turner1999 or a ViennaRNA .par file; --dangles 0|1|2 (RNAfold -d, default 2);
+-T/--temp C (default 37). Output as RNAfold prints it: 'STRUCTURE (ENERGY)' in kcal/mol with
+two decimals; the other formats carry the energy (ct: ENERGY =, json: energy).
+  jaxrna fold --model turner --sequence GGGGAAACCCCAUCGAAAGAUU
+  jaxrna fold --model turner seqs.fa --params turner1999 --dangles 0 -T 30 -f json
+"""
+
+
+def _celsius(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a temperature in Celsius, got {text!r}") from None
+    if not -273.15 < value < 1000 or value != value:
+        raise argparse.ArgumentTypeError(f"temperature must be above -273.15 C, not {text}")
+    return value
+
+
+def add_energy_options(p: argparse.ArgumentParser) -> None:
+    """``--model``, ``--params``, ``--dangles`` and ``-T/--temp`` (defaults resolved by
+    :func:`energy_model`, so that giving one without ``--model turner`` is caught)."""
+    p.add_argument("--model", choices=["nussinov", "turner"], default="nussinov",
+                   help="nussinov (default): maximum pair weight; turner: minimum free energy "
+                        "(ViennaRNA's nearest-neighbour model, as RNAfold)")
+    p.add_argument("--params", metavar="SET", default=None,
+                   help="with --model turner: turner2004 (default), turner1999 or a ViennaRNA "
+                        ".par file")
+    p.add_argument("--dangles", choices=["0", "1", "2"], default=None,
+                   help="with --model turner: dangling-end model as RNAfold's -d (default 2)")
+    p.add_argument("-T", "--temp", type=_celsius, metavar="C", default=None,
+                   help="with --model turner: temperature in Celsius (default 37)")
+
+
+def energy_model(args: argparse.Namespace):
+    """The :class:`~jaxrna.energy.api.EnergyModel` of ``--model turner`` (checked against the
+    other options), or None for ``--model nussinov`` (where the energy options are errors).
+
+    >>> from jaxrna.cli import build_parser
+    >>> energy_model(build_parser().parse_args(["fold", "--model", "turner", "-T", "30", "x.fa"]))
+    EnergyModel(params='turner2004', temperature=30.0, dangles=2)
+    >>> energy_model(build_parser().parse_args(["fold", "x.fa"])) is None
+    True
+    """
+    given = [name for name, value in (("--params", args.params), ("--dangles", args.dangles),
+                                      ("-T/--temp", args.temp)) if value is not None]
+    if args.model != "turner":
+        if given:
+            raise InputError(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} "
+                             "--model turner")
+        return None
+    if args.partition:
+        raise InputError("--partition computes the Nussinov pair ensemble; it cannot be used "
+                         "with --model turner")
+    if args.weights is not None:
+        raise InputError("--weights sets Nussinov pair weights; it cannot be used with --model "
+                         "turner (the energy model has its own parameters: --params)")
+    if args.min_loop != 3:
+        raise InputError("--min-loop is fixed at 3 by the energy model; it cannot be changed "
+                         "with --model turner")
+    from jaxrna.energy.api import EnergyModel
+    from jaxrna.energy.params import ParamFileError, raw_params
+
+    params = args.params or "turner2004"
+    try:
+        raw_params(params)
+    except ParamFileError as exc:
+        raise InputError(str(exc)) from None
+    return EnergyModel(params, 37.0 if args.temp is None else args.temp,
+                       2 if args.dangles is None else int(args.dangles))
+
+
+def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
+    """Fold every record with the energy model and write them in ``args.format``."""
+    from jaxrna.cli.common import RunSummary
+    from jaxrna.energy.api import fold_energy_records
+    from jaxrna.formats.fold import WRITERS
+    from jaxrna.io import atomic_output, read_fasta, sequence_record
+    from jaxrna.progress import progress
+    from jaxrna.runtime import enable_compilation_cache, resolve_backend
+
+    def records():
+        if args.sequence is not None:
+            yield sequence_record(args.sequence)
+        for path in args.fasta:
+            yield from read_fasta(path)
+
+    enable_compilation_cache()
+    backend = resolve_backend(args.backend)
+    bar = progress(None, "fold", quiet=args.quiet)
+    summary = RunSummary("folded", "record")
+    try:
+        results = fold_energy_records(records(), model, with_pairs=not args.score_only,
+                                      max_bytes=max_bytes, on_done=bar.update, backend=backend,
+                                      on_error=lambda rec, exc: summary.skip(rec.id, exc))
+        with atomic_output(args.output) as out:
+            WRITERS[args.format](summary.count(results), out)
+    finally:
+        bar.close()
+    return summary.finish()

@@ -1,0 +1,295 @@
+"""Minimum free energy folding of many sequences: strings or records in, results out in order.
+
+Sequences are grouped by padded length (:mod:`jaxrna.batching`); each group runs one compiled
+program, the fill and the traceback of :mod:`jaxrna.energy.fill` and
+:mod:`jaxrna.energy.traceback` ``vmap``-ped over a batch, on the CPU or a GPU.
+
+>>> r = fold_energy("GGGGAAACCCCAUCGAAAGAUU")
+>>> r.structure, r.energy, r.score_text
+('((((...))))(((....))).', -650, ' -6.50')
+>>> [x.energy for x in fold_energy(["GGGGAAACCCCAUCGAAAGAUU", "GGGGAAACCCC"], dangles=0)]
+[-450, -450]
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from jaxrna.batching import batch_size_bucket, bucket_length, plan_batches
+from jaxrna.energy.params import BUNDLED, EnergyParams, load_params
+from jaxrna.io.errors import ResourceError
+from jaxrna.io.fasta import Record
+
+#: Bytes per padded position squared that a sequence's tables need (seven diagonal tables,
+#: the column copy of the multiloop table, traceback reads), for the memory check.
+BYTES_PER_CELL = 48
+#: Sequences per device batch on a CPU (larger batches are not faster there).
+CPU_BATCH = 8
+
+
+@dataclass(frozen=True)
+class EnergyModel:
+    """What to fold with: a parameter set (``turner2004``, ``turner1999`` or a ``.par``
+    path), the temperature in Celsius and the dangle model (0, 1 or 2, as RNAfold's -d)."""
+
+    params: str = "turner2004"
+    temperature: float = 37.0
+    dangles: int = 2
+
+    def __post_init__(self):
+        if self.dangles not in (0, 1, 2):
+            raise ValueError(f"dangles must be 0, 1 or 2, not {self.dangles!r}")
+
+    def load(self) -> EnergyParams:
+        return load_params(self.params, self.temperature)
+
+    @property
+    def params_name(self) -> str:
+        return self.params if self.params.lower() in BUNDLED else self.load().name
+
+
+@dataclass(frozen=True)
+class EnergyFoldResult:
+    """One folded sequence: ``energy`` in dcal/mol (an integer), pairs 0-based ``(i, j)``."""
+
+    id: str
+    sequence: str
+    energy: int
+    model: EnergyModel
+    pairs: tuple[tuple[int, int], ...] | None = None
+    description: str = field(default="", compare=False)
+    score_label = "energy"
+
+    @property
+    def length(self) -> int:
+        return len(self.sequence)
+
+    @property
+    def score(self) -> float:
+        """The minimum free energy in kcal/mol."""
+        return self.energy / 100
+
+    @property
+    def score_text(self) -> str:
+        """The energy as RNAfold prints it: ``%6.2f`` kcal/mol (``' -4.80'``)."""
+        return f"{self.energy / 100:6.2f}"
+
+    @property
+    def structure(self) -> str | None:
+        if self.pairs is None:
+            return None
+        out = ["."] * self.length
+        for i, j in self.pairs:
+            out[i], out[j] = "(", ")"
+        return "".join(out)
+
+    def json_fields(self) -> dict:
+        obj = {"id": self.id, "length": self.length, "sequence": self.sequence,
+               "energy": round(self.energy / 100, 2), "model": "turner",
+               "params": self.model.params_name, "temperature": self.model.temperature,
+               "dangles": self.model.dangles}
+        if self.pairs is not None:
+            obj["structure"] = self.structure
+            obj["pairs"] = [[i + 1, j + 1] for i, j in self.pairs]
+        return obj
+
+
+def estimate_bytes(length: int) -> int:
+    """Memory needed to fold one sequence of ``length`` nt."""
+    n = bucket_length(length)
+    return BYTES_PER_CELL * (n + 64) * (n + 64)
+
+
+def check_memory(length: int, max_bytes: int | None = None) -> None:
+    from jaxrna.runtime import human_bytes, memory_bytes
+
+    limit = max_bytes if max_bytes is not None else int(0.8 * memory_bytes())
+    need = estimate_bytes(length)
+    if limit and need > limit:
+        raise ResourceError(
+            f"{length} nt need about {human_bytes(need)} to fold with the energy model, more "
+            f"than the {human_bytes(limit)} allowed; use a machine with more memory or raise "
+            "--max-memory")
+
+
+def _one(s, allowed, special, n, dp, dangles, stop, with_pairs: bool):
+    from jaxrna.energy.fill import fill
+    from jaxrna.energy.traceback import traceback
+
+    tables = fill(s, allowed, special, n, dp, dangles, stop)
+    energy = tables["F"][n]
+    if not with_pairs:
+        return energy, None, None
+    partner, ok = traceback(tables, s, allowed, special, n, dp, dangles)
+    return energy, partner, ok
+
+
+def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs: bool):
+    """:func:`_one` ``vmap``-ped over a batch (one program per shape, see :func:`_program`)."""
+    import jax
+
+    fn = functools.partial(_one, with_pairs=with_pairs)
+    return jax.vmap(fn, in_axes=(0, 0, 0, 0, None, None, None))(s, allowed, special, n, dp,
+                                                                 dangles, stop)
+
+
+@functools.lru_cache(maxsize=1)
+def _program():
+    """The batch program, kept by :mod:`jaxrna.programs` (a warm GPU run loads it from disk
+    instead of tracing the energy model again)."""
+    from jaxrna.programs import stored_jit
+
+    return stored_jit("energy.fold_batch", static_argnames=("with_pairs",))(_batch)
+
+
+@functools.lru_cache(maxsize=64)
+def _device_params(params: EnergyParams, length: int):
+    from jaxrna.energy.terms import device_params
+
+    return device_params(params, length)
+
+
+def fold_batch(sequences: Sequence[str], params: EnergyParams, dangles: int = 2,
+               unpaired: Sequence[Iterable[int]] | None = None, with_pairs: bool = True,
+               length: int | None = None, batch: int | None = None
+               ) -> list[tuple[int, np.ndarray | None]]:
+    """Fold sequences of one padded ``length`` (default: the bucket of the longest) as one
+    device batch of ``batch`` rows (default: as many as sequences; empty rows pad it, so a
+    few batch sizes serve every call); ``(energy, partner array or None)`` per sequence
+    (partner -1: unpaired). ``unpaired``: per sequence, 0-based positions that must not pair.
+
+    >>> [e for e, _ in fold_batch(["GGGGAAACCCC", "A"], load_params(), batch=8)]
+    [-450, 0]
+    """
+    from jaxrna.energy.fill import prepare_batch
+
+    if not sequences:
+        return []
+    count = len(sequences)
+    if batch is not None and batch > count:
+        sequences = list(sequences) + [""] * (batch - count)
+        unpaired = list(unpaired or [()] * count) + [()] * (batch - count)
+    length = length or bucket_length(max(len(s) for s in sequences))
+    stack = prepare_batch(sequences, params, length, unpaired)
+    stop = int(stack["n"].max())
+    energy, partner, ok = _program()(stack["s"], stack["allowed"], stack["special"], stack["n"],
+                                     _device_params(params, length), np.int32(dangles),
+                                     np.int32(stop), with_pairs=with_pairs)
+    energy = np.asarray(energy)
+    out = []
+    if with_pairs:
+        partner, ok = np.asarray(partner), np.asarray(ok)
+        if not ok.all():
+            bad = [sequences[k] for k in np.flatnonzero(~ok)][:1]
+            raise AssertionError(f"energy traceback failed (a bug) for {bad}")
+    for k, s in enumerate(sequences[:count]):
+        out.append((int(energy[k]), partner[k, :len(s)] if with_pairs else None))
+    return out
+
+
+def _pairs(partner: np.ndarray) -> tuple[tuple[int, int], ...]:
+    return tuple((int(i), int(j)) for i, j in enumerate(partner) if j > i)
+
+
+def _device_batches(lengths: list[int], backend: str, budget: int) -> list[list[int]]:
+    plan = plan_batches(lengths, bytes_per_item=lambda n: BYTES_PER_CELL * (n + 64) ** 2,
+                        budget=budget)
+    if backend != "cpu":
+        return plan
+    out = []
+    for batch in plan:
+        full, rest = len(batch) - len(batch) % CPU_BATCH, len(batch) % CPU_BATCH
+        out += [batch[k:k + CPU_BATCH] for k in range(0, full, CPU_BATCH)]
+        out += [[k] for k in batch[full:full + rest]]
+    return out
+
+
+def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = None,
+                        with_pairs: bool = True, chunk: int | None = None,
+                        max_bytes: int | None = None, batch_budget: int | None = None,
+                        on_done=None, backend: str = "cpu",
+                        on_error=None, unpaired: dict | None = None) -> Iterator[EnergyFoldResult]:
+    """Fold a stream of records with the energy model, yielding results in input order.
+
+    As :func:`jaxrna.fold.api.fold_records`: ``chunk`` records are read at a time (default
+    4,096 on a CPU, 32,768 on a GPU) and grouped by padded length into device batches of at
+    most ``batch_budget`` bytes (1 GiB on a CPU, 8 GiB on a GPU, where large batches are
+    what makes it fast); ``on_done(k)`` reports progress; a record too large for the memory
+    limit raises :class:`ResourceError` or, with ``on_error(record, error)``, is skipped.
+    ``unpaired``: ``{record id: 0-based positions that must not pair}``.
+    """
+    import jax
+
+    model = model or EnergyModel()
+    params = model.load()
+    gpu = backend != "cpu"
+    chunk = chunk or (32768 if gpu else 4096)
+    batch_budget = batch_budget or ((8 if gpu else 1) << 30)
+    buffer: list[Record] = []
+
+    def flush() -> Iterator[EnergyFoldResult]:
+        lengths = [len(r) for r in buffer]
+        results: dict[int, tuple] = {}
+        with jax.default_device(jax.devices(backend)[0]):
+            for batch in _device_batches(lengths, backend, batch_budget):
+                seqs = [buffer[k].sequence for k in batch]
+                if backend == "cpu":
+                    pad = 1 if len(batch) == 1 else CPU_BATCH
+                else:
+                    pad = batch_size_bucket(len(batch))
+                ups = [tuple((unpaired or {}).get(buffer[k].id, ())) for k in batch]
+                done = fold_batch(seqs, params, model.dangles, unpaired=ups,
+                                  with_pairs=with_pairs, batch=pad)
+                results.update(zip(batch, done))
+                if on_done:
+                    on_done(len(batch))
+        for k, rec in enumerate(buffer):
+            energy, partner = results[k]
+            yield EnergyFoldResult(id=rec.id, sequence=rec.sequence, energy=energy, model=model,
+                                   pairs=None if partner is None else _pairs(partner),
+                                   description=rec.description)
+
+    for rec in records:
+        try:
+            check_memory(len(rec), max_bytes)
+        except ResourceError as exc:
+            if on_error is None:
+                raise
+            on_error(rec, exc)
+            continue
+        buffer.append(rec)
+        if len(buffer) >= chunk:
+            yield from flush()
+            buffer = []
+    if buffer:
+        yield from flush()
+
+
+def fold_energy(sequences: str | Sequence[str], params: str = "turner2004",
+                temperature: float = 37.0, dangles: int = 2, with_pairs: bool = True,
+                backend: str = "auto", unpaired=None) -> EnergyFoldResult | list[EnergyFoldResult]:
+    """Minimum free energy structure(s) of one sequence (returns one result) or a list.
+
+    ``params``: ``turner2004`` (ViennaRNA's default), ``turner1999`` or a ViennaRNA ``.par``
+    file; ``temperature`` in Celsius; ``dangles`` 0, 1 or 2 (RNAfold's ``-d``). Energies are
+    exactly ViennaRNA's (``RNA.fold_compound(seq, md).mfe()``), in integer dcal/mol.
+    ``unpaired``: 0-based positions that must not pair (for a list of sequences, one
+    collection of positions per sequence), like ViennaRNA's ``hc_add_up``.
+    """
+    from jaxrna.runtime import resolve_backend
+
+    single = isinstance(sequences, str)
+    seqs = [sequences] if single else list(sequences)
+    recs = [Record(id="seq" if single else f"seq{k + 1}", sequence=s) for k, s in enumerate(seqs)]
+    model = EnergyModel(params, float(temperature), dangles)
+    ups = None
+    if unpaired is not None:
+        ups = {recs[0].id: list(unpaired)} if single else \
+            {r.id: list(u) for r, u in zip(recs, unpaired)}
+    out = list(fold_energy_records(recs, model, with_pairs=with_pairs,
+                                   backend=resolve_backend(backend), unpaired=ups))
+    return out[0] if single else out

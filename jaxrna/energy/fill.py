@@ -1,0 +1,484 @@
+"""The minimum free energy tables of one sequence, filled diagonal by diagonal in JAX.
+
+Pure JAX on one padded sequence (batch it with ``jax.vmap``); the recurrence itself is
+:mod:`jaxrna.energy.terms`. Layout: the seven tables ``C, M2, CI, C1n, C23, CA, M`` are one
+array stored by diagonal, ``T[ROW_PAD + d, k, i] = table_k(i, i + d)``, with ``ROW_PAD`` rows
+of ``INF`` above diagonal 0 and ``COL_PAD`` columns of ``INF`` on the right, so every read of a
+cell's candidates is a static shift inside one block of rows fetched per diagonal: the
+interior-loop window (u1 + u2 <= 30) is a few hundred shifted row slices reduced by ``min``
+in one fused loop, no gathers. The energy pieces that depend only on the sequence
+(:func:`jaxrna.energy.terms.pair_terms`: pair types, hairpins, loop mismatches, ...) are
+computed for every cell before the sweep, as one vectorised pass (``precompute``; for very
+long sequences they are computed per diagonal instead, to save memory), so a diagonal is a
+handful of fused loops.
+
+The diagonals run in a few *bands*, each its own ``lax.fori_loop`` with static shapes: a band
+computes only the cells that exist on its diagonals (``i < L - d``) and only the interior
+loops that fit in them (an inner pair needs ``l - k >= 4``). The multiloop split ``M2(i, j) =
+min_k M(i, k) + M(k+1, j)`` reads ``M`` by rows and by a second copy ``MC[L - 1 - d, d + i] =
+M(i, i + d)`` (columns read upward), so each diagonal is one elementwise ``min`` over the
+leading axis of two rectangular slices, as in :mod:`jaxrna.fold.fill`, as wide as the sub-band
+of diagonals holding ``d`` needs (a ``lax.switch``). All loops stop at the longest sequence of
+the batch (``stop``).
+
+Energies are int32 dcal/mol; ``INF`` (10,000,000) marks impossible cells, and any value above
+``INF / 2`` is stored as ``INF`` so sums of impossible terms never look finite.
+
+>>> from jaxrna.energy.params import load_params
+>>> from jaxrna.energy.terms import device_params
+>>> inp = prepare("GGGGAAACCCC", load_params(), 64)
+>>> tables = fill_one(inp["s"], inp["allowed"], inp["special"], inp["n"],
+...                   device_params(load_params(), 64), 2, 11)
+>>> int(tables["F"][11])
+-450
+"""
+
+from __future__ import annotations
+
+import functools
+from functools import partial
+from typing import Iterable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrna.energy import terms
+from jaxrna.energy.encoding import encode_bytes, normalize
+from jaxrna.energy.params import INF, MAXLOOP
+from jaxrna.energy.terms import COL_PAD, ROW_PAD
+
+#: Values at or above this are impossible (stored as INF).
+BIG = INF // 2
+#: Codes are padded with this many positions on the left (reads of i - 1).
+SEQ_LEFT = 8
+GROUP_TABLES = terms.GROUP_NAMES
+#: The tables of ``T``'s second axis, in order.
+TABLES = ("C", "M2") + GROUP_TABLES + ("M",)
+INDEX = {name: k for k, name in enumerate(TABLES)}
+#: Padded lengths up to this compute every cell's energy pieces before the sweep.
+PRECOMPUTE_MAX = 0
+
+
+def band_bounds(length: int, bands: int, first: int = 4) -> list[tuple[int, int]]:
+    """Diagonals ``first .. length-1`` in at most ``bands`` ranges of similar size.
+
+    >>> band_bounds(64, 4)
+    [(4, 19), (19, 34), (34, 49), (49, 64)]
+    """
+    if length <= first:
+        return [(first, first + 1)]
+    size = max(1, -(-(length - first) // bands))
+    return [(d0, min(d0 + size, length)) for d0 in range(first, length, size)]
+
+
+def sweep_bands(length: int) -> list[tuple[int, int]]:
+    """The bands of the sweep: the first diagonals hold few interior loops (two bands up to
+    diagonal 36, where every loop size fits), the rest are split by length (each band
+    compiles its own loop body, so they are few).
+
+    >>> sweep_bands(64)
+    [(4, 20), (20, 36), (36, 64)]
+    >>> sweep_bands(1024)
+    [(4, 20), (20, 36), (36, 283), (283, 530), (530, 777), (777, 1024)]
+    """
+    out = [(d0, min(d0 + 16, length)) for d0 in range(4, min(36, length), 16)]
+    if length > 36:
+        out += band_bounds(length, 1 if length <= 128 else 2 if length <= 512 else 4, first=36)
+    return out
+
+
+def seq_pad(length: int) -> int:
+    """Padded length of the code arrays for tables of ``length`` positions."""
+    return SEQ_LEFT + 2 * length + COL_PAD + 8
+
+
+def prepare(sequence: str, params, length: int, unpaired: Iterable[int] = ()) -> dict:
+    """Host-side inputs for :func:`fill` of one sequence padded to ``length``: codes, the
+    positions allowed to pair, and the special hairpin energies (NumPy arrays)."""
+    batch = prepare_batch([sequence], params, length, [unpaired])
+    return {key: value[0] for key, value in batch.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _special_keys(params, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The special hairpins of ``size`` as sorted packed keys (see :func:`_pack`) and energies."""
+    table = params.special_hairpins(size)
+    keys = np.array([_pack(k.encode("latin-1", "replace")) for k in table], np.uint64)
+    values = np.array(list(table.values()), np.int32)
+    order = np.argsort(keys)
+    return keys[order], values[order]
+
+
+def _pack(text: bytes) -> int:
+    """Up to 8 letters as one little-endian integer."""
+    return int.from_bytes(text.ljust(8, b"\0")[:8], "little")
+
+
+def prepare_batch(sequences: Sequence[str], params, length: int,
+                  unpaired: Sequence[Iterable[int]] | None = None) -> dict:
+    """:func:`prepare` of many sequences at once, stacked (vectorised with NumPy: the host
+    side of a large batch costs little next to its folding)."""
+    count = len(sequences)
+    texts = [normalize(x) for x in sequences]
+    n = np.array([len(t) for t in texts], np.int32)
+    if count and n.max() > length:
+        raise ValueError(f"sequence of length {int(n.max())} does not fit in {length}")
+    inside = np.arange(length)[None, :] < n[:, None]
+    letters = np.zeros((count, length), np.uint8)
+    letters[inside] = np.frombuffer("".join(texts).encode("latin-1", "replace"), np.uint8)
+    total = seq_pad(length)
+    s = np.zeros((count, total), np.int32)
+    s[:, SEQ_LEFT:SEQ_LEFT + length] = encode_bytes(letters)
+    allowed = np.zeros((count, total), bool)
+    allowed[:, SEQ_LEFT:SEQ_LEFT + length] = inside
+    for row, positions in enumerate(unpaired or ()):
+        for k in positions:
+            if not 0 <= k < n[row]:
+                raise ValueError(f"unpaired position {k} outside the sequence (0..{n[row] - 1})")
+            allowed[row, SEQ_LEFT + k] = False
+    special = np.full((count, 3, length + COL_PAD), INF, np.int32)
+    for idx, size in enumerate((3, 4, 6)):
+        keys, values = _special_keys(params, size)
+        width = size + 2
+        starts = length - width + 1
+        if not len(keys) or starts <= 0:
+            continue
+        packed = np.zeros((count, starts), np.uint64)
+        for k in range(width):
+            packed |= letters[:, k:k + starts].astype(np.uint64) << np.uint64(8 * k)
+        pos = np.minimum(np.searchsorted(keys, packed), len(keys) - 1)
+        hit = (keys[pos] == packed) & (np.arange(starts)[None, :] + width <= n[:, None])
+        special[:, idx, :starts] = np.where(hit, values[pos], INF)
+    return {"s": s, "allowed": allowed, "special": special, "n": n}
+
+
+# --------------------------------------------------------------------------- views
+
+_SPECIAL_INDEX = {"tri": 0, "tetra": 1, "hexa": 2}
+
+
+class PointsView:
+    """Cells (i, j) given as broadcastable index arrays (or scalars): sequence reads are
+    gathers. Used for the whole table at once, a column of the exterior loop, one cell."""
+
+    def __init__(self, s, allowed, special, dp, i, j, n):
+        self._s, self._allowed, self._special, self.dp = s, allowed, special, dp
+        self.i, self.j, self.n = i, j, n
+        self.d = j - i
+
+    def s(self, base, off):
+        return self._s[SEQ_LEFT + (self.i if base == "i" else self.j) + off]
+
+    def allowed(self, base):
+        return self._allowed[SEQ_LEFT + (self.i if base == "i" else self.j)]
+
+    def hp_len(self):
+        table = self.dp["hp_len"]
+        return table[jnp.clip(self.d - 1, 0, table.shape[0] - 1)]
+
+    def special(self, name):
+        row = self._special[_SPECIAL_INDEX[name]]
+        return row[jnp.clip(self.i, 0, row.shape[0] - 1)]
+
+
+class DiagView:
+    """The cells (i, i + d), i < ``height``, of diagonal ``d`` (traced): sequence reads are
+    slices. Also the reader of the tables for the sweep (``tab``, ``group_min``): the rows of
+    diagonals d + ``lo`` .. d + ``hi`` are fetched as one block (one dynamic slice of the
+    tables ``T``), every read is a static slice of it."""
+
+    def __init__(self, s, allowed, special, dp, d, height, n, T=None, lo=0, hi=0):
+        self._s, self._allowed, self._special, self.dp = s, allowed, special, dp
+        self.d, self.height, self.n = d, height, n
+        self.i = jnp.arange(height, dtype=jnp.int32)
+        self.j = self.i + d
+        self.lo = lo
+        self.block = None if T is None else jax.lax.dynamic_slice(
+            T, (ROW_PAD + d + lo, 0, 0), (hi - lo + 1, T.shape[1], T.shape[2]))
+        self.current = {}
+
+    def s(self, base, off):
+        if base == "i":
+            return self._s[SEQ_LEFT + off:SEQ_LEFT + off + self.height]
+        return jax.lax.dynamic_slice(self._s, (SEQ_LEFT + self.d + off,), (self.height,))
+
+    def allowed(self, base):
+        if base == "i":
+            return self._allowed[SEQ_LEFT:SEQ_LEFT + self.height]
+        return jax.lax.dynamic_slice(self._allowed, (SEQ_LEFT + self.d,), (self.height,))
+
+    def hp_len(self):
+        return self.dp["hp_len"][self.d - 1]
+
+    def special(self, name):
+        return self._special[_SPECIAL_INDEX[name], :self.height]
+
+    # table reads of the sweep: rows of earlier diagonals at static shifts
+    def row(self, name, dd, di):
+        """``table(i + di, i + d + dd + di)`` for the view's cells."""
+        r = dd - self.lo
+        return jax.lax.slice(self.block, (r, INDEX[name], di),
+                             (r + 1, INDEX[name] + 1, di + self.height)).reshape(self.height)
+
+    def tab(self, name, dd, di):
+        if dd == 0 and name in self.current:
+            if di != 0:
+                raise ValueError("a cell reads its own diagonal only at its own position")
+            return self.current[name]
+        return self.row(name, dd, di)
+
+    def group_min(self, name, dds, dis, cost):
+        costs = [jax.lax.slice(cost, (m,), (m + 1,)) for m in range(len(dds))]
+        return tree_min([jax.lax.add(self.row(name, int(dd), int(di)),
+                                     jax.lax.broadcast_in_dim(c, (self.height,), (0,)))
+                         for c, dd, di in zip(costs, dds, dis)])
+
+
+def tree_min(rows):
+    """Elementwise minimum of a list of arrays, as a balanced tree (one fused loop)."""
+    rows = list(rows)
+    while len(rows) > 1:
+        rows = [jax.lax.min(rows[k], rows[k + 1]) if k + 1 < len(rows) else rows[k]
+                for k in range(0, len(rows), 2)]
+    return rows[0]
+
+
+def reduce_min(cands, v, extra=()) -> jax.Array:
+    """The minimum of a cell list's candidates (groups reduced before adding their outer)."""
+    rows = list(extra)
+    for c in cands:
+        if c.cost is not None:
+            rows.append(v.group_min(c.table, c.dd, c.di, c.cost) + c.outer)
+        else:
+            rows.append(c.energy)
+    return tree_min(rows)
+
+
+def _clip(x):
+    return jnp.where(x >= BIG, INF, x).astype(jnp.int32)
+
+
+# --------------------------------------------------------------------------- the sweep
+
+class SquareView:
+    """Every cell (i, j), i, j < L, at once: sequence reads are shifted copies of the codes
+    broadcast along a row or a column (no gathers)."""
+
+    def __init__(self, s, allowed, special, dp, length, n):
+        self._s, self._allowed, self._special, self.dp = s, allowed, special, dp
+        self.length, self.n = length, n
+        self.i = jnp.arange(length, dtype=jnp.int32)[:, None]
+        self.j = jnp.arange(length, dtype=jnp.int32)[None, :]
+        self.d = self.j - self.i
+
+    def _along(self, x, base, off):
+        row = x[SEQ_LEFT + off:SEQ_LEFT + off + self.length]
+        return row[:, None] if base == "i" else row[None, :]
+
+    def s(self, base, off):
+        return self._along(self._s, base, off)
+
+    def allowed(self, base):
+        return self._along(self._allowed, base, 0)
+
+    def hp_len(self):
+        table = self.dp["hp_len"]
+        return table[jnp.clip(self.d - 1, 0, table.shape[0] - 1)]
+
+    def special(self, name):
+        return self._special[_SPECIAL_INDEX[name], :self.length][:, None]
+
+
+def skew(x: jax.Array) -> jax.Array:
+    """``x[..., i, j]`` (square) as ``out[..., d, i] = x[..., i, i + d]`` (``j - i = d``;
+    values for ``i + d >= L`` are unspecified): a pad and reshapes, no gather.
+
+    >>> skew(jnp.arange(9).reshape(3, 3)).tolist()[0], skew(jnp.arange(9).reshape(3, 3)).tolist()[1][:2]
+    ([0, 4, 8], [1, 5])
+    """
+    L = x.shape[-1]
+    lead = x.shape[:-2]
+    pad = [(0, 0)] * len(lead)
+    # rows padded to 2L: (i, i + d) is flat element i * 2L + i + d = i * (2L + 1) + d
+    flat = jnp.pad(x, pad + [(0, 0), (0, L)]).reshape(lead + (2 * L * L,))
+    flat = jnp.pad(flat, pad + [(0, L)])
+    return jnp.swapaxes(flat.reshape(lead + (L, 2 * L + 1))[..., :L], -1, -2)
+
+
+def all_pair_terms(s, allowed, special, n, dp, dangles: int, length: int) -> jax.Array:
+    """:func:`jaxrna.energy.terms.pair_terms` of every cell: ``[K, L, L]`` (piece, d, i)."""
+    v = SquareView(s, allowed, special, dp, length, n)
+    tm = terms.pair_terms(v, dp, dangles)
+    square = jnp.stack([jnp.broadcast_to(tm[name], (length, length)).astype(jnp.int32)
+                        for name in terms.PAIR_TERMS])
+    return skew(square)
+
+
+def split_min(T, MC, d, height, length, bands):
+    """``M2(i, i + d) = min_k M(i, k) + M(k+1, i + d)`` for the diagonal's cells: two
+    rectangular slices (``M`` by rows, ``MC`` read upward) reduced over the leading axis. The
+    slices are as wide as the band of diagonals holding ``d`` needs (a ``lax.switch`` over
+    the bands, so little is computed past the d - 2 split points)."""
+    m = INDEX["M"]
+
+    def band(d0, d1):
+        w, h = d1, min(length - d0, height)
+
+        def branch(T, MC):
+            left = T[ROW_PAD:ROW_PAD + w, m, :h]
+            right = jax.lax.dynamic_slice(MC, (length - d, d), (w, h))
+            row = jnp.min(left + right, axis=0)
+            if h < height:
+                return jnp.concatenate([row, jnp.full((height - h,), INF, jnp.int32)])
+            return row
+        return branch
+
+    if len(bands) == 1:
+        return _clip(band(*bands[0])(T, MC))
+    starts = jnp.asarray([d0 for d0, _ in bands[1:]], jnp.int32)
+    which = jnp.sum(d >= starts)
+    return _clip(jax.lax.switch(which, [band(d0, d1) for d0, d1 in bands], T, MC))
+
+
+def _diagonal(d, carry, *, s, allowed, special, n, dp, precompute, dangles, height, max_loop,
+              split_bands, length):
+    """Step ``d`` of the sweep: ``C`` and ``M2`` of diagonal d, and ``M`` and the group tables
+    of diagonal d - 1. Everything it computes reads only the tables as they were (``M2(i, j)``
+    splits into parts of at most d - 5 diagonals, ``M`` of d - 1 reads ``C`` and ``M2`` of
+    d - 1), so the step is one store: the rows of d - 1 and d, each computed once. (Rows
+    read from a row computed in the same step would have its whole candidate reduction
+    fused into them by XLA, several times the work.) ``M`` of the last diagonal is never
+    needed (a multiloop part lies strictly inside its closing pair)."""
+    T, MC = carry
+    names = terms.PAIR_TERMS
+    # C and M2 of diagonal d (reading diagonals d - 2 - max_loop .. d - 2)
+    v = DiagView(s, allowed, special, dp, d, height, n, T, lo=-2 - max(max_loop, 4), hi=-2)
+    tm = _terms(v, precompute, d, height, dp, dangles, names)
+    c_row = jnp.where(tm["ok"] > 0,
+                      _clip(reduce_min(terms.pair_candidates(v, tm, dp, max_loop), v)), INF)
+    m2_row = split_min(T, MC, d, height, length, split_bands)
+    # M and the group tables of diagonal d - 1
+    e = d - 1
+    w = DiagView(s, allowed, special, dp, e, height, n, T, lo=-2, hi=0)
+    tw = _terms(w, precompute, e, height, dp, dangles, names)
+    prev_c = w.row("C", 0, 0)
+    w.current = {"C": prev_c, "M2": w.row("M2", 0, 0)}
+    m_row = _clip(reduce_min(terms.multi_candidates(w, tw, dp), w,
+                             extra=(w.current["M2"],)))
+    prev = {"C": prev_c, "M2": w.current["M2"], "M": m_row}
+    for name in GROUP_TABLES:
+        prev[name] = jnp.where(prev_c < INF, _clip(prev_c + tw[f"adj_{name}"]), INF)
+    inf = jnp.full((height,), INF, jnp.int32)
+    cur = {"C": c_row, "M2": m2_row}
+    new = jnp.stack([jnp.stack([prev[name] for name in TABLES]),
+                     jnp.stack([cur.get(name, inf) for name in TABLES])])
+    return _store(T, MC, new, m_row, e, length)
+
+
+def _terms(v, precompute, d, height, dp, dangles, names):
+    if precompute is None:
+        return terms.pair_terms(v, dp, dangles)
+    rows = jax.lax.dynamic_slice(precompute, (0, d, 0), (precompute.shape[0], 1, height))[:, 0]
+    return dict(zip(names, rows))
+
+
+def _store(T, MC, new, m_row, e, length):
+    """Store the rows of diagonals e and e + 1 (and ``M`` of e in ``MC``). The stores sit in
+    a loop of one (not statically known) trip, so XLA cannot fuse the rows' computation
+    (which reads the tables) into them: that fusion would force copies of whole tables on
+    every diagonal."""
+    def body(_, carry):
+        T, MC, new, m_row = carry
+        T = jax.lax.dynamic_update_slice(T, new, (ROW_PAD + e, 0, 0))
+        MC = jax.lax.dynamic_update_slice(MC, m_row[None], (length - 1 - e, e))
+        return T, MC, new, m_row
+
+    once = (e >= 0).astype(jnp.int32)
+    T, MC, _, _ = jax.lax.fori_loop(0, once, body, (T, MC, new, m_row))
+    return T, MC
+
+
+def c_reader(T, length):
+    """``get(a, b)``: C(a, b) for index arrays (INF outside the table)."""
+    def get(a, b):
+        rows = jnp.clip(ROW_PAD + b - a, 0, ROW_PAD + length - 1)
+        cols = jnp.clip(a, 0, length + COL_PAD - 1)
+        return jnp.where(b - a >= 0, T[rows, 0, cols], INF)
+    return get
+
+
+def exterior_branches(T, s, allowed, special, n, dp, dangles: int, length: int) -> jax.Array:
+    """``E[j, i]``: the best last exterior branch of the prefix [i, j] (C + branch energy),
+    for every i, j < ``length``."""
+    get_c = c_reader(T, length)
+    j = jnp.arange(length, dtype=jnp.int32)[:, None]
+    i = jnp.arange(length, dtype=jnp.int32)[None, :]
+    v = PointsView(s, allowed, special, dp, i, j, n)
+    best = None
+    for e, (a, b) in zip(terms.exterior_terms(v, dp, dangles), terms.EXTERIOR_SHIFTS):
+        x = get_c(i + a, j + b) + e
+        best = x if best is None else jnp.minimum(best, x)
+    return _clip(best)
+
+
+def exterior(T, s, allowed, special, n, dp, dangles: int, length: int, stop) -> jax.Array:
+    """``F[k]`` for k = 0..length: the exterior loop over the first k bases."""
+    E = exterior_branches(T, s, allowed, special, n, dp, dangles, length)
+
+    def body(j, f):
+        best = jnp.minimum(f[j], jnp.min(f[:length] + E[j]))
+        return f.at[j + 1].set(_clip(best))
+
+    f = jnp.zeros(length + 1, jnp.int32)
+    return jax.lax.fori_loop(0, jnp.minimum(stop, length), body, f)
+
+
+def split_bands_for(length: int, d0: int, d1: int) -> list[tuple[int, int]]:
+    """Sub-bands of the multiloop split inside the sweep band [d0, d1): one per 64
+    diagonals, at most 16 over the whole table."""
+    per = max(64, -(-length // 16))
+    count = max(1, -(-(d1 - d0) // per))
+    return band_bounds(d1, count, first=d0) if d1 - d0 > per else [(d0, d1)]
+
+
+def check_band(length: int, d0: int, d1: int, max_loop: int) -> None:
+    """Every table read of the band of diagonals [d0, d1) stays inside the padded table: rows
+    down to diagonal d0 - 2 - max_loop (interior loops; specials and multiloops read at most
+    6 back), columns up to the band's last cell + 2 + max_loop."""
+    low = min(d0 - 2 - max(max_loop, 4), d0 - 6)
+    if low < -ROW_PAD or (1 + max(max_loop, 2)) + (length - d0) > length + COL_PAD:
+        raise AssertionError(f"band {d0}..{d1} of {length} reads outside the table")
+
+
+def fill(s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array, dp: dict,
+         dangles, stop, precompute: bool | None = None) -> dict:
+    """All tables of one sequence (see :func:`prepare` for the inputs; ``dp`` from
+    :func:`jaxrna.energy.terms.device_params` for the same padded length). ``stop`` (compute
+    diagonals and prefixes up to ``stop``, at least the sequence length; under ``vmap`` the
+    batch's longest) and ``dangles`` (0, 1 or 2) are traced scalars shared by a batch.
+    Returns ``{"T": tables, "F": exterior loop}``; ``F[n]`` is the minimum free energy."""
+    length = special.shape[1] - COL_PAD
+    if precompute is None:
+        precompute = length <= PRECOMPUTE_MAX
+    pre = all_pair_terms(s, allowed, special, n, dp, dangles, length) if precompute else None
+    bands = sweep_bands(length)
+    width = max(max(b - a for a, b in split_bands_for(length, d0, d1)) for d0, d1 in bands)
+    T = jnp.full((ROW_PAD + length, len(TABLES), length + COL_PAD), INF, jnp.int32)
+    # MC[L - 1 - d, d + i]: rows up to L + band width, columns up to d + row length < 2L
+    MC = jnp.full((length + width + 1, 2 * length), INF, jnp.int32)
+    for d0, d1 in bands:
+        max_loop = min(MAXLOOP, d1 - 1 - 6)
+        check_band(length, d0, d1, max_loop)
+        body = partial(_diagonal, s=s, allowed=allowed, special=special, n=n, dp=dp, precompute=pre,
+                       dangles=dangles, height=length - d0, max_loop=max_loop,
+                       split_bands=split_bands_for(length, d0, d1), length=length)
+        T, MC = jax.lax.fori_loop(d0, jnp.clip(stop, d0, d1), body, (T, MC))
+    F = exterior(T, s, allowed, special, n, dp, dangles, length, stop)
+    return {"T": T, "F": F}
+
+
+@partial(jax.jit, static_argnames=("precompute",))
+def fill_one(s, allowed, special, n, dp, dangles, stop, precompute=None) -> dict:
+    """:func:`fill`, compiled for one sequence."""
+    return fill(s, allowed, special, n, dp, dangles, stop, precompute)

@@ -1,0 +1,145 @@
+"""``jaxrna fold --model turner``: RNAfold's layout, the other formats, option errors."""
+
+import json
+import os
+
+import pytest
+
+from energy_oracle import vienna_mfe, vienna_params
+from jaxrna.cli import main
+
+SEQS = {"hp": "GGGGAAACCCCAUCGAAAGAUU", "trna_half": "GCGGAUUUAGCUCAGUUGGGAGAGCGCCAGACUGAAGAU",
+        "lower_t": "gcgcTTTTgcgcNNacguAAGGCCUUCGGGCC", "short": "ACGU"}
+
+
+@pytest.fixture
+def fasta(tmp_path):
+    path = tmp_path / "in.fa"
+    path.write_text("".join(f">{k} some description\n{v}\n" for k, v in SEQS.items()))
+    return str(path)
+
+
+def run(args, capsys):
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def normalised(seq):
+    return seq.upper().replace("T", "U")
+
+
+def test_dbn_is_rnafold_layout(fasta, capsys):
+    code, out, _ = run(["fold", "--model", "turner", fasta, "-q"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 3 * len(SEQS)
+    for k, (rid, seq) in enumerate(SEQS.items()):
+        header, sequence, last = lines[3 * k:3 * k + 3]
+        assert header == f">{rid}"
+        assert sequence == normalised(seq)
+        want, structure, fc = vienna_mfe(sequence, 2, 37.0)
+        assert last == f"{structure} ({want / 100:6.2f})" or \
+            (last.endswith(f" ({want / 100:6.2f})") and
+             round(fc.eval_structure(last.split(" ")[0]) * 100) == want)
+
+
+def test_options_reach_the_model(fasta, capsys):
+    code, out, _ = run(["fold", "--model", "turner", fasta, "-q", "--params", "turner1999",
+                        "--dangles", "0", "-T", "30", "-f", "json"], capsys)
+    assert code == 0
+    objs = json.loads(out)
+    with vienna_params("turner1999"):
+        for obj in objs:
+            want, _, fc = vienna_mfe(obj["sequence"], 0, 30.0)
+            assert round(obj["energy"] * 100) == want
+            assert round(fc.eval_structure(obj["structure"]) * 100) == want
+            assert (obj["model"], obj["params"], obj["temperature"], obj["dangles"]) == \
+                ("turner", "turner1999", 30.0, 0)
+            assert [p for p in obj["pairs"] if obj["structure"][p[0] - 1] != "("] == []
+
+
+def test_other_formats_carry_the_energy(capsys):
+    seq = SEQS["hp"]
+    want = vienna_mfe(seq)[0]
+    _, tsv, _ = run(["fold", "--model", "turner", "--sequence", seq, "-q", "-f", "tsv"], capsys)
+    assert tsv.splitlines()[0] == "#id\tlength\tenergy\tstructure"
+    assert tsv.splitlines()[1].split("\t")[:3] == ["seq", str(len(seq)), f"{want / 100:.2f}"]
+    _, ct, _ = run(["fold", "--model", "turner", "--sequence", seq, "-q", "-f", "ct"], capsys)
+    assert ct.splitlines()[0] == f"{len(seq):>5}  ENERGY = {want / 100:6.2f}  seq"
+    _, bpseq, _ = run(["fold", "--model", "turner", "--sequence", seq, "-q", "-f", "bpseq"], capsys)
+    assert bpseq.splitlines()[:2] == ["# seq", f"# energy = {want / 100:.2f}"]
+    _, score_only, _ = run(["fold", "--model", "turner", "--sequence", seq, "-q", "-f", "tsv",
+                            "--score-only"], capsys)
+    assert score_only.splitlines()[1].endswith("\t-")
+
+
+def test_parameter_file(tmp_path, capsys):
+    from test_energy_params import CUSTOM
+
+    path = tmp_path / "my.par"
+    path.write_text(CUSTOM)
+    seq = SEQS["trna_half"]
+    code, out, _ = run(["fold", "--model", "turner", "--sequence", seq, "-q", "--params",
+                        str(path), "-f", "json"], capsys)
+    assert code == 0
+    with vienna_params(str(path)):
+        want = vienna_mfe(seq)[0]
+    obj = json.loads(out)[0]
+    assert round(obj["energy"] * 100) == want and obj["params"] == "my.par"
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--model", "turner", "--partition"], "--partition"),
+    (["--model", "turner", "--weights", "bpmax"], "--weights"),
+    (["--model", "turner", "--min-loop", "2"], "--min-loop"),
+    (["--dangles", "1"], "--dangles needs --model turner"),
+    (["-T", "25", "--params", "turner1999"], "need --model turner"),
+    (["--model", "turner", "--params", "no/such.par"], "no such parameter file"),
+    (["--model", "turner", "--temperature", "2"], "--temperature needs --partition"),
+])
+def test_bad_combinations_are_errors(args, fragment, capsys):
+    code, _, err = run(["fold", "--sequence", "GGGAAAUCCC", *args], capsys)
+    assert code == 2
+    assert err.startswith("jaxrna: error:") and fragment in err
+
+
+def test_bad_values_are_argparse_errors(capsys):
+    for args in (["--dangles", "3"], ["-T", "-300"], ["-T", "warm"], ["--model", "zuker"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["fold", "--sequence", "GGGAAAUCCC", "--model", "turner", *args])
+        assert exc.value.code == 2
+    capsys.readouterr()
+
+
+def test_nussinov_stays_the_default(capsys):
+    code, out, _ = run(["fold", "--sequence", "GGGAAAUCCC", "-q"], capsys)
+    assert code == 0 and out.splitlines()[-1] == "(((...))). (3)"
+
+
+def test_example_is_byte_identical_to_rnafold(capsys, test_data):
+    """test-data/fold_example_turner.dbn (also the Galaxy tool's expected output) is what
+    RNAfold prints for test-data/fold_example.fa, structures and energies."""
+    golden = open(os.path.join(test_data, "fold_example_turner.dbn")).read()
+    lines = golden.splitlines()
+    for k in range(0, len(lines), 3):
+        structure, energy = vienna_mfe(lines[k + 1])[1:2] + (vienna_mfe(lines[k + 1])[0],)
+        assert lines[k + 2] == f"{structure} ({energy / 100:6.2f})"
+    code, out, _ = run(["fold", "--model", "turner", os.path.join(test_data, "fold_example.fa"),
+                        "-q"], capsys)
+    assert code == 0 and out == golden
+
+
+def test_nextflow_turner_parameters_become_these_options():
+    from test_nextflow_groovy import pipeline_params, task_ext
+
+    from jaxrna.cli import build_parser
+    from jaxrna.cli.fold_energy import energy_model
+    from jaxrna.energy.api import EnergyModel
+
+    params = pipeline_params(fold_model="turner", fold_params="turner1999", fold_dangles=1, fold_temp=30)
+    args = task_ext("JAXRNA_FOLD", params, {"id": "x"})["args"].split()
+    parsed = build_parser().parse_args(["fold", *args, "a.fa"])
+    assert energy_model(parsed) == EnergyModel("turner1999", 30.0, 1)
+    default = task_ext("JAXRNA_FOLD", pipeline_params(), {"id": "x"})["args"].split()
+    assert energy_model(build_parser().parse_args(["fold", *default, "a.fa"])) is None

@@ -1,0 +1,164 @@
+"""The JAX energy folding (fill + traceback) against ViennaRNA and the Python reference.
+
+Every minimum free energy must equal ViennaRNA's (``RNA.fold_compound(seq, md).mfe()``) and
+every returned structure must evaluate to it. Sequences go through a few fixed batch shapes
+(padded length x batch size), so the whole file compiles a handful of programs.
+"""
+
+import random
+
+import numpy as np
+import pytest
+
+from energy_oracle import (check_optimal, dot_bracket, random_case, random_sequence,
+                           vienna_mfe, vienna_params)
+from jaxrna.energy.api import EnergyModel, fold_batch, fold_energy
+from jaxrna.energy.params import load_params
+from jaxrna.energy.reference import mfe as reference_mfe
+
+CONFIGS = [("turner2004", 37.0), ("turner2004", 55.0), ("turner1999", 37.0), ("turner1999", 20.0)]
+#: (padded length, batch size, sequences per configuration and dangle model, length range)
+SWEEPS = {"short": (64, 8, 96, (1, 64)), "medium": (256, 8, 16, (65, 250))}
+STATS = {"sequences": 0, "vienna_eval_above_mfe": 0}
+
+
+def run_and_check(cases, name, temperature, dangles, length, batch):
+    """Fold ``cases`` [(seq, unpaired)] in batches and check each against ViennaRNA."""
+    params = load_params(name, temperature)
+    for k in range(0, len(cases), batch):
+        group = cases[k:k + batch]
+        got = fold_batch([s for s, _ in group], params, dangles, unpaired=[u for _, u in group],
+                         length=length, batch=batch)
+        for (seq, up), (energy, partner) in zip(group, got):
+            want, _, fc = vienna_mfe(seq, dangles, temperature, up)
+            assert energy == want, (name, temperature, dangles, seq, up)
+            structure = dot_bracket(partner)
+            assert all(structure[i] == "." for i in up)
+            exact = check_optimal(fc, seq, structure, params, dangles, want)
+            STATS["sequences"] += 1
+            STATS["vienna_eval_above_mfe"] += not exact
+
+
+@pytest.mark.parametrize("sweep", sorted(SWEEPS))
+@pytest.mark.parametrize("name,temperature", CONFIGS)
+def test_random_sequences_equal_vienna(sweep, name, temperature):
+    length, batch, count, (lo, hi) = SWEEPS[sweep]
+    rng = random.Random(f"{sweep}{name}{temperature}")
+    with vienna_params(name):
+        for dangles in (0, 1, 2):
+            cases = [random_case(rng, lo, hi) for _ in range(count)]
+            run_and_check(cases, name, temperature, dangles, length, batch)
+
+
+def test_up_to_500_nt_equal_vienna():
+    rng = random.Random("large")
+    for name, temperature in (("turner2004", 37.0), ("turner1999", 30.0)):
+        with vienna_params(name):
+            for dangles in (0, 1, 2):
+                cases = [random_case(rng, 251, 500) for _ in range(8)]
+                run_and_check(cases, name, temperature, dangles, 512, 8)
+
+
+def test_long_sequences_equal_vienna():
+    rng = random.Random("long")
+    for name, temperature, dangles, n in (("turner2004", 37.0, 2, 1500), ("turner1999", 30.0, 1, 900)):
+        with vienna_params(name):
+            run_and_check([(random_sequence(rng, n), [])], name, temperature, dangles, 1536, 1)
+
+
+def special_hairpin_cases(params):
+    """Sequences holding every special hairpin of a set, in a stem and alone."""
+    out = []
+    for string in (params.triloops, params.tetraloops, params.hexaloops):
+        for loop in string.split():
+            out.append("GGG" + loop + "CCC")
+            out.append("A" + loop + "U")
+    return out
+
+
+@pytest.mark.parametrize("name", ["turner2004", "turner1999"])
+def test_special_hairpins_equal_vienna(name):
+    params = load_params(name)
+    cases = [(s, []) for s in special_hairpin_cases(params)]
+    with vienna_params(name):
+        for dangles in (0, 1, 2):
+            run_and_check(cases, name, 37.0, dangles, 64, 8)
+
+
+def test_user_parameter_file(tmp_path):
+    from test_energy_params import CUSTOM
+
+    path = tmp_path / "custom.par"
+    path.write_text(CUSTOM)
+    rng = random.Random("custom")
+    cases = [random_case(rng, 10, 64) for _ in range(16)] + [("GGGGGGACCCC", []), ("CCGAAAGGAACGGG", [])]
+    with vienna_params(str(path)):
+        for t in (37.0, 45.0):
+            params = load_params(str(path), t)
+            for dangles in (0, 2):
+                for k in range(0, len(cases), 8):
+                    group = cases[k:k + 8]
+                    got = fold_batch([s for s, _ in group], params, dangles,
+                                     unpaired=[u for _, u in group], length=64, batch=8)
+                    for (seq, up), (energy, partner) in zip(group, got):
+                        want, _, fc = vienna_mfe(seq, dangles, t, up)
+                        assert energy == want, (seq, t, dangles)
+                        check_optimal(fc, seq, dot_bracket(partner), params, dangles, want)
+
+
+def test_fast_path_equals_reference():
+    rng = random.Random("reference")
+    for name, temperature in (("turner2004", 37.0), ("turner1999", 25.0)):
+        params = load_params(name, temperature)
+        for dangles in (0, 1, 2):
+            cases = [random_case(rng, 1, 40) for _ in range(8)]
+            got = fold_batch([s for s, _ in cases], params, dangles,
+                             unpaired=[u for _, u in cases], length=64, batch=8)
+            for (seq, up), (energy, partner) in zip(cases, got):
+                e, _ = reference_mfe(seq, params, dangles, unpaired=up)
+                assert energy == e
+
+
+def test_api_results_and_formatting():
+    with vienna_params("turner1999"):
+        want, structure, _ = vienna_mfe("GGGGAAACCCCAUCGAAAGAUU", 1, 30.0)
+    r = fold_energy("GGGGAAACCCCAUCGAAAGAUU", params="turner1999", temperature=30.0, dangles=1)
+    assert (r.energy, r.structure) == (want, structure)
+    assert r.model == EnergyModel("turner1999", 30.0, 1)
+    assert r.score_text == f"{r.energy / 100:6.2f}" and r.score == r.energy / 100
+    assert r.json_fields()["params"] == "turner1999"
+    assert [x.pairs is None for x in fold_energy(["GGGGAAACCCC"] * 3, with_pairs=False)] == [True] * 3
+    u = fold_energy("GGGGAAACCCC", unpaired=[0, 10])
+    assert u.structure[0] == "." and u.structure[10] == "."
+    assert fold_energy("").energy == 0 and fold_energy("").structure == ""
+
+
+def test_statistics_are_reported():
+    """Runs last in this file: how many sequences were compared (see -rA / the report)."""
+    print(f"compared {STATS['sequences']} sequences with ViennaRNA; ViennaRNA's own evaluation "
+          f"above the minimum (dangles 1 exterior-loop rule): {STATS['vienna_eval_above_mfe']}")
+    assert STATS["sequences"] == 0 or STATS["sequences"] > 100
+
+
+def test_batched_host_preparation_matches_the_plain_one():
+    """prepare_batch's vectorised special-hairpin lookup equals the per-position one."""
+    from jaxrna.energy.encoding import encode, special_hairpin_energies
+    from jaxrna.energy.fill import SEQ_LEFT, prepare_batch
+    from jaxrna.energy.terms import COL_PAD
+
+    rng = random.Random("prepare")
+    for name in ("turner2004", "turner1999"):
+        params = load_params(name)
+        loops = [x for t in (params.triloops, params.tetraloops, params.hexaloops) for x in t.split()]
+        def piece():
+            if rng.random() < 0.3:
+                return rng.choice(loops)
+            return random_sequence(rng, rng.randint(0, 6), "ACGUNTacgu")
+
+        seqs = ["".join(piece() for _ in range(rng.randint(0, 12)))[:128] for _ in range(200)]
+        batch = prepare_batch(seqs, params, 128, [[0] if seq else [] for seq in seqs])
+        for row, seq in enumerate(seqs):
+            sp = special_hairpin_energies(seq, params, 128 + COL_PAD)
+            assert (batch["special"][row] == np.stack([sp[3], sp[4], sp[6]])).all(), seq
+            assert (batch["s"][row, SEQ_LEFT:SEQ_LEFT + len(seq)] == encode(seq)).all()
+            assert batch["n"][row] == len(seq) and batch["allowed"][row].sum() == max(len(seq) - 1, 0)
