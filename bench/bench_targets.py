@@ -72,7 +72,11 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", type=int, default=None, help="use the first N devices (default all)")
     ap.add_argument("--targets", type=int, default=None, help="first M targets (default all)")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "gpu"])
-    ap.add_argument("--energy", action="store_true", help="include the ViennaRNA energy step")
+    ap.add_argument("--energy", action="store_true",
+                    help="include the energy step (jaxrna's energy engine; see --energy-engine)")
+    ap.add_argument("--energy-engine", default=None, choices=["auto", "device", "cpu", "vienna"],
+                    help="with --energy: the engine (default auto: device on a GPU, cpu on a CPU); "
+                         "bench/bench_targets_energy.py times whole CLI runs with energies")
     ap.add_argument("--chunk-nt", type=int, default=None)
     ap.add_argument("--kernel", default="auto", choices=["auto", "xla", "pallas"],
                     help="bulk-scan kernel (auto: Pallas on GPUs, pure JAX on CPUs)")
@@ -118,7 +122,7 @@ def main(argv=None) -> int:
     from jaxrna.targets.scan import scan_lanes_words
     from jaxrna.targets.scoring import ScanParams
     from jaxrna.targets.sequences import read_records
-    from jaxrna.targets.timeline import Timeline
+    from timeline import Timeline
 
     mirna_path, utr_path = ensure_data(args.data)
     if args.keep_heap:
@@ -214,7 +218,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             with open(os.devnull, "w") as out:
                 write_scan(warm, sub_utrs, writer_for("miranda", out, no_energy=params.no_energy, quiet=True),
-                           params, chunk_nt=chunk_nt, host_workers=args.host_workers,
+                           params, energy_engine=args.energy_engine, chunk_nt=chunk_nt, host_workers=args.host_workers,
                            engine_options=dict(options, devices=all_devices[:n_dev]))
             warm_s = time.perf_counter() - t0
 
@@ -232,6 +236,7 @@ def main(argv=None) -> int:
             with open(os.devnull if args.devnull else out_path, "w") as out:
                 writer = writer_for("miranda", out, no_energy=params.no_energy, quiet=True)
                 stats = write_scan(sub_mirnas, sub_utrs, writer, params, chunk_nt=chunk_nt,
+                                   energy_engine=args.energy_engine,
                                    host_workers=args.host_workers,
                                    engine_options=dict(options, devices=devices, timeline=timeline))
             stats["e2e"] = time.perf_counter() - t0
@@ -447,7 +452,7 @@ def devices_only(args, records, utrs: str, params, chunk_nt: int) -> int:
         for _ in engine.iter_traced(warm, text):
             pass
         engine.timings = {k: 0.0 for k in engine.timings}
-        from jaxrna.targets.timeline import Timeline
+        from timeline import Timeline
 
         probe = StallProbe(Timeline())
         t0 = time.perf_counter()

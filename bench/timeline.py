@@ -1,5 +1,7 @@
 """A record of when things happen in a target scan (device blocks, host jobs, writes), for
-benchmarks: where the wall time of a run goes, and what waits for what.
+benchmarks: where the wall time of a run goes, and what waits for what. Pass a
+:class:`Timeline` as the ``timeline`` of :class:`jaxrna.targets.engine.Engine` (any
+:class:`jaxrna.stages.Events`).
 
 Times are ``time.perf_counter()`` seconds (CLOCK_MONOTONIC on Linux: comparable between the
 worker processes and this one). Off by default; :data:`OFF` records nothing.
@@ -10,6 +12,9 @@ worker processes and this one). Off by default; :data:`OFF` records nothing.
 [('block', 3)]
 >>> OFF.mark("block", 3); OFF.events
 []
+>>> from jaxrna.stages import Events
+>>> isinstance(tl, Events)
+True
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from __future__ import annotations
 import threading
 import time
 
+from jaxrna.stages import Events
 
-class Timeline:
+
+class Timeline(Events):
     """Events ``(name, key, time, thread name, extra)`` appended as they happen."""
 
     def __init__(self, enabled: bool = True) -> None:

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 from jaxrna.kernels.tropical_pallas import compiler_params
+from jaxrna.programs import stored_jit
 
 #: Columns packed per output word.
 WORD = 32
@@ -93,7 +94,7 @@ def _kernel(thr_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref, out_ref
     jax.lax.fori_loop(0, words, word, (list(init), list(init), list(init)))
 
 
-@partial(jax.jit, static_argnames=("block", "interpret", "num_warps"))
+@stored_jit("kernels.miranda_fill.scan_lanes_packed", static_argnames=("block", "interpret", "num_warps"))
 def scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, *, block: int = BLOCK,
                       interpret: bool = False, num_warps: int = 4):
     """Candidate flags of ``Q`` miRNAs over the lanes, 32 columns per int32 word.
@@ -187,7 +188,7 @@ def _refill_kernel(qidx_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref,
         jax.lax.fori_loop(lead, length, partial(column, owned=True), carry)
 
 
-@partial(jax.jit, static_argnames=("lead", "block", "interpret", "num_warps"))
+@stored_jit("kernels.miranda_fill.refill_pallas", static_argnames=("lead", "block", "interpret", "num_warps"))
 def refill_pallas(qidx, profile, gap_open, gap_extend, seed, lanes, *, lead: int, block: int = BLOCK,
                   interpret: bool = False, num_warps: int = 4):
     """Full matrices of short segments of several miRNAs (the GPU form of

@@ -3,7 +3,8 @@ Calling the package scans: ``jaxrna.targets(mirnas, targets, no_energy=True)``.
 
 Modules: ``scoring`` (options, position-specific scores and gaps), ``scan`` (the recurrence in
 JAX), ``engine`` (lanes, bulk scan, segment refills), ``hits`` (candidates, sort, filters,
-traceback), ``energy`` (ViennaRNA), ``reference`` (plain Python oracle of the whole spec),
+traceback), ``energy`` (the duplex energy: recipe and engines), ``duplex`` (the energy model
+vectorised over hits, NumPy), ``reference`` (plain Python oracle of the whole spec),
 ``sequences`` (fast FASTA input), ``api`` (:func:`scan_targets`, :func:`write_scan`).
 
 >>> from jaxrna.targets import scan_targets

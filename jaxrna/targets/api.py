@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -26,8 +24,11 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from jaxrna.io.errors import InputError
+from jaxrna.io import cleanup
+from jaxrna.io.errors import InputError, OutputError
 from jaxrna.io.fasta import Record
+from jaxrna.io.source import copy_to, is_stream
+from jaxrna.stages import stage, staged
 from jaxrna.targets.engine import Engine, make_target, prepare_query
 from jaxrna.targets.records import PairResult
 from jaxrna.targets.scoring import ScanParams
@@ -88,29 +89,34 @@ def _chunks(records: Iterable[Record], chunk_nt: int) -> Iterator[list[Record]]:
         yield chunk
 
 
-def _energy(params: ScanParams):
+def _energy(params: ScanParams, engine: Engine, energy_engine: str | None):
+    """The run's energy engine (:func:`jaxrna.targets.energy.make_engine`), None without energies."""
     if params.no_energy:
         return None
-    from jaxrna.targets.energy import fold_energy
+    from jaxrna.targets.energy import make_engine
 
-    return fold_energy
+    return make_engine(energy_engine, engine.devices[0].platform, engine.devices)
 
 
 def scan_targets(mirnas, targets, params: ScanParams | None = None, *, chunk_nt: int = DEFAULT_CHUNK_NT,
-                 pair_offset: int = 0, only_hits: bool = False, **options) -> list[PairResult]:
+                 pair_offset: int = 0, only_hits: bool = False, energy_engine: str | None = None,
+                 **options) -> list[PairResult]:
     """Scan every miRNA against every target; one :class:`PairResult` per pair, miRNA-major.
 
     ``mirnas``/``targets``: a FASTA path, or a sequence of strings, ``(id, sequence)`` tuples
     or :class:`~jaxrna.io.fasta.Record` objects. Options are :class:`ScanParams` fields
     (``score_threshold``, ``energy_threshold``, ``scale``, ``gap_open``, ``gap_extend``,
     ``strict``, ``no_energy``). ``only_hits`` leaves out pairs without hits.
+    ``energy_engine``: ``auto`` (default, or ``JAXRNA_ENERGY_ENGINE``), ``device``, ``cpu`` or
+    ``vienna`` (:mod:`jaxrna.targets.energy`; the energies are the same).
     """
     params = _params(params, options)
     mirna_records = list(read_records(mirnas)) if isinstance(mirnas, (str, os.PathLike)) \
         else _as_records(mirnas, "mirna")
     target_iter = read_records(targets) if isinstance(targets, (str, os.PathLike)) \
         else iter(_as_records(targets, "target"))
-    engine = Engine(params, energy=_energy(params))
+    engine = Engine(params)
+    engine.energy = _energy(params, engine, energy_engine)
     queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
     found = {}
     meta = []
@@ -133,28 +139,46 @@ def scan_targets(mirnas, targets, params: ScanParams | None = None, *, chunk_nt:
 
 def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, *,
                chunk_nt: int = DEFAULT_CHUNK_NT, pair_offset: int = 0, progress=None,
-               engine_options: dict | None = None, host_workers: int | None = None) -> dict:
+               engine_options: dict | None = None, host_workers: int | None = None,
+               energy_engine: str | None = None) -> dict:
     """Scan two FASTA files and write the report through ``writer``
     (:class:`~jaxrna.formats.miranda.TargetsWriter`). Returns run statistics.
+    ``energy_engine``: as for :func:`scan_targets`.
     ``engine_options`` go to :class:`~jaxrna.targets.engine.Engine` (kernel, devices, ...);
     ``host_workers``: processes for hit selection and text (default: every core but one on
     machines with 4 or more, for scans of at least :data:`POOL_MIN_CELLS` cells or with
     energies; else none: all in this process)."""
-    mirna_records = list(read_records(mirnas_path))
-    queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
+    with stage("read"):
+        mirna_records = list(read_records(mirnas_path))
+    with stage("encode"):
+        queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
     tmp_input = None
+    given = targets_path
     try:
-        if targets_path == "-" and len(queries) > 1:
+        if is_stream(targets_path) and len(queries) > 1:  # stdin or a FIFO: read it twice
             tmp_input = tempfile.NamedTemporaryFile(prefix="jaxrna-targets-", suffix=".fa", delete=False)
-            shutil.copyfileobj(sys.stdin.buffer, tmp_input)
-            tmp_input.close()
+            cleanup.register(tmp_input.name)
+            try:
+                copy_to(targets_path, tmp_input)
+                tmp_input.close()
+            except OSError as exc:
+                raise OutputError(f"cannot copy {'standard input' if given == '-' else given} "
+                                  f"there: {exc.strerror or exc}",
+                                  path=os.path.dirname(tmp_input.name)) from None
             targets_path = tmp_input.name
-        countable = len(queries) > 1 and targets_path != "-"
+        countable = len(queries) > 1 and not is_stream(targets_path)
         return _write_scan(mirna_records, queries, targets_path, countable, writer, params,
-                           chunk_nt, pair_offset, progress, engine_options or {}, host_workers)
+                           chunk_nt, pair_offset, progress, engine_options or {}, host_workers,
+                           energy_engine)
+    except InputError as exc:  # name the file given, not the copy
+        if tmp_input is None or exc.path != tmp_input.name:
+            raise
+        raise InputError(exc.message, path=given, line=exc.line, record=exc.record) from None
     finally:
         if tmp_input is not None:
-            os.unlink(tmp_input.name)
+            tmp_input.close()
+            cleanup.remove(tmp_input.name)
+            cleanup.unregister(tmp_input.name)
 
 
 def _chunks_and_last(records: Iterable[Record], chunk_nt: int) -> Iterator[tuple[list[Record], bool]]:
@@ -206,14 +230,15 @@ def _job_parts(ks: list[int], bi: int, n_blocks: int, engine: Engine) -> list[li
 
 
 def _write_scan(mirna_records, queries, targets_path, countable, writer, params, chunk_nt,
-                pair_offset, progress, engine_options, host_workers) -> dict:
+                pair_offset, progress, engine_options, host_workers, energy_engine=None) -> dict:
     """The scan of :func:`write_scan`. miRanda's pair counter needs the number of targets: the
     first chunk gives it when it is the only one, else the file is counted first
     (``countable``: it can be read twice)."""
     from jaxrna.pipeline import default_workers
     from jaxrna.targets.output import BlockJob, ChunkInfo, OrderedReport
 
-    engine = Engine(params, energy=_energy(params), **engine_options)
+    engine = Engine(params, **engine_options)
+    engine.energy = _energy(params, engine, energy_engine)
     spec = writer.spec()
     workers = default_workers() if host_workers is None else host_workers
     if not spec[0]:
@@ -233,7 +258,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     try:
         seen = 0
         last = False
-        for c, (ids, descriptions, targets, last, known) in enumerate(_target_chunks(targets_path, chunk_nt)):
+        for c, (ids, descriptions, targets, last, known) in enumerate(
+                staged("read", _target_chunks(targets_path, chunk_nt))):
             if c == 0:
                 n_targets = known if known is not None else len(targets) if last else \
                     count_records(targets_path) if countable else None
@@ -244,7 +270,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
             if report is None:  # worker processes pay off for large scans only
                 small = (host_workers is None and params.no_energy
                          and mirna_nt * int(targets.lengths.sum()) < POOL_MIN_CELLS)
-                report = OrderedReport(writer, jobs, 0 if small else workers, timeline=engine.timeline)
+                report = OrderedReport(writer, jobs, 0 if small else workers, timeline=engine.timeline,
+                                       energy=engine.energy)
                 if report.pool is not None:  # workers read the candidates from files
                     engine.spill_dir = report.tmp.name
             info = ChunkInfo(ids, descriptions, targets, seen, total)
@@ -252,7 +279,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
             marks.setdefault("first chunk ready", clock())
             engine.timeline.mark("chunk ready", c)
             ji = 0
-            for bi, (ks, traced) in enumerate(engine.iter_traced(queries, targets, progress=progress)):
+            for bi, (ks, traced) in enumerate(
+                    staged("device", engine.iter_traced(queries, targets, progress=progress))):
                 t0 = clock()
                 for part in _job_parts(ks, bi, len(blocks), engine):
                     s = part[0] - ks[0]
@@ -278,7 +306,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
         t0 = clock()
         marks["devices done"] = clock()
         engine.timeline.mark("devices done")
-        report.flush(wait=True)
+        with stage("format"):        # the host jobs still running
+            report.flush(wait=True)
         engine.timings["select"] += clock() - t0
         writer.end()
         engine.timeline.mark("end")
@@ -291,4 +320,7 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     stats["samples"] = {k: list(v) for k, v in engine.samples.items()}
     stats["timings"]["setup"] = marks.get("first chunk ready", marks["start"]) - marks["start"]
     stats["timings"]["tail"] = clock() - marks.get("devices done", clock())
+    stats["energy_engine"] = getattr(engine.energy, "name", None)
+    if report.energies is not None:
+        stats["energy"] = dict(report.energies.stats)
     return stats

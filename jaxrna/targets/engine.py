@@ -36,12 +36,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrna.programs import stored_jit
 from jaxrna.alphabet import _TABLE as CODE_OF_BYTE
 from jaxrna.alphabet import encode
 from jaxrna.kernels.miranda_fill import packed_positions
@@ -49,8 +49,9 @@ from jaxrna.targets import extract
 from jaxrna.targets import hits as hitlib
 from jaxrna.targets.scan import RESET, WORD, fill_segments, scan_lanes_words
 from jaxrna.targets.scoring import RowTables, ScanParams, exact_overlap, max_gain, row_tables
-from jaxrna.targets.select import MOVES_PER_WORD, SpilledRows, TargetText, Traced, accepted_hits, select
-from jaxrna.targets.timeline import OFF, Timeline
+from jaxrna.stages import NO_EVENTS, Events
+from jaxrna.targets.select import (MOVES_PER_WORD, SpilledRows, TargetText, Traced, accepted_hits,
+                                   select, traced_from_batches)
 
 ROW_STEP = 8          # miRNA heights are padded to multiples of this (few compiled shapes)
 OVERLAP_STEP = 32     # lane overlaps are rounded up to multiples of this
@@ -360,7 +361,7 @@ class _Run:
         return starts
 
 
-@partial(jax.jit, static_argnames=("n", "cols"))
+@stored_jit("targets.engine._head", static_argnames=("n", "cols"))
 def _head(rows, n: int, cols: int):
     """The first ``n`` rows and ``cols`` columns (one compiled slice per shape)."""
     return rows[:n, :cols]
@@ -377,7 +378,7 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-@partial(jax.jit, static_argnames=("total", "width", "span", "n_lanes", "rows", "lanes_out", "rows_out",
+@stored_jit("targets.engine._pack_lanes", static_argnames=("total", "width", "span", "n_lanes", "rows", "lanes_out", "rows_out",
                                    "front", "stream_len"))
 def _pack_lanes(letters, starts, table, *, total: int, width: int, span: int, n_lanes: int, rows: int,
                 lanes_out: int, rows_out: int, front: int, stream_len: int):
@@ -399,7 +400,7 @@ def _pack_lanes(letters, starts, table, *, total: int, width: int, span: int, n_
     return lanes, stream
 
 
-@partial(jax.jit, static_argnames=("rows", "lanes"))
+@stored_jit("targets.engine._transpose_pad", static_argnames=("rows", "lanes"))
 def _transpose_pad(lanes_t, rows: int, lanes: int):
     """(rows, lanes) codes from (lanes, rows), padded with inert filler (on the device)."""
     return jnp.pad(lanes_t.T, ((0, rows), (0, lanes)), constant_values=4 | RESET)
@@ -412,7 +413,7 @@ class Engine:
                  lane_columns: int | None = None, kernel: str = "auto", devices=None,
                  query_block: int | None = None, threads_per_device: int | None = None,
                  lane_batch: int | None = None, interpret: bool = False, profile: bool = False,
-                 timeline: Timeline = OFF):
+                 timeline: Events = NO_EVENTS):
         """``kernel``: ``"xla"`` (pure JAX), ``"pallas"`` (the GPU kernels of
         :mod:`jaxrna.kernels.miranda_fill`; ``interpret=True`` runs them in Pallas' interpret
         mode, for tests on CPUs) or ``"auto"`` (Pallas on GPUs). ``query_block`` miRNAs per
@@ -420,7 +421,8 @@ class Engine:
         all) with ``threads_per_device`` threads each (default 3 on GPUs, else 1).
         ``lane_batch``: segments refilled per device call (at most). ``profile``: time each
         device stage on its own (:meth:`_stage`; slower). ``timeline``: a
-        :class:`~jaxrna.targets.timeline.Timeline` that records when each block runs."""
+        :class:`~jaxrna.stages.Events` recorder (``bench/timeline.py``'s ``Timeline``) told when each
+        block runs."""
         self.params = params
         self.energy = energy
         self.max_lanes = max_lanes
@@ -722,7 +724,7 @@ class Engine:
         if not len(tidx):
             return Traced.concat([])
         batches = self._fill(q, run.chunk, tidx, cols, run.dtype)
-        return hitlib.traced_from_batches(batches, self.params.score_threshold)
+        return traced_from_batches(batches, self.params.score_threshold)
 
     def _fill(self, q: Query, chunk: "Chunk", tidx: np.ndarray, cols: np.ndarray, dtype):
         """Full matrices of the targets' leading parts up to their last candidate column (free

@@ -31,12 +31,12 @@ matrices per miRNA before). Sorting, filtering and the hit strings are host work
 
 from __future__ import annotations
 
-from functools import partial
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+import numpy as np  # noqa: F401  (the doctests use it)
 
+from jaxrna.programs import stored_jit
 from jaxrna.targets.scan import WORD, fill_segments
 from jaxrna.targets.select import MOVES_PER_WORD, ROW_FIELDS
 
@@ -71,13 +71,13 @@ def _tiles(words, width, span, n_lanes, total):
     return flagged, b * span + x0 + lo - width, jnp.maximum(hi - lo, 0)
 
 
-@jax.jit
+@stored_jit("targets.extract.segment_counts")
 def segment_counts(words, width, span, n_lanes, total):
     """Tiles per miRNA: ``words`` (Q, L/32, B) packed flags; the rest the chunk's geometry."""
     return _tiles(words, width, span, n_lanes, total)[0].sum(axis=(1, 2), dtype=jnp.int32)
 
 
-@partial(jax.jit, static_argnames=("n_out", "capacity"))
+@stored_jit("targets.extract.segment_tiles", static_argnames=("n_out", "capacity"))
 def segment_tiles(words, width, span, n_lanes, total, offsets, firsts, n_live, *, n_out: int,
                   capacity: int):
     """``(p0, own)`` (n_out,) of the tiles, miRNA q's tiles in stream order at lanes
@@ -96,7 +96,7 @@ def segment_tiles(words, width, span, n_lanes, total, offsets, firsts, n_live, *
     return start, count
 
 
-@partial(jax.jit, static_argnames=("lead", "pallas", "dtype", "interpret"))
+@stored_jit("targets.extract.refill_tiles", static_argnames=("lead", "pallas", "dtype", "interpret"))
 def refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, threshold, *, lead: int,
                  pallas: bool, dtype=jnp.int32, interpret: bool = False):
     """Full matrices of tiles refilled as segments of ``lead + 32`` columns: ``p0`` (B,) each
@@ -118,7 +118,7 @@ def refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, t
     return best[lead:], code
 
 
-@partial(jax.jit, static_argnames=("lead", "capacity", "n_words"))
+@stored_jit("targets.extract.trace_candidates", static_argnames=("lead", "capacity", "n_words"))
 def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshold, max_steps, *, lead: int,
                      capacity: int, n_words: int):
     """The candidates of refilled tiles (:func:`refill_tiles`), each traced back.

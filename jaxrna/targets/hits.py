@@ -4,7 +4,7 @@
   overlap filter over candidates sorted by pair, then rank, for many pairs at once (the greedy
   filters run in rounds: round r settles every pair's r-th survivor).
 - :func:`strict_seed_ok`: the ``--strict`` test on miRanda's strings.
-- :class:`SegmentBatch`, :func:`trace`, :func:`traced_from_batches`: candidates and tracebacks
+- :class:`SegmentBatch`, :func:`trace`: candidates and tracebacks
   from full matrices on the host (used where gaps are free and a whole target is one lane;
   otherwise the device extracts and traces, :mod:`jaxrna.targets.extract`).
 
@@ -145,22 +145,3 @@ def strict_seed_ok(query: str, middle: str) -> bool:
         if mypos == SEED_LAST:
             break
     return not (non_gap < 7 or perfect < 7 or gaps > 0)
-
-
-def traced_from_batches(batches: list[SegmentBatch], threshold: int):
-    """Every candidate of the segment batches (one miRNA, ``q`` = 0) with its traceback, as
-    :class:`~jaxrna.targets.select.Traced` (host-side extraction, for the whole-target lanes
-    of free gaps)."""
-    from jaxrna.targets.select import Traced, pack_moves
-
-    parts = []
-    for batch in batches:
-        tgt, score, i, j, lane = batch.candidates(threshold)
-        if not len(tgt):
-            continue
-        steps, length, i0, j0 = trace(batch, lane, i, j)
-        parts.append(Traced(np.zeros(len(tgt), np.int64), tgt.astype(np.int64), i.astype(np.int64),
-                            j.astype(np.int64), i0.astype(np.int64), j0.astype(np.int64),
-                            score.astype(np.int64), length.astype(np.int64),
-                            pack_moves(steps.astype(np.uint8))))
-    return Traced.concat(parts)

@@ -9,6 +9,13 @@ machine has few cores. :class:`OrderedReport` copies the finished files into the
 miRanda's order (miRNA-major; for a target file read in several chunks, each miRNA's text of
 every chunk in turn), so the output never depends on block sizes, devices or workers.
 
+Energies (:mod:`jaxrna.targets.energy`) are folded in the job (the ``cpu`` and ``vienna``
+engines, or ``device`` without worker processes), or, with worker processes and the ``device``
+engine, by :class:`DeviceEnergies` in this process: a job first selects its hits and encodes
+their fold strings in a worker (:func:`fold_inputs_block`), the hits of many jobs are folded
+together on the devices while the scan goes on, and the job then goes back to the pool with its
+energies to be written (:func:`run_block`).
+
 >>> import io
 >>> from jaxrna.formats.miranda import writer_for
 >>> from jaxrna.targets.select import TargetText, Traced
@@ -24,7 +31,6 @@ from __future__ import annotations
 
 import codecs
 import concurrent.futures
-import functools
 import os
 import pickle
 import queue
@@ -33,11 +39,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from jaxrna.io import cleanup
 from jaxrna.pipeline import worker_pool
+from jaxrna.stages import NO_EVENTS, Events, count, stage
 from jaxrna.targets.records import PairResult
 from jaxrna.targets.scoring import ScanParams
 from jaxrna.targets.select import RowsRef, TargetText, Traced, accepted_hits, select
-from jaxrna.targets.timeline import OFF, Timeline
 
 
 @dataclass
@@ -65,9 +74,10 @@ class BlockJob:
     pair_offset: int
     first_chunk: bool                # start each miRNA's text with its own header
     params: ScanParams = field(default_factory=ScanParams)
-    energy: object = None
+    energy: object = None            # an energy engine (or function), None with --no-energy
     out_path: str | None = None
     encoding: str = "utf-8"
+    energies: object = None          # the block's hit energies, folded elsewhere (kcal/mol)
 
 
 _CHUNKS: dict[str, ChunkInfo] = {}
@@ -93,8 +103,7 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
         writer = writer_for(fmt, None, no_energy=no_energy, quiet=quiet)
     else:  # a writer object (rendering in this process)
         writer = job.writer
-    traced = job.traced.load() if isinstance(job.traced, RowsRef) else job.traced
-    table = select(traced, job.sequences, chunk.text, job.params.strict)
+    table = _table(job, chunk)
     bounds = table.q.searchsorted(range(len(job.ks) + 1)).tolist() if len(table) else [0] * (len(job.ks) + 1)
     per_q = None
     texts, hits = [], []
@@ -108,7 +117,7 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
         else:  # energies, or a format rendered a record at a time
             if per_q is None:
                 per_q = {}
-                for (q, t), h in accepted_hits(table, job.params, job.energy).items():
+                for (q, t), h in accepted_hits(table, job.params, job.energy, job.energies).items():
                     per_q.setdefault(q, {})[t] = h
             found = per_q.get(x, {})
             hits.append(sum(len(h) for h in found.values()))
@@ -120,12 +129,30 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
     return texts, hits
 
 
+def _table(job: BlockJob, chunk: ChunkInfo):
+    """The block's accepted hits before the energy filter (:func:`~jaxrna.targets.select.select`)."""
+    traced = job.traced.load() if isinstance(job.traced, RowsRef) else job.traced
+    return select(traced, job.sequences, chunk.text, job.params.strict)
+
+
+def fold_inputs_block(job: BlockJob) -> tuple:
+    """A block's hits as the device folds them (in a worker process): ``(FoldInputs of the
+    distinct fold strings, their special hairpins, each hit's index among them, (start, end,
+    CPU seconds))``."""
+    from jaxrna.targets.energy import _unique, encode, special_hairpins
+    from jaxrna.targets.select import fold_strings
+
+    start, cpu = time.perf_counter(), time.process_time()
+    uniq, where = _unique(fold_strings(_table(job, _chunk_of(job))))
+    inputs = encode(uniq)
+    special = special_hairpins(inputs)
+    return inputs, special, where, (start, time.perf_counter(), time.process_time() - cpu)
+
+
 def run_block(job: BlockJob) -> tuple[str, list[int], list[int], tuple[float, float, float]]:
     """Render a block into ``job.out_path``: ``(path, bytes per miRNA, hits per miRNA, (start,
     end, CPU seconds))``."""
     start, cpu = time.perf_counter(), time.process_time()
-    if job.energy is not None:  # fold here, a string at a time (no process pool in a worker)
-        job.energy = functools.partial(job.energy)
     texts, hits = render_block(job)
     sizes = []
     with open(job.out_path, "wb") as fh:
@@ -136,6 +163,189 @@ def run_block(job: BlockJob) -> tuple[str, list[int], list[int], tuple[float, fl
     return job.out_path, sizes, hits, (start, time.perf_counter(), time.process_time() - cpu)
 
 
+class _Pending:
+    """A job waiting for its energies: its hits' encoded fold strings, how many rows have been
+    handed to a device call and how many have come back."""
+
+    def __init__(self, job, outer, inputs, special, where):
+        self.job, self.outer, self.inputs, self.special, self.where = job, outer, inputs, special, where
+        self.dcal = np.zeros(len(inputs), np.int32)
+        self.taken = 0
+        self.done = 0
+
+
+class DeviceEnergies:
+    """The ``device`` energy engine fed by worker processes: each job's hits are selected and
+    encoded in a worker (:func:`fold_inputs_block`); here their fold strings queue up, in job
+    order, and device threads (two per device, so one call is prepared while another runs) fold
+    them in calls of exactly the engine's batch size, a job's strings split over calls where
+    they fall (a call is short only when nothing more comes within :attr:`WAIT` seconds); a job
+    whose strings are all folded goes back to the pool with its energies (:func:`run_block`).
+    :meth:`submit` returns a future of the job's :func:`run_block` result."""
+
+    #: Seconds a device thread waits for more strings before folding a batch that is not full.
+    WAIT = 0.02
+    THREADS_PER_DEVICE = 2
+
+    def __init__(self, engine, pool, timeline: Events = NO_EVENTS):
+        import collections
+
+        import jax
+
+        self.engine = engine
+        self.pool = pool
+        self.timeline = timeline
+        self.pending: collections.deque = collections.deque()
+        self.rows = 0                      # rows queued, not yet handed to a device call
+        self.cv = threading.Condition()
+        self.closed = False
+        self.stats = {"folds": 0, "hits": 0, "calls": 0, "busy_s": 0.0}
+        devices = engine.devices or jax.devices()[:1]
+        self.threads = [threading.Thread(target=self._run, args=(dev,), daemon=True,
+                                         name=f"jaxrna-targets-energy-{k}")
+                        for k, dev in enumerate(d for d in devices for _ in range(self.THREADS_PER_DEVICE))]
+        for th in self.threads:
+            th.start()
+
+    def submit(self, job: BlockJob) -> concurrent.futures.Future:
+        outer: concurrent.futures.Future = concurrent.futures.Future()
+        outer.set_running_or_notify_cancel()  # not cancellable: close() stops the workers
+        inputs = self.pool.submit(fold_inputs_block, job)
+        inputs.add_done_callback(lambda f: self._inputs_done(job, outer, f))
+        return outer
+
+    def _inputs_done(self, job, outer, future) -> None:
+        try:
+            inputs, special, where, _ = future.result()
+        except BaseException as exc:  # the worker's error, or cancelled
+            _fail(outer, exc)
+            return
+        entry = _Pending(job, outer, inputs, special, where)
+        if not len(inputs):
+            self._finish(entry)
+            return
+        with self.cv:
+            self.pending.append(entry)
+            self.rows += len(inputs)
+            self.cv.notify()
+
+    def _take(self, target: int) -> list | None:
+        """Up to ``target`` queued rows, as ``(entry, lo, hi)`` pieces (None: closing)."""
+        with self.cv:
+            deadline = None
+            while not self.closed and self.rows < target:
+                if not self.rows:
+                    self.cv.wait()
+                    continue
+                if deadline is None:
+                    deadline = time.monotonic() + self.WAIT
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    break
+                self.cv.wait(wait)
+            if self.closed:
+                return None
+            pieces, want = [], target
+            while want and self.pending:
+                entry = self.pending[0]
+                n = min(want, len(entry.inputs) - entry.taken)
+                pieces.append((entry, entry.taken, entry.taken + n))
+                entry.taken += n
+                want -= n
+                if entry.taken == len(entry.inputs):
+                    self.pending.popleft()
+            self.rows -= target - want
+            return pieces
+
+    def _run(self, device) -> None:
+        target = self.engine.batch_rows(device.platform, device)
+        while True:
+            pieces = self._take(target)
+            if pieces is None:
+                return
+            self._fold(pieces, device)
+
+    def _fold(self, pieces, device) -> None:
+        from jaxrna.targets.energy import FoldInputs
+
+        try:
+            t0 = time.perf_counter()
+            parts, specials, at = [], [], 0
+            for entry, lo, hi in pieces:
+                parts.append(entry.inputs.take(slice(lo, hi)))
+                rows, kinds, pos, energy = entry.special
+                pick = (rows >= lo) & (rows < hi)
+                specials.append((rows[pick] - lo + at, kinds[pick], pos[pick], energy[pick]))
+                at += hi - lo
+            special = tuple(np.concatenate([sp[k] for sp in specials]) for k in range(4))
+            with stage("energy"):
+                dcal = self.engine.fold(FoldInputs.concat(parts), special, device)
+            t1 = time.perf_counter()
+        except BaseException as exc:
+            for entry, _, _ in pieces:
+                _fail(entry.outer, exc)
+            return
+        count("energy folds", at)
+        count("energy device calls")
+        self.timeline.mark("fold", None, at=t0, run=t1 - t0, rows=at)
+        finished, at = [], 0
+        with self.cv:
+            self.stats["folds"] += sum(hi - lo for _, lo, hi in pieces)
+            self.stats["calls"] += 1
+            self.stats["busy_s"] += t1 - t0
+            for entry, lo, hi in pieces:
+                entry.dcal[lo:hi] = dcal[at:at + hi - lo]
+                at += hi - lo
+                entry.done += hi - lo
+                if entry.done == len(entry.inputs):
+                    finished.append(entry)
+                    self.stats["hits"] += len(entry.where)
+        for entry in finished:
+            self._finish(entry)
+
+    def _finish(self, entry: _Pending) -> None:
+        """Hand a job whose strings are folded back to the pool, with its energies."""
+        from jaxrna.targets.energy import kcal
+
+        entry.job.energies = kcal(entry.dcal)[entry.where]
+        try:
+            done = self.pool.submit(run_block, entry.job)
+        except BaseException as exc:  # the pool was shut down
+            _fail(entry.outer, exc)
+            return
+        done.add_done_callback(lambda f, outer=entry.outer: _settle(outer, f))
+
+    def close(self) -> None:
+        with self.cv:
+            self.closed = True
+            left = list(self.pending)
+            self.pending.clear()
+            self.cv.notify_all()
+        for th in self.threads:
+            th.join()
+        for entry in left:  # the run ended early (an error, a signal)
+            _fail(entry.outer, concurrent.futures.CancelledError())
+
+
+def _fail(outer: concurrent.futures.Future, exc: BaseException) -> None:
+    try:
+        outer.set_exception(exc)
+    except concurrent.futures.InvalidStateError:  # already settled (another piece failed)
+        pass
+
+
+def _settle(outer: concurrent.futures.Future, future: concurrent.futures.Future) -> None:
+    try:
+        outer.set_result(future.result())
+    except BaseException as exc:
+        _fail(outer, exc)
+
+
+#: Energy engines whose block jobs run in a thread of this process when there are no worker
+#: processes (see OrderedReport); ViennaRNA holds the interpreter lock, so its jobs run inline.
+LOCAL_JOBS = ("cpu", "device")
+
+
 class OrderedReport:
     """Runs block jobs (in a pool or here) and copies their files into the writer's output in
     miRanda's order: block by block, and in a block miRNA by miRNA, every chunk's text in turn.
@@ -143,12 +353,20 @@ class OrderedReport:
     which is at once for a target file read in one chunk."""
 
     def __init__(self, writer, blocks: list[list[int]], workers: int = 0, directory: str | None = None,
-                 timeline: Timeline = OFF):
+                 timeline: Events = NO_EVENTS, energy=None):
         self.writer = writer
         self.timeline = timeline
         self.blocks = blocks
         self.pool = worker_pool(workers) if workers > 0 else None
+        # the device energy engine with workers: hits folded here, between the workers' steps
+        self.energies = (DeviceEnergies(energy, self.pool, timeline)
+                         if self.pool is not None and getattr(energy, "name", None) == "device" else None)
+        # no workers but jaxrna's energy engines: jobs run in a thread of this process, so the
+        # folding (NumPy or a device, outside the interpreter lock) overlaps the scan
+        self.local = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxrna-targets-job")
+                      if self.pool is None and getattr(energy, "name", None) in LOCAL_JOBS else None)
         self.tmp = tempfile.TemporaryDirectory(prefix="jaxrna-targets-", dir=directory)
+        cleanup.register(self.tmp.name, directory=True)  # removed even if the run is killed
         self.jobs: dict[tuple[int, int], object] = {}   # (chunk, block) -> future or result
         self.order: list[tuple[int, int]] = []
         self.running: list[tuple[int, int]] = []     # jobs handed to the pool, maybe not done
@@ -190,9 +408,14 @@ class OrderedReport:
         if isinstance(job.traced, RowsRef):  # removed once every job reading it is done
             self.spills[(c, bi)] = job.traced.path
             self.readers[job.traced.path] = self.readers.get(job.traced.path, 0) + 1
-        self.jobs[(c, bi)] = self.pool.submit(run_block, job) if self.pool else run_block(job)
+        if self.energies is not None:
+            self.jobs[(c, bi)] = self.energies.submit(job)
+        elif self.local is not None:
+            self.jobs[(c, bi)] = self.local.submit(run_block, job)
+        else:
+            self.jobs[(c, bi)] = self.pool.submit(run_block, job) if self.pool else run_block(job)
         self.order.append((c, bi))
-        if self.pool is not None:
+        if self.pool is not None or self.local is not None:
             self.running.append((c, bi))
         if last:
             self.last_chunk = c
@@ -280,11 +503,22 @@ class OrderedReport:
             self._chunk_writer.thread.join()
         if self.copier is not None:
             self.copier.stop()
+        if self.energies is not None:
+            self.energies.close()
+        running = False
         for key in self.order:
             job = self.jobs.get(key)
             if isinstance(job, concurrent.futures.Future):
-                job.cancel()
-        self.tmp.cleanup()
+                running |= not job.cancel() and not job.done()
+        if self.local is not None:  # a job already running finishes its block
+            self.local.shutdown(wait=False, cancel_futures=True)
+        if running:  # stopped early (an error, a signal): workers must not write on
+            cleanup.stop_children()
+        try:
+            self.tmp.cleanup()
+        except OSError:
+            cleanup.remove(self.tmp.name, directory=True)
+        cleanup.unregister(self.tmp.name)
 
 
 class _Background:
@@ -312,7 +546,7 @@ class _Copier:
     """A thread copying file ranges to a file descriptor in order (``os.sendfile``, or reads and
     writes where the descriptor takes no ``sendfile``)."""
 
-    def __init__(self, fd: int, timeline: Timeline = OFF):
+    def __init__(self, fd: int, timeline: Events = NO_EVENTS):
         self.fd = fd
         self.timeline = timeline
         self.queue: queue.Queue = queue.Queue()
@@ -334,9 +568,10 @@ class _Copier:
                 continue
             try:
                 ranges, paths, block = item
-                for path, offset, size in ranges:
-                    with open(path, "rb") as src:
-                        _send(self.fd, src, offset, size)
+                with stage("write"):
+                    for path, offset, size in ranges:
+                        with open(path, "rb") as src:
+                            _send(self.fd, src, offset, size)
                 for path in paths:
                     os.unlink(path)
                 self.timeline.mark("written", block)

@@ -41,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrna.programs import stored_jit
+
 #: Bit flag on a lane code: this column is the first base of a new target.
 RESET = 8
 #: Seed positions 2..8: the rows pinned to c = -1, just above the last row.
@@ -130,7 +132,7 @@ def _run(tables, lanes, dtype, threshold, full):
     return jax.lax.scan(step, init, lanes)[1]
 
 
-@partial(jax.jit, static_argnames=("dtype",))
+@stored_jit("targets.scan.scan_lanes", static_argnames=("dtype",))
 def scan_lanes(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=jnp.int16):
     """Bulk scan of one miRNA: ``profile`` (5, N, 1), ``gap_open``/``gap_extend``/``seed``
     (N, 1), ``lanes`` (L, B) int8 codes. Returns (L, B) flags: the column holds a candidate."""
@@ -142,7 +144,7 @@ def scan_lanes(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=j
 WORD = 32
 
 
-@partial(jax.jit, static_argnames=("dtype",))
+@stored_jit("targets.scan.scan_lanes_words", static_argnames=("dtype",))
 def scan_lanes_words(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=jnp.int16):
     """:func:`scan_lanes` with the flags packed 32 columns to an int32 word per lane (L a
     multiple of 32): (L/32, B); bit k of word w is column 32 w + k. 8x less output to move and
@@ -166,7 +168,7 @@ def scan_lanes_words(profile, gap_open, gap_extend, seed, lanes, *, threshold, d
     return jax.lax.scan(word, init, words)[1]
 
 
-@partial(jax.jit, static_argnames=("dtype",))
+@stored_jit("targets.scan.fill_segments", static_argnames=("dtype",))
 def fill_segments(profile, gap_open, gap_extend, seed, lanes, *, threshold=0, dtype=jnp.int16):
     """Full matrices of independent segments, each with its own miRNA: ``profile`` (5, N, B),
     ``gap_open``/``gap_extend``/``seed`` (N, B), ``lanes`` (L, B). Returns (L, N, B) best scores

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from jaxrna.alphabet import _TABLE as CODE_OF_BYTE
-from jaxrna.targets.hits import diagonal_survivors, span_registered, strict_seed_ok
+from jaxrna.targets.hits import diagonal_survivors, span_registered, strict_seed_ok, trace
 from jaxrna.targets.records import Hit
 from jaxrna.targets.scoring import pair_symbol
 
@@ -371,18 +371,32 @@ def pack_moves(steps: np.ndarray) -> np.ndarray:
     return np.bitwise_or.reduce(padded.reshape(len(padded), width, MOVES_PER_WORD) << shifts, axis=2)
 
 
-def accepted_hits(table: HitTable, params, energy=None) -> dict[tuple[int, int], list[Hit]]:
-    """``{(q, t): [Hit, ...]}`` of a table, the energy filter applied (unless ``no_energy``)."""
+def fold_strings(table: HitTable) -> list[str]:
+    """The string miRanda folds for each hit of a table (:func:`jaxrna.targets.energy.duplex_string`)."""
+    from jaxrna.targets.energy import duplex_string
+
+    ends = (table.n - table.i).tolist()
+    return [duplex_string(am, at, i0, right) for am, at, i0, right
+            in zip(table.aln_mirna, table.aln_target, table.i0.tolist(), ends)]
+
+
+def accepted_hits(table: HitTable, params, energy=None, energies=None) -> dict[tuple[int, int], list[Hit]]:
+    """``{(q, t): [Hit, ...]}`` of a table, the energy filter applied (unless ``no_energy``).
+    ``energy``: an energy engine (:mod:`jaxrna.targets.energy`) or a function of a fold string;
+    ``energies``: the table's energies (kcal/mol, one per row), already folded."""
     hits = table.hits()
     keys = list(zip(table.q.tolist(), table.t.tolist()))
     if not params.no_energy and hits:
         from dataclasses import replace
 
-        from jaxrna.targets.energy import duplex_string, fold_energies
+        if energies is None:
+            from jaxrna.targets.energy import fold_energies
 
-        folds = [duplex_string(h.aln_mirna, h.aln_target, h.row_start, h.mirna_len - h.row_end)
-                 for h in hits]
-        energies = fold_energies(folds, energy)
+            energies = fold_energies(fold_strings(table), energy)
+        elif len(energies) != len(hits):
+            raise AssertionError(f"{len(energies)} energies for {len(hits)} hits (a bug)")
+        if isinstance(energies, np.ndarray):
+            energies = energies.tolist()
         kept = [(k, replace(h, energy=e)) for k, h, e in zip(keys, hits, energies)
                 if e < params.energy_threshold]
     else:
@@ -391,3 +405,20 @@ def accepted_hits(table: HitTable, params, energy=None) -> dict[tuple[int, int],
     for k, h in kept:
         out.setdefault(k, []).append(h)
     return out
+
+
+def traced_from_batches(batches: list, threshold: int) -> "Traced":
+    """Every candidate of the segment batches (:class:`~jaxrna.targets.hits.SegmentBatch`; one
+    miRNA, ``q`` = 0) with its traceback, as :class:`Traced` (host-side extraction, for the
+    whole-target lanes of free gaps)."""
+    parts = []
+    for batch in batches:
+        tgt, score, i, j, lane = batch.candidates(threshold)
+        if not len(tgt):
+            continue
+        steps, length, i0, j0 = trace(batch, lane, i, j)
+        parts.append(Traced(np.zeros(len(tgt), np.int64), tgt.astype(np.int64), i.astype(np.int64),
+                            j.astype(np.int64), i0.astype(np.int64), j0.astype(np.int64),
+                            score.astype(np.int64), length.astype(np.int64),
+                            pack_moves(steps.astype(np.uint8))))
+    return Traced.concat(parts)

@@ -23,6 +23,7 @@ import numpy as np
 
 from jaxrna.io.errors import InputError
 from jaxrna.io.fasta import Record, _open_text
+from jaxrna.io.source import read_whole
 
 #: miRanda's accepted sequence letters (IUPAC nucleotide codes and X), either case.
 LETTERS = "ACGTURYSWKMBDHVNXacgturyswkmbdhvnx"
@@ -83,9 +84,9 @@ def read_records(path: str | os.PathLike) -> Iterator[Record]:
             if not started:
                 first = 0 if buf.startswith(">") else buf.find("\n>") + 1 or -1
                 if first < 0 and not eof:
+                    _check_blank(buf, lineno, path)  # at once: binary data has few line breaks
                     first = buf.rfind("\n") + 1  # whole lines before any header so far
                     head, buf = buf[:first], buf[first:]
-                    _check_blank(head, lineno, path)
                     lineno += head.count("\n")
                     continue
                 head = buf[:first] if first >= 0 else buf
@@ -144,17 +145,8 @@ def read_bulk(path: str | os.PathLike):
     is not a plain file of at most :data:`BULK_LIMIT` bytes in the plainest FASTA (a header on
     the first line, no blank or carriage-return lines, letters only in the sequences, no empty
     record or id). :func:`read_records` reads the others, and reports what is wrong."""
-    path = os.fspath(path)
-    if path == "-":
-        return None
-    try:
-        if os.path.getsize(path) > BULK_LIMIT:
-            return None
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    if not data.startswith(b">") or data.startswith(b"\x1f\x8b"):
+    data = read_whole(path, BULK_LIMIT)  # None for '-', FIFOs, devices, gzip, large files
+    if data is None or not data.startswith(b">"):
         return None
     arr = np.frombuffer(data, np.uint8)
     newlines = np.flatnonzero(arr == 10)
