@@ -1,9 +1,12 @@
 """Pairwise alignment: Needleman-Wunsch and Smith-Waterman with affine gaps (three-state Gotoh).
 
 ``scoring`` (schemes, alphabets, Biopython matrices), ``reference`` (the definition in plain
-Python), ``recurrence`` (one pair's recurrence along antidiagonals), ``traceback`` (host walks
-through direction bits), ``api`` (strings and records in, :class:`Alignment` out). The batched
-and Pallas sweeps live in :mod:`jaxrna.kernels.wavefront`.
+Python), ``recurrence`` (the kernels' recurrence with a scheme's scores), ``traceback`` (host
+walks through direction bits), ``api`` (strings and records in, :class:`Alignment` out),
+``engine`` (what ``jaxrna align`` runs: FASTA files in bulk, batches on the device, formatted
+text out) and ``host`` (parasail's values with our traceback, on a CPU). The recurrence, the
+batched and Pallas sweeps and the device traceback live in :mod:`jaxrna.kernels.gotoh` and
+:mod:`jaxrna.kernels.wavefront`.
 """
 
 from jaxrna._callable import lazy_callable_package

@@ -7,6 +7,10 @@
 0
 >>> align("GATTACA", "GACTACA", preset="edit").score  # edit distance: one substitution
 1
+>>> a = align("GATTACA", "TTGATTACATT", match=1, mismatch=-1, gap_open=2, gap_extend=1,
+...           end_gaps="free")                           # needle's default: end gaps cost 0
+>>> a.score, a.cigar
+(7, '2D7=2D')
 
 For encoded arrays, :func:`pair_sweep` (one pair; jit it, vmap it) and :func:`batch_sweep`
 are the lower level; :func:`align_records` streams any number of pairs with bounded memory.
@@ -22,17 +26,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.align.recurrence import (NEG, STATE_H, STATE_M, border_col, border_row,
-                                     fits_int16, params_of)
-from jaxrna.align.scoring import Scoring, check_range, make_scoring
-from jaxrna.align.traceback import DenseBits, SkewedBits, Walk, finish, walk
+from jaxrna.align.recurrence import (NEG, STATE_H, STATE_M, border_col, border_gaps,
+                                     border_row, fits_int16, params_of)
+from jaxrna.align.scoring import Scoring, check_end_gaps, check_range, make_scoring
+from jaxrna.align.traceback import OP_LETTERS, DenseBits, SkewedBits, Walk, finish, walk
 from jaxrna.batching import bucket_length
 from jaxrna.io.errors import InputError, ResourceError
 from jaxrna.io.fasta import Record
-from jaxrna.kernels.wavefront import (batch_sweep, block_dirs, checkpoint_bytes,
-                                      checkpoint_sweep, pair_sweep, pallas_scores,
-                                      tile_wavefront)
+from jaxrna.kernels.wavefront import (batch_align, batch_sweep, block_dirs,
+                                      checkpoint_bytes, checkpoint_sweep, pair_sweep,
+                                      pallas_scores, tile_wavefront)
 from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores
+from jaxrna.oom import split_on_oom
 from jaxrna.runtime import human_bytes, memory_bytes
 from jaxrna.weights import ScoredResult
 
@@ -231,38 +236,41 @@ def _result(job: _Job, scoring: Scoring, mode: str, score: int, qs, qe, ts, te, 
 
 def _run_batch(jobs: list[_Job], h: int, w: int, params, scoring: Scoring, local: bool,
                score_only: bool, pallas: dict | None) -> list[Alignment]:
-    """One batch of one length bucket through the vmapped sweep, or (score only, ``pallas``
-    options given) the one-pair-per-lane kernel; traceback on the host."""
+    """One batch of one length bucket through the vmapped sweep (tracebacks walked on the
+    device: :func:`jaxrna.kernels.wavefront.batch_align`), or (score only, ``pallas`` options
+    given) the one-pair-per-lane kernel."""
     mode = "local" if local else "global"
+    ends = scoring.separate_end_gaps
     rows = _batch_rows(len(jobs))
     q, m = _pad([j.q for j in jobs], h, rows)
     t, n = _pad([j.t for j in jobs], w, rows)
-    if score_only and pallas:
-        opts = {k: v for k, v in pallas.items() if k != "tile"}
-        if packed_ok(scoring, h + 64, w):          # two pairs per 32-bit lane (int16 halves)
-            run = packed_scores(q, t, m, n, params, local=local, **opts)
-        else:
-            run = pallas_scores(q, t, m, n, params, local=local, equality=scoring.equality, **opts)
-        score, ei, ej = (np.asarray(a) for a in run)
-    else:
-        out = batch_sweep(q, t, m, n, params, local=local, equality=scoring.equality,
-                          with_dirs=not score_only, small=fits_int16(scoring, h, w))
-        score, ei, ej, state = (np.asarray(a) for a in out[:4])
     results = []
     if score_only:
+        if pallas:
+            opts = {k: v for k, v in pallas.items() if k != "tile"}
+            if packed_ok(scoring, h + 64, w):      # two pairs per 32-bit lane (int16 halves)
+                run = packed_scores(q, t, m, n, params, local=local, ends=ends, **opts)
+            else:
+                run = pallas_scores(q, t, m, n, params, local=local, equality=scoring.equality,
+                                    ends=ends, **opts)
+            score, ei, ej = (np.asarray(a) for a in run)
+        else:
+            out = batch_sweep(q, t, m, n, params, local=local, equality=scoring.equality,
+                              small=fits_int16(scoring, h, w), ends=ends)
+            score, ei, ej = (np.asarray(a) for a in out[:3])
         for b, job in enumerate(jobs):
             start = None if local else 0
             qs = 0 if (local and score[b] <= 0) else start
             results.append(_result(job, scoring, mode, score[b], qs, ei[b], qs, ej[b], None))
         return results
-    dirs = np.asarray(out[4])
-    k = len(jobs)
-    wk = Walk.start(ei[:k], ej[:k], state[:k], done=(score[:k] <= 0) if local else None)
-    walk(wk, SkewedBits(dirs), local=local)
-    ops = finish(wk, local=local)
+    out = batch_align(q, t, m, n, params, local=local, equality=scoring.equality,
+                      small=fits_int16(scoring, h, w), ends=ends)
+    score, ei, ej, si, sj, ops, length = (np.asarray(a) for a in out)
+    letters = OP_LETTERS
     for b, job in enumerate(jobs):
-        results.append(_result(job, scoring, mode, score[b], int(wk.i[b]), ei[b], int(wk.j[b]),
-                               ej[b], ops[b]))
+        text = letters[ops[b, :length[b]]].tobytes().decode()
+        results.append(_result(job, scoring, mode, score[b], int(si[b]), ei[b], int(sj[b]),
+                               ej[b], text))
     return results
 
 
@@ -278,13 +286,15 @@ def _long_forward(q, t, m: int, n: int, params, scoring: Scoring, local: bool, b
                   tiles: dict | None):
     """Score, end cell, end state and block-edge checkpoints of one long pair: seed 002's
     tile wavefront (Pallas, ``tiles`` = its options) or one pure-JAX antidiagonal sweep."""
+    ends = scoring.separate_end_gaps
     if tiles is None:
         return checkpoint_sweep(jnp.asarray(q), jnp.asarray(t), m, n, params, local=local,
-                                equality=scoring.equality, block=block)
+                                equality=scoring.equality, block=block, ends=ends)
     h, w = q.size, t.size
-    out = tile_wavefront(q, t, border_row(0, w, params.go, params.ge, local),
-                         border_col(0, h, params.go, params.ge, local), m, n, params,
-                         local=local, equality=scoring.equality, block=block, **tiles)
+    gaps = border_gaps(params, ends)
+    out = tile_wavefront(q, t, border_row(0, w, *gaps, local), border_col(0, h, *gaps, local),
+                         m, n, params, local=local, equality=scoring.equality, block=block,
+                         ends=ends, **tiles)
     ends = (int(out["score"]), int(out["end_i"]), int(out["end_j"]),
             STATE_M if local else STATE_H)
     lines = [list(np.asarray(out[k])) if k in out else [] for k in ("rows", "cols")]
@@ -292,18 +302,21 @@ def _long_forward(q, t, m: int, n: int, params, scoring: Scoring, local: bool, b
 
 
 def _block_lookup(q, t, top, left, r0: int, c0: int, params, scoring: Scoring, local: bool,
-                  block: int, tiles: dict | None):
-    """Direction bits of the block whose first cell is (r0 + 1, c0 + 1), as a ``bits_at``."""
+                  block: int, tiles: dict | None, m: int = 0, n: int = 0):
+    """Direction bits of the block whose first cell is (r0 + 1, c0 + 1), as a ``bits_at``
+    (``m``, ``n``: the table's last row and column, for end gaps scored apart)."""
     qb = np.zeros(block, np.int32)
     tb = np.zeros(block, np.int32)
     qseg, tseg = q[r0:r0 + block], t[c0:c0 + block]
     qb[:qseg.size], tb[:tseg.size] = qseg, tseg
+    ends = scoring.separate_end_gaps
+    at = (np.int32(m - r0), np.int32(n - c0)) if ends else (None, None)
     if tiles is None:
-        dirs = np.asarray(block_dirs(qb, tb, top, left, params, local=local,
-                                     equality=scoring.equality))
+        dirs = np.asarray(block_dirs(qb, tb, top, left, params, *at, local=local,
+                                     equality=scoring.equality, ends=ends))
         return SkewedBits(dirs[None], r0, c0)
-    out = tile_wavefront(qb, tb, top, left, block, block, params, local=local,
-                         equality=scoring.equality, want_dirs=True, **tiles)
+    out = tile_wavefront(qb, tb, top, left, block, block, params, *at, local=local,
+                         equality=scoring.equality, want_dirs=True, ends=ends, **tiles)
     return DenseBits(np.asarray(out["dirs"]), r0, c0)
 
 
@@ -323,7 +336,7 @@ def _run_long(job: _Job, params, scoring: Scoring, local: bool, block: int,
     if score_only:
         start = 0 if (not local or score <= 0) else None
         return _result(job, scoring, mode, score, start, ei, start, ej, None)
-    go, ge = params.go, params.ge
+    go, ge = border_gaps(params, scoring.separate_end_gaps)
     wk = Walk.start([ei], [ej], [state], done=[local and score <= 0])
     while not wk.done[0] and wk.i[0] > 0 and wk.j[0] > 0:
         i, j = int(wk.i[0]), int(wk.j[0])
@@ -332,7 +345,8 @@ def _run_long(job: _Job, params, scoring: Scoring, local: bool, block: int,
             np.asarray(border_row(c0, block, go, ge, local))
         left = _edge(cols[c0 // block - 1], r0, block) if c0 else \
             np.asarray(border_col(r0, block, go, ge, local))
-        bits_at = _block_lookup(q, t, top, left, r0, c0, params, scoring, local, block, tiles)
+        bits_at = _block_lookup(q, t, top, left, r0, c0, params, scoring, local, block, tiles,
+                                m, n)
         walk(wk, bits_at, local=local, top=r0, left=c0)
     ops = finish(wk, local=local)[0]
     if local and score <= 0:
@@ -363,6 +377,7 @@ def align_records(pairs: Iterable[tuple[Record, Record]], scoring: Scoring,
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if scoring.minimise and mode != "global":
         raise ValueError("the edit preset is a global cost; use --mode global")
+    check_end_gaps(scoring, mode)
     local = mode == "local"
     if use_pallas is None:
         use_pallas = backend == "gpu"
@@ -421,9 +436,12 @@ def align_records(pairs: Iterable[tuple[Record, Record]], scoring: Scoring,
                 cap = max(1, DIRS_BUDGET // per) if per else \
                     max(1, LANE_BUDGET.get(backend, 1 << 21) // h)
                 for part in _split(members, cap):
-                    res = _run_batch(part, h, w, p, scoring, local, score_only,
-                                     tiles if score_only else None)
-                    done.update(zip((j.index for j in part), res))
+                    res = split_on_oom(  # out of device memory: halves, down to one pair
+                        lambda jobs: _run_batch(jobs, h, w, p, scoring, local, score_only,
+                                                tiles if score_only else None),
+                        part, lambda j: f"pair {j.query.id} x {j.target.id}",
+                        on_error and (lambda j, exc: on_error((j.query, j.target), exc)))
+                    done.update((j.index, r) for j, r in zip(part, res) if r is not None)
                     if on_done:
                         on_done(len(part))
             for job in longs:
@@ -454,19 +472,26 @@ def _records(seqs, prefix: str) -> list[Record]:
 def align(query: str | Sequence[str], target: str | Sequence[str], mode: str = "global", *,
           scoring: Scoring | None = None, match=None, mismatch=None, matrix: str | None = None,
           gap_open=None, gap_extend=None, preset: str | None = None, pairs: str = "all",
-          score_only: bool = False, backend: str = "auto") -> Alignment | list[Alignment]:
+          score_only: bool = False, backend: str = "auto", end_gaps: str = "penalized",
+          end_open=None, end_extend=None) -> Alignment | list[Alignment]:
     """Align strings: one query and one target give one :class:`Alignment`; lists give all
     query x target pairs (query-major), or the i-th with the i-th when ``pairs="zip"``.
 
     Scores: ``scoring``, or ``match``/``mismatch``, a ``matrix`` name (Biopython's, e.g.
     ``BLOSUM62``), or ``preset="edit"``; gap penalties ``gap_open``/``gap_extend`` (a gap of
-    length L costs ``open + (L - 1) * extend``). Defaults: NUC.4.4, 10, 0.5.
+    length L costs ``open + (L - 1) * extend``). Defaults: NUC.4.4, 10, 0.5. Global mode:
+    ``end_gaps="free"`` makes gaps before the first or after the last residue of either
+    sequence cost nothing (EMBOSS needle's default), ``end_open``/``end_extend`` give them
+    penalties of their own (needle's ``-endweight -endopen -endextend``).
     """
     from jaxrna.runtime import resolve_backend
 
     single = isinstance(query, str) and isinstance(target, str)
     if scoring is None:
-        scoring = make_scoring(match, mismatch, matrix, gap_open, gap_extend, preset)
+        scoring = make_scoring(match, mismatch, matrix, gap_open, gap_extend, preset,
+                               end_gaps, end_open, end_extend)
+    elif end_gaps != "penalized" or end_open is not None or end_extend is not None:
+        raise ValueError("give end gaps with the score options or inside scoring, not both")
     qs, ts = _records(query, "query"), _records(target, "target")
     if pairs == "zip":
         if len(qs) != len(ts):

@@ -7,7 +7,12 @@ directly followed by a Y run is two runs). ``mode="global"``: ``Z`` sums every a
 the whole sequences. ``mode="local"``: ``Z = 1`` (the empty alignment) plus every alignment
 of a query substring with a target substring that starts and ends with an aligned pair, so
 ``T ln Z`` tends to the Smith-Waterman score ``max(0, best)`` as ``T -> 0``. Minimised
-presets (edit distance) weigh ``exp(-cost / T)``.
+presets (edit distance) weigh ``exp(-cost / T)``. With end gaps scored apart (global; free end
+gaps, or end gap penalties of their own) the ensemble is the same set of global alignments,
+each counted once; a run before the first or after the last residue of the other sequence
+weighs by the end gap scores (1 when free). The sweep gets that as the max-plus paths do: end
+gap scores on the border and for the X gaps of the last column and the Y gaps of the last
+row, where every run is a trailing one (:mod:`jaxrna.kernels.gotoh`).
 
 The match posterior ``P[i, j]`` (query i aligned to target j) is ``T * d ln Z / d S[i, j]``,
 ``S`` the per-cell substitution scores: reverse-mode autodiff through the forward sweep is
@@ -43,12 +48,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.align.recurrence import cell
-from jaxrna.align.scoring import Scoring, make_scoring
+from jaxrna.align.scoring import Scoring, check_end_gaps, make_scoring
 from jaxrna.batching import bucket_length
 from jaxrna.semiring import MAX_PLUS, Semiring, log_semiring
 
 __all__ = ["forward", "posteriors", "batch_log_partition", "batch_posteriors",
-           "substitution_scores", "gap_scores", "posterior_bytes", "log_partition",
+           "substitution_scores", "gap_scores", "end_gap_scores", "posterior_bytes",
+           "log_partition",
            "match_posteriors"]
 
 MODES = ("global", "local")
@@ -71,7 +77,7 @@ def skew(S: jax.Array) -> jax.Array:
 
 
 def forward(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
-            semiring: Semiring = MAX_PLUS) -> jax.Array:
+            semiring: Semiring = MAX_PLUS, eo=None, ee=None) -> jax.Array:
     """``ln Z`` (log semiring) or the best score (max-plus) of the pair whose substitution
     scores are ``S[:m, :n]``.
 
@@ -81,7 +87,8 @@ def forward(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
     (``<= 0``, same units); ``m``, ``n``: the true lengths (default ``h``, ``w``; traced
     values are fine, so the function vmaps over padded batches). Global: ``H(m, n)``;
     local: ``1 (+) (+)_cells M`` (the empty alignment included, ``max(0, best)`` in
-    max-plus).
+    max-plus). ``eo``, ``ee``: the end gaps' open and extend scores (global; default: as
+    inner gaps).
 
     >>> S = jnp.array([[1.0, -1.0], [-1.0, 1.0]])
     >>> int(forward(S.astype(jnp.int32), -2, -1, local=False))     # the best score
@@ -96,12 +103,18 @@ def forward(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
     ...                                      semiring=log_semiring(1.0)))
     >>> np.round(np.asarray(f(Sb, jnp.array([2, 1]), jnp.array([2, 1])), float), 4).tolist()
     [2.0293, 1.0134]
+
+    Free end gaps: "A" against "ACC" scores 1 (the A with the first C's gaps free):
+
+    >>> S1 = jnp.array([[1, -1, -1]])
+    >>> int(forward(S1, -2, -1, local=False)), int(forward(S1, -2, -1, local=False, eo=0, ee=0))
+    (-2, 1)
     """
     h, w = S.shape
     m = h if m is None else m
     n = w if n is None else n
     if h > w:                  # the model is symmetric: put the shorter sequence on the lanes
-        return forward(S.T, go, ge, n, m, local=local, semiring=semiring)
+        return forward(S.T, go, ge, n, m, local=local, semiring=semiring, eo=eo, ee=ee)
     sr = semiring
     if not sr.is_max and not jnp.issubdtype(S.dtype, jnp.floating):
         S = S.astype(jnp.result_type(float))
@@ -109,6 +122,12 @@ def forward(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
     S = sr.weight(S)
     go = sr.weight(jnp.asarray(go, dt))
     ge = sr.weight(jnp.asarray(ge, dt))
+    ends = eo is not None and not local
+    if ends:
+        eo = sr.weight(jnp.asarray(eo, dt))
+        ee = sr.weight(jnp.asarray(ee, dt))
+    else:
+        eo, ee = go, ge
     zero, one = sr.zero(dt), sr.one(dt)
     m = jnp.asarray(m, jnp.int32)
     n = jnp.asarray(n, jnp.int32)
@@ -116,13 +135,18 @@ def forward(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
     def gap(length):              # log weight of one gap run of ``length`` >= 1 columns
         return go + (length - 1).astype(dt) * ge
 
-    edge = jnp.where(m + n == 0, one, gap(jnp.maximum(m, n)))   # a global pair with m or n 0
+    def end_gap(length):          # the same for an end gap
+        return eo + (length - 1).astype(dt) * ee
+
+    edge = jnp.where(m + n == 0, one, end_gap(jnp.maximum(m, n)))  # a global pair, m or n 0
     if h == 0:
         return one if local else edge
     rescale = not sr.is_max
     lanes = jnp.arange(h, dtype=jnp.int32)
-    lane_x = gap(lanes + 1)                              # X(i, 0) of row i = lane + 1
-    lane_h = jnp.where(lanes == 0, one, gap(lanes))      # H(i - 1, 0)
+    lane_x = end_gap(lanes + 1)                          # X(i, 0) of row i = lane + 1
+    lane_h = jnp.where(lanes == 0, one, end_gap(lanes))  # H(i - 1, 0)
+    if ends:                                             # the last row's Y: end gaps
+        y_gaps = (jnp.where(lanes == m - 1, eo, go), jnp.where(lanes == m - 1, ee, ge))
     full = jnp.full((h,), zero, dt)
 
     def shift(first, v):
@@ -137,14 +161,18 @@ def forward(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
         if local:                                        # minus infinity on the border
             top_y = top_h = left_x = left_h = zero
         else:
-            top_y = gap(s + 1) - c1                      # Y(0, s + 1)
-            top_h = jnp.where(s == 0, one, gap(s)) - c1  # H(0, s)
+            top_y = end_gap(s + 1) - c1                  # Y(0, s + 1)
+            top_h = jnp.where(s == 0, one, end_gap(s)) - c1  # H(0, s)
             left_x, left_h = lane_x - c1, lane_h - c1
         dg = jnp.where(first, left_h, shift(top_h, p2h - d1))
+        gaps = {}
+        if ends:                                         # the last column's X: end gaps
+            gaps = {"x_gaps": (jnp.where(j == n, eo, go), jnp.where(j == n, ee, ge)),
+                    "y_gaps": y_gaps}
         mm, xx, yy, hh, _ = cell(
             dg, shift(zero, pm), shift(zero, px), shift(top_y, py),
             jnp.where(first, zero, pm), jnp.where(first, left_x, px), jnp.where(first, zero, py),
-            sub, go, ge, local=local, semiring=sr, start=-c1 if rescale else None)
+            sub, go, ge, local=local, semiring=sr, start=-c1 if rescale else None, **gaps)
         valid = (lanes < m) & (j >= 1) & (j <= n)
         delta = d1
         if rescale:
@@ -170,7 +198,7 @@ def forward(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
 
 
 def posteriors(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
-               temperature=1.0) -> tuple[jax.Array, jax.Array]:
+               temperature=1.0, eo=None, ee=None) -> tuple[jax.Array, jax.Array]:
     """``(ln Z, P)``: ``P[i, j] = T * d ln Z / d S[i, j]``, the probability that query ``i``
     is aligned to target ``j`` (0 outside ``[:m, :n]``). Arguments as :func:`forward`;
     ``temperature`` may be traced (scores are divided by it and summed at ``T = 1``, so
@@ -181,9 +209,10 @@ def posteriors(S: jax.Array, go, ge, m=None, n=None, *, local: bool,
     [[0.984, 0.001], [0.001, 0.984]]
     """
     inv = 1.0 / jnp.asarray(temperature, S.dtype)
+    ends = {} if eo is None else {"eo": eo * inv, "ee": ee * inv}
     log_z, grad = jax.value_and_grad(
         lambda s: forward(s * inv, go * inv, ge * inv, m, n, local=local,
-                          semiring=_UNIT))(S)
+                          semiring=_UNIT, **ends))(S)
     return log_z, grad / inv
 
 
@@ -191,25 +220,28 @@ _UNIT = log_semiring(1.0)
 
 
 @functools.partial(jax.jit, static_argnames=("local", "semiring"))
-def batch_log_partition(S, go, ge, m, n, *, local: bool, semiring: Semiring) -> jax.Array:
+def batch_log_partition(S, go, ge, m, n, eo=None, ee=None, *, local: bool,
+                        semiring: Semiring) -> jax.Array:
     """:func:`forward` of a padded batch: ``S`` ``(B, h, w)``, ``m``, ``n`` ``(B,)``."""
-    fn = functools.partial(forward, local=local, semiring=semiring)
+    fn = functools.partial(forward, local=local, semiring=semiring, eo=eo, ee=ee)
     return jax.vmap(fn, in_axes=(0, None, None, 0, 0))(S, go, ge, m, n)
 
 
 @functools.partial(jax.jit, static_argnames=("local",))
-def batch_posteriors(S, go, ge, m, n, temperature=1.0, *, local: bool):
+def batch_posteriors(S, go, ge, m, n, temperature=1.0, eo=None, ee=None, *, local: bool):
     """:func:`posteriors` of a padded batch: ``(ln Z (B,), P (B, h, w))``."""
     def fn(s, mb, nb):
-        return posteriors(s, go, ge, mb, nb, local=local, temperature=temperature)
+        return posteriors(s, go, ge, mb, nb, local=local, temperature=temperature, eo=eo,
+                          ee=ee)
 
     return jax.vmap(fn)(S, m, n)
 
 
 @functools.partial(jax.jit, static_argnames=("local",))
-def _batch_log_z(S, go, ge, m, n, temperature, *, local: bool):
+def _batch_log_z(S, go, ge, m, n, temperature, eo=None, ee=None, *, local: bool):
     inv = 1.0 / jnp.asarray(temperature, S.dtype)
-    fn = functools.partial(forward, local=local, semiring=_UNIT)
+    ends = {} if eo is None else {"eo": eo * inv, "ee": ee * inv}
+    fn = functools.partial(forward, local=local, semiring=_UNIT, **ends)
     return jax.vmap(fn, in_axes=(0, None, None, 0, 0))(S * inv, go * inv, ge * inv, m, n)
 
 
@@ -230,6 +262,16 @@ def gap_scores(scoring: Scoring, dtype=None) -> tuple[float, float] | tuple[int,
     if dtype is not None and jnp.issubdtype(jnp.dtype(dtype), jnp.integer):
         return scoring.open_score, scoring.extend_score
     return scoring.open_score / scoring.scale, scoring.extend_score / scoring.scale
+
+
+def end_gap_scores(scoring: Scoring, dtype=None):
+    """The end gaps' open and extend scores as :func:`gap_scores` gives the others, or
+    ``(None, None)`` when end gaps cost what inner gaps cost."""
+    if not scoring.separate_end_gaps:
+        return None, None
+    if dtype is not None and jnp.issubdtype(jnp.dtype(dtype), jnp.integer):
+        return scoring.end_open_score, scoring.end_extend_score
+    return scoring.end_open_score / scoring.scale, scoring.end_extend_score / scoring.scale
 
 
 def posterior_bytes(h: int, w: int, itemsize: int = 4) -> int:
@@ -274,11 +316,12 @@ def _setup(query, target, scoring, mode, options):
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if scoring is None:
-        scoring = make_scoring(**options)
+        scoring = make_scoring(**{k: v for k, v in options.items() if v is not None})
     elif any(v is not None for v in options.values()):
         raise ValueError("give either scoring or score options, not both")
     if scoring.minimise and mode != "global":
         raise ValueError("the edit preset is a global cost; use mode='global'")
+    check_end_gaps(scoring, mode)
     return scoring, _codes(query, scoring), _codes(target, scoring)
 
 
@@ -291,40 +334,47 @@ def _padded_pair(q: np.ndarray, t: np.ndarray, scoring: Scoring, dtype):
 
 
 def _one_pair(query, target, scoring, mode, temperature, dtype, options):
-    """One pair's padded substitution scores, gap scores and true lengths."""
+    """One pair's padded substitution scores, gap scores, true lengths and end gap scores."""
     scoring, q, t = _setup(query, target, scoring, mode, options)
     log_semiring(temperature)                           # checks it
     go, ge = gap_scores(scoring)
-    return _padded_pair(q, t, scoring, dtype), go, ge, q.size, t.size
+    return _padded_pair(q, t, scoring, dtype), go, ge, q.size, t.size, end_gap_scores(scoring)
 
 
 def log_partition(query, target, scoring: Scoring | None = None, *, mode: str = "global",
                   temperature: float = 1.0, dtype=None, match=None, mismatch=None,
                   matrix: str | None = None, gap_open=None, gap_extend=None,
-                  preset: str | None = None) -> float:
+                  preset: str | None = None, end_gaps: str | None = None, end_open=None,
+                  end_extend=None) -> float:
     """``ln Z`` of one pair: strings, or arrays of the scheme's codes
     (:meth:`~jaxrna.align.scoring.Scoring.encode`). Scores as
     :func:`jaxrna.align.api.align` (``scoring`` or the score options; default NUC.4.4, gap
-    10 / 0.5). ``dtype``: float64 when ``jax_enable_x64`` is on, else float32."""
-    S, go, ge, m, n = _one_pair(query, target, scoring, mode, temperature, dtype,
-                                dict(match=match, mismatch=mismatch, matrix=matrix,
-                                     gap_open=gap_open, gap_extend=gap_extend, preset=preset))
+    10 / 0.5; ``end_gaps="free"`` or ``end_open``/``end_extend``, global). ``dtype``:
+    float64 when ``jax_enable_x64`` is on, else float32."""
+    S, go, ge, m, n, (eo, ee) = _one_pair(
+        query, target, scoring, mode, temperature, dtype,
+        dict(match=match, mismatch=mismatch, matrix=matrix, gap_open=gap_open,
+             gap_extend=gap_extend, preset=preset, end_gaps=end_gaps, end_open=end_open,
+             end_extend=end_extend))
     out = _batch_log_z(S[None], go, ge, jnp.array([m]), jnp.array([n]), float(temperature),
-                       local=mode == "local")
+                       eo, ee, local=mode == "local")
     return float(out[0])
 
 
 def match_posteriors(query, target, scoring: Scoring | None = None, *, mode: str = "global",
                      temperature: float = 1.0, dtype=None, match=None, mismatch=None,
                      matrix: str | None = None, gap_open=None, gap_extend=None,
-                     preset: str | None = None) -> tuple[float, np.ndarray]:
+                     preset: str | None = None, end_gaps: str | None = None, end_open=None,
+                     end_extend=None) -> tuple[float, np.ndarray]:
     """``(ln Z, P)`` of one pair, ``P`` the ``(len(query), len(target))`` probabilities that
     query ``i`` is aligned to target ``j`` (0-based). Arguments as :func:`log_partition`."""
-    S, go, ge, m, n = _one_pair(query, target, scoring, mode, temperature, dtype,
-                                dict(match=match, mismatch=mismatch, matrix=matrix,
-                                     gap_open=gap_open, gap_extend=gap_extend, preset=preset))
+    S, go, ge, m, n, (eo, ee) = _one_pair(
+        query, target, scoring, mode, temperature, dtype,
+        dict(match=match, mismatch=mismatch, matrix=matrix, gap_open=gap_open,
+             gap_extend=gap_extend, preset=preset, end_gaps=end_gaps, end_open=end_open,
+             end_extend=end_extend))
     log_z, P = batch_posteriors(S[None], go, ge, jnp.array([m]), jnp.array([n]),
-                                float(temperature), local=mode == "local")
+                                float(temperature), eo, ee, local=mode == "local")
     return float(log_z[0]), np.asarray(P[0, :m, :n])
 
 
@@ -372,6 +422,7 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if scoring.minimise and mode != "global":
         raise ValueError("the edit preset is a global cost; use --mode global")
+    check_end_gaps(scoring, mode)
     if not temperature > 0:
         raise ValueError(f"the temperature must be > 0, not {temperature}")
     pairs = list(pairs)
@@ -408,6 +459,7 @@ def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
                        temperature: float, backend: str, limit: int, itemsize: int,
                        on_done) -> Iterator[Posterior]:
     go, ge = gap_scores(scoring)
+    eo, ee = end_gap_scores(scoring)
     local = mode == "local"
     dtype = _float_dtype()
     done: dict[int, Posterior] = {}
@@ -427,7 +479,7 @@ def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
                     qc, tc = encoded[idx]
                     q[r, :qc.size], t[r, :tc.size], m[r], n[r] = qc, tc, qc.size, tc.size
                 S = jax.vmap(lambda a, b: substitution_scores(a, b, scoring, dtype))(q, t)
-                log_z, P = batch_posteriors(S, go, ge, m, n, temperature, local=local)
+                log_z, P = batch_posteriors(S, go, ge, m, n, temperature, eo, ee, local=local)
                 log_z, P = np.asarray(log_z), np.asarray(P)
                 for r, idx in enumerate(part):
                     qr, tr = pairs[idx]

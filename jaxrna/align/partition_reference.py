@@ -8,7 +8,10 @@ alignment is a string of columns ``M`` (query i with target j, score ``S[i, j]``
 the open and extend *scores*), and an X run directly followed by a Y run (or the reverse) is
 two runs. It weighs ``exp(score / T)``.
 
-- Global: every alignment of the whole query with the whole target.
+- Global: every alignment of the whole query with the whole target. With end gap scores
+  ``eo``, ``ee`` (:func:`enumerated`), a run before the first or after the last residue of
+  the other sequence (an end gap) scores ``eo + (L - 1) * ee`` instead: ``0, 0`` are free end
+  gaps, and the ensemble is still every global alignment, each counted once.
 - Local: the empty alignment (weight 1) and every alignment of a query substring with a
   target substring that starts and ends with an ``M`` column.
 
@@ -69,8 +72,12 @@ def alignments(m: int, n: int, *, local: bool) -> Iterator[tuple[int, int, str]]
                 yield i0, j0, ops
 
 
-def score(S: np.ndarray, go: float, ge: float, i0: int, j0: int, ops: str) -> tuple[float, list]:
-    """The score of one alignment and its ``M`` cells (0-based)."""
+def score(S: np.ndarray, go: float, ge: float, i0: int, j0: int, ops: str,
+          ends: tuple[float, float] | None = None) -> tuple[float, list]:
+    """The score of one alignment and its ``M`` cells (0-based); ``ends``: the end gaps'
+    open and extend scores (a global alignment's runs before the first or after the last
+    residue of the other sequence)."""
+    m, n = S.shape
     total, cells, i, j, prev = 0.0, [], i0, j0, ""
     for op in ops:
         if op == "M":
@@ -78,18 +85,29 @@ def score(S: np.ndarray, go: float, ge: float, i0: int, j0: int, ops: str) -> tu
             cells.append((i, j))
             i, j = i + 1, j + 1
         else:
-            total += ge if op == prev else go
+            at_end = ends is not None and ((j in (0, n)) if op == "X" else (i in (0, m)))
+            o, e = ends if at_end else (go, ge)
+            total += e if op == prev else o
             i, j = (i + 1, j) if op == "X" else (i, j + 1)
         prev = op
     return total, cells
 
 
-def enumerated(S, go: float, ge: float, *, local: bool, temperature: float = 1.0
+def enumerated(S, go: float, ge: float, *, local: bool, temperature: float = 1.0,
+               eo: float | None = None, ee: float | None = None
                ) -> tuple[float, np.ndarray, float]:
-    """``(ln Z, P, best score)`` by listing every alignment (tiny inputs only)."""
+    """``(ln Z, P, best score)`` by listing every alignment (tiny inputs only); ``eo``,
+    ``ee``: end gap scores (global; default: as inner gaps).
+
+    >>> S = np.array([[1.0, -1.0, -1.0]])          # "A" against "ACC", end gaps free
+    >>> z, P, best = enumerated(S, -2.0, -1.0, local=False, eo=0.0, ee=0.0)
+    >>> best, round(float(P[0, 0]), 4)
+    (1.0, 0.4748)
+    """
     S = np.asarray(S, dtype=np.float64)
     m, n = S.shape
-    found = [score(S, go, ge, i0, j0, ops) for i0, j0, ops in alignments(m, n, local=local)]
+    ends = None if local or eo is None else (eo, ee)
+    found = [score(S, go, ge, i0, j0, ops, ends) for i0, j0, ops in alignments(m, n, local=local)]
     if local:
         found.append((0.0, []))                       # the empty alignment
     logs = [s / temperature for s, _ in found]

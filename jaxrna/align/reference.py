@@ -10,7 +10,13 @@ States at cell (i, j) (query position i, target position j, 1-based):
   X(i, j-1) - open)``.
 
 Global: ``M(0, 0) = 0``, everything else on row 0 and column 0 follows from the recurrences
-(end gaps cost the same as inner ones); the score is ``H(m, n)``. Local: the border is minus
+(end gaps cost the same as inner ones); the score is ``H(m, n)``. With end gaps scored apart
+(:func:`jaxrna.align.scoring.with_end_gaps`; EMBOSS needle's ``-endopen``/``-endextend``, or
+free end gaps, needle's default), a gap before the first or after the last residue of either
+sequence costs the end penalties instead: the border runs (row 0, column 0), the X runs of the
+last column and the Y runs of the last row (a gap there can only run on to the corner). The
+score is still ``H(m, n)``, the traceback starts there and writes the end gaps as gap columns;
+with free end gaps ``H(m, n)`` is the best over the last row and column. Local: the border is minus
 infinity and the score is the largest ``M`` (0 and an empty alignment when none is positive).
 This is Biopython's ``PairwiseAligner`` (a run of same-direction gap columns is one gap, even
 when ``open < extend``; a deletion may follow an insertion directly).
@@ -24,6 +30,10 @@ largest ``M`` with the smallest i, then the smallest j.
 >>> r = gotoh("GATTACA", "GCATGCU", match_mismatch(1, -1, 1, 1), local=False)
 >>> r.score, r.ops
 (0, 'MDMIMMMM')
+>>> from jaxrna.align.scoring import with_end_gaps
+>>> r = gotoh("ACGTACGT", "TTACGTACGTTT", with_end_gaps(match_mismatch(1, -1, 2, 1), "free"))
+>>> r.score, r.ops                                  # the query inside the target: no cost
+(8, 'DDMMMMMMMMDD')
 """
 
 from __future__ import annotations
@@ -61,6 +71,7 @@ def gotoh(query: str, target: str, scoring: Scoring, local: bool = False) -> Ref
     q = scoring.encode(query)
     t = scoring.encode(target)
     mat, go, ge = scoring.matrix, scoring.open_score, scoring.extend_score
+    eo, ee = (scoring.end_open_score, scoring.end_extend_score) if not local else (go, ge)
     m, n = len(q), len(t)
     M = [[-INF] * (n + 1) for _ in range(m + 1)]
     X = [[-INF] * (n + 1) for _ in range(m + 1)]
@@ -69,9 +80,9 @@ def gotoh(query: str, target: str, scoring: Scoring, local: bool = False) -> Ref
     if not local:
         M[0][0] = 0
         for j in range(1, n + 1):
-            Y[0][j] = go + (j - 1) * ge
+            Y[0][j] = eo + (j - 1) * ee
         for i in range(1, m + 1):
-            X[i][0] = go + (i - 1) * ge
+            X[i][0] = eo + (i - 1) * ee
     best, bi, bj = -INF, 0, 0
     for i in range(1, m + 1):
         for j in range(1, n + 1):
@@ -80,10 +91,12 @@ def gotoh(query: str, target: str, scoring: Scoring, local: bool = False) -> Ref
             if local and hd <= 0:
                 hd, start = 0, True
             M[i][j] = hd + int(mat[q[i - 1], t[j - 1]])
-            cm, cx, cy = M[i - 1][j] + go, X[i - 1][j] + ge, Y[i - 1][j] + go
+            xo, xe = (eo, ee) if j == n else (go, ge)      # the last column: trailing gaps
+            cm, cx, cy = M[i - 1][j] + xo, X[i - 1][j] + xe, Y[i - 1][j] + xo
             X[i][j] = max(cm, cx, cy)
             xsrc = 0 if cm == X[i][j] else 1 if cx == X[i][j] else 2
-            cm, cy, cx = M[i][j - 1] + go, Y[i][j - 1] + ge, X[i][j - 1] + go
+            yo, ye = (eo, ee) if i == m else (go, ge)      # the last row
+            cm, cy, cx = M[i][j - 1] + yo, Y[i][j - 1] + ye, X[i][j - 1] + yo
             Y[i][j] = max(cm, cy, cx)
             ysrc = 0 if cm == Y[i][j] else 2 if cy == Y[i][j] else 1
             _, hsrc = _h(M[i][j], X[i][j], Y[i][j])
@@ -127,11 +140,21 @@ def rescore(query: str, target: str, scoring: Scoring, query_start: int, target_
             ops: str) -> int:
     """The score of an explicit alignment (ops over M/I/D from the given 0-based starts).
 
-    A run of same-direction gap columns is one gap; ``I`` then ``D`` are two gaps.
-    Raises ``ValueError`` if the ops run past either sequence.
+    A run of same-direction gap columns is one gap; ``I`` then ``D`` are two gaps. A run
+    before the first or after the last residue of the other sequence is an end gap (its
+    penalties are the scheme's end gap penalties) when the alignment is global (it spans both
+    sequences). Raises ``ValueError`` if the ops run past either sequence.
+
+    >>> from jaxrna.align.scoring import match_mismatch, with_end_gaps
+    >>> sc = with_end_gaps(match_mismatch(1, -1, 2, 1), end_open=1, end_extend=0)
+    >>> rescore("ACGT", "TTACG", sc, 0, 0, "DDMMMI")    # end gaps 1 + 1, inner none
+    1
     """
     q = scoring.encode(query)
     t = scoring.encode(target)
+    whole = (query_start == 0 and target_start == 0 and ops.count("M") + ops.count("I") == len(q)
+             and ops.count("M") + ops.count("D") == len(t))
+    ends = whole and scoring.separate_end_gaps
     i, j, total, prev = query_start, target_start, 0, ""
     for op in ops:
         if op == "M":
@@ -148,7 +171,11 @@ def rescore(query: str, target: str, scoring: Scoring, query_start: int, target_
                 if j >= len(t):
                     raise ValueError("alignment runs past the end of the target")
                 j += 1
-            total += scoring.extend_score if prev == op else scoring.open_score
+            # I keeps j and D keeps i: no residue of the other sequence yet, or all of them
+            if ends and ((j in (0, len(t))) if op == "I" else (i in (0, len(q)))):
+                total += scoring.end_extend_score if prev == op else scoring.end_open_score
+            else:
+                total += scoring.extend_score if prev == op else scoring.open_score
         else:
             raise ValueError(f"unknown op {op!r}")
         prev = op

@@ -20,6 +20,17 @@ that have T but not U).
 >>> edit = edit_preset()
 >>> edit.minimise, edit.pair_score("A", "C"), edit.gap_open
 (True, -1, 3)
+
+End gaps (global alignment: a gap before the first or after the last residue of either
+sequence) cost what inner gaps cost unless :func:`with_end_gaps` gives them penalties of their
+own (EMBOSS needle's ``-endopen``/``-endextend``), or none (``"free"``, needle's default):
+
+>>> f = with_end_gaps(s, "free")
+>>> f.separate_end_gaps, f.end_gap_open, f.end_gap_extend, f.describe()["end_gap_open"]
+(True, 0, 0, '0')
+>>> e = with_end_gaps(s, end_open=5, end_extend=0.25)      # a finer scale: everything x 2
+>>> e.scale, e.gap_open, e.end_gap_open, e.end_gap_extend, e.pair_score("A", "A")
+(4, 40, 20, 1, 8)
 """
 
 from __future__ import annotations
@@ -31,11 +42,11 @@ from fractions import Fraction
 
 import numpy as np
 
+# NEG: minus infinity of the kernels, far from int32's minimum, so adding scores to it along a
+# path of length < 2**29 / max|score| cannot overflow (see check_range).
+from jaxrna.kernels.gotoh_defs import NEG  # noqa: F401
 from jaxrna.weights import format_number
 
-#: Large negative stand-in for minus infinity: far from int32's minimum, so adding scores to it
-#: along a path of length < 2**29 / max|score| cannot overflow (see :func:`check_range`).
-NEG = -(1 << 30)
 #: Every finite score along any path stays within +-LIMIT.
 LIMIT = 1 << 29
 _MAX_SCALE = 1000
@@ -82,11 +93,23 @@ class Scoring:
     minimise: bool = False
     #: Extra letters read as another: {"U": "T"} for nucleotide matrices.
     synonyms: tuple[tuple[str, str], ...] = ()
+    #: Penalties of end gaps (global mode: a gap before the first or after the last residue
+    #: of either sequence); None: those of inner gaps. Normalised to None when equal to them.
+    end_open: int | None = None
+    end_extend: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "matrix", np.ascontiguousarray(self.matrix, dtype=np.int32))
         if self.gap_open < 0 or self.gap_extend < 0:
             raise ValueError("gap penalties must be >= 0")
+        if (self.end_open is None) != (self.end_extend is None):
+            raise ValueError("give both end gap penalties or neither")
+        if self.end_open is not None:
+            if self.end_open < 0 or self.end_extend < 0:
+                raise ValueError("end gap penalties must be >= 0")
+            if (self.end_open, self.end_extend) == (self.gap_open, self.gap_extend):
+                object.__setattr__(self, "end_open", None)
+                object.__setattr__(self, "end_extend", None)
 
     # -- codes ----------------------------------------------------------------------------
     @property
@@ -123,6 +146,33 @@ class Scoring:
         return -self.gap_extend
 
     @property
+    def separate_end_gaps(self) -> bool:
+        """Whether end gaps are scored apart from inner gaps (the kernels' ``ends`` switch)."""
+        return self.end_open is not None
+
+    @property
+    def end_gap_open(self) -> int:
+        """Penalty of an end gap's first position (``gap_open`` unless set apart)."""
+        return self.gap_open if self.end_open is None else self.end_open
+
+    @property
+    def end_gap_extend(self) -> int:
+        return self.gap_extend if self.end_extend is None else self.end_extend
+
+    @property
+    def end_open_score(self) -> int:
+        return -self.end_gap_open
+
+    @property
+    def end_extend_score(self) -> int:
+        return -self.end_gap_extend
+
+    @property
+    def free_end_gaps(self) -> bool:
+        """End gaps cost nothing (EMBOSS needle's default)."""
+        return self.separate_end_gaps and self.end_gap_open == 0 and self.end_gap_extend == 0
+
+    @property
     def match(self) -> int:
         return int(self.matrix[0, 0])
 
@@ -131,8 +181,9 @@ class Scoring:
         return int(self.matrix[0, 1]) if self.size > 1 else 0
 
     def max_abs(self) -> int:
-        """The largest absolute score (matrix entry or gap penalty)."""
-        return _max_abs(self.matrix.tobytes(), self.gap_open, self.gap_extend)
+        """The largest absolute score (matrix entry or gap penalty, end gaps' included)."""
+        return max(_max_abs(self.matrix.tobytes(), self.gap_open, self.gap_extend),
+                   self.end_gap_open, self.end_gap_extend)
 
     def to_fraction(self, units: int) -> Fraction:
         return Fraction(int(units), self.scale)
@@ -157,7 +208,20 @@ class Scoring:
             out["mismatch"] = format_number(Fraction(self.mismatch, self.scale))
         out["gap_open"] = format_number(Fraction(self.gap_open, self.scale))
         out["gap_extend"] = format_number(Fraction(self.gap_extend, self.scale))
+        if self.separate_end_gaps:
+            out["end_gap_open"] = format_number(Fraction(self.end_gap_open, self.scale))
+            out["end_gap_extend"] = format_number(Fraction(self.end_gap_extend, self.scale))
         return out
+
+    def end_gaps_text(self) -> str | None:
+        """How end gaps are scored, when apart from inner gaps: ``free`` or
+        ``open O, extend E`` (user's units); None otherwise."""
+        if not self.separate_end_gaps:
+            return None
+        if self.free_end_gaps:
+            return "free"
+        d = self.describe()
+        return f"open {d['end_gap_open']}, extend {d['end_gap_extend']}"
 
 
 @functools.lru_cache(maxsize=64)
@@ -185,6 +249,14 @@ def check_range(scoring: Scoring, longest_path: int) -> None:
             f"scores of a path of {longest_path} columns could exceed the int32 range with "
             f"these scores (largest |score| {scoring.max_abs()} in units of 1/{scoring.scale}); "
             f"use smaller scores or fewer decimals")
+
+
+def check_end_gaps(scoring: Scoring, mode: str) -> None:
+    """Refuse end gaps scored apart in local mode: a local alignment has no end gaps (it starts
+    and ends with an aligned pair), so asking for them can only be a mistake."""
+    if mode == "local" and scoring.separate_end_gaps:
+        raise ValueError("end gap penalties (free end gaps included) apply to global "
+                         "alignments; a local alignment has no end gaps: use --mode global")
 
 
 def _gaps(gap_open, gap_extend) -> tuple[Fraction, Fraction]:
@@ -259,6 +331,38 @@ def edit_preset() -> Scoring:
 
 
 PRESETS = {"edit": edit_preset}
+END_GAPS = ("penalized", "free")
+
+
+def with_end_gaps(scoring: Scoring, end_gaps: str = "penalized", end_open=None,
+                  end_extend=None) -> Scoring:
+    """``scoring`` with its end gaps scored as asked: ``"free"`` (they cost nothing), or
+    ``"penalized"`` with penalties ``end_open`` / ``end_extend`` in the user's units (each
+    defaulting to the inner gap's). The integer scale grows when the end penalties need it
+    (all values multiplied alike)."""
+    if end_gaps not in END_GAPS:
+        raise ValueError(f"end gaps must be one of {', '.join(END_GAPS)}, not {end_gaps!r}")
+    if end_gaps == "free":
+        if end_open is not None or end_extend is not None:
+            raise ValueError("free end gaps cost nothing; drop --end-open/--end-extend")
+        return replace(scoring, end_open=0, end_extend=0)
+    if end_open is None and end_extend is None:
+        return scoring
+    current = (Fraction(scoring.end_gap_open, scoring.scale),
+               Fraction(scoring.end_gap_extend, scoring.scale))
+    o = current[0] if end_open is None else _fraction(end_open, "end gap open penalty")
+    e = current[1] if end_extend is None else _fraction(end_extend, "end gap extend penalty")
+    if o < 0 or e < 0:
+        raise ValueError("end gap penalties are positive costs (an end gap of length L costs "
+                         "end_open + (L-1) * end_extend); got "
+                         f"open {format_number(o)}, extend {format_number(e)}")
+    scale = math.lcm(scoring.scale, _scale_of([o, e]))
+    if scale > _MAX_SCALE:
+        raise ValueError(f"scores need a common scale of {scale}; use at most 3 decimals")
+    k = scale // scoring.scale
+    return replace(scoring, matrix=scoring.matrix * k, gap_open=scoring.gap_open * k,
+                   gap_extend=scoring.gap_extend * k, scale=scale, end_open=int(o * scale),
+                   end_extend=int(e * scale))
 
 #: Defaults of ``jaxrna align`` (EMBOSS needle/water's: EDNAFULL, open 10, extend 0.5).
 DEFAULT_MATRIX = "NUC.4.4"
@@ -267,9 +371,11 @@ DEFAULT_GAP_EXTEND = 0.5
 
 
 def make_scoring(match=None, mismatch=None, matrix: str | None = None, gap_open=None,
-                 gap_extend=None, preset: str | None = None) -> Scoring:
+                 gap_extend=None, preset: str | None = None, end_gaps: str = "penalized",
+                 end_open=None, end_extend=None) -> Scoring:
     """The scheme the options describe: a ``preset``, ``match``/``mismatch`` scores, or a
-    ``matrix`` (default NUC.4.4); gap penalties default to 10 and 0.5.
+    ``matrix`` (default NUC.4.4); gap penalties default to 10 and 0.5; end gaps as
+    :func:`with_end_gaps` (not with a preset: free end gaps would make every edit cost 0).
 
     >>> d = make_scoring(match=2).describe()
     >>> d["scoring"], d["gap_open"], d["gap_extend"]
@@ -285,14 +391,22 @@ def make_scoring(match=None, mismatch=None, matrix: str | None = None, gap_open=
                  if v is not None]
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+        given += [n for n, v in (("--end-open", end_open), ("--end-extend", end_extend))
+                  if v is not None]
         if given:
             raise ValueError(f"preset {preset!r} fixes all scores; drop {', '.join(given)}")
+        if end_gaps != "penalized":
+            raise ValueError(f"preset {preset!r} is a cost with nothing to gain: with free end "
+                             "gaps the alignment of gaps only costs 0 for every pair; drop "
+                             "--end-gaps free")
         return PRESETS[preset]()
     o = DEFAULT_GAP_OPEN if gap_open is None else gap_open
     e = DEFAULT_GAP_EXTEND if gap_extend is None else gap_extend
     if match is not None or mismatch is not None:
         if matrix is not None:
             raise ValueError("give either --match/--mismatch or --matrix, not both")
-        return match_mismatch(1 if match is None else match, -1 if mismatch is None else mismatch,
+        base = match_mismatch(1 if match is None else match, -1 if mismatch is None else mismatch,
                               o, e)
-    return from_matrix(matrix or DEFAULT_MATRIX, o, e)
+    else:
+        base = from_matrix(matrix or DEFAULT_MATRIX, o, e)
+    return with_end_gaps(base, end_gaps, end_open, end_extend)

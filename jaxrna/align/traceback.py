@@ -1,4 +1,8 @@
-"""Traceback through direction bits (see :mod:`jaxrna.align.recurrence`), on the host.
+"""Traceback through direction bits (see :mod:`jaxrna.kernels.gotoh_defs`), on the host.
+
+The batched paths walk on the device instead (:func:`jaxrna.kernels.gotoh.walk`: only the ops
+come back); this walk is their reference (the tests compare them) and serves the checkpointed
+traceback of long pairs, block by block.
 
 :func:`walk` follows many paths at once (numpy, one pair per row) through a rectangle of the
 table and stops each where it starts (local), reaches the table's border, or leaves the
@@ -16,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jaxrna.align.recurrence import START_BIT, STATE_H, STATE_M, STATE_X, STATE_Y
+from jaxrna.kernels.gotoh_defs import START_BIT, STATE_H, STATE_M, STATE_X, STATE_Y
 
 NO_OP = 255
 OP_LETTERS = np.frombuffer(b"MID", dtype=np.uint8)

@@ -20,6 +20,8 @@ EXAMPLES = """examples:
   jaxrna align q.fa t.fa --mode local --match 2 --mismatch -3 --gap-open 5 --gap-extend 2 -f tsv
   jaxrna align prot_q.fa prot_t.fa --matrix BLOSUM62 --gap-open 11 --gap-extend 1
   jaxrna align a.fa b.fa --pairs zip --preset edit -f tsv
+  jaxrna align q.fa t.fa --end-gaps free                  # EMBOSS needle's defaults
+  jaxrna align q.fa t.fa --end-open 5 --end-extend 1      # needle -endweight -endopen 5 ...
   jaxrna align many.fa db.fa --mode local --score-only -f tsv -o hits.tsv
   jaxrna align q.fa t.fa --posterior --temperature 2 -f json -o posteriors.json
   jaxrna align q.fa t.fa --posterior --mode local -o dots.txt --plot dots.png
@@ -31,6 +33,13 @@ distance: indel 3, substitution 1, match 0, minimised; the reported score is the
 Default: NUC.4.4 with gap open 10, extend 0.5 (as EMBOSS needle/water).
 Gaps: a gap of length L costs OPEN + (L-1) * EXTEND (Biopython PairwiseAligner with
 open_gap_score=-OPEN, extend_gap_score=-EXTEND; parasail's convention); linear when equal.
+End gaps (global mode: gaps before the first or after the last residue of either sequence)
+cost the same by default (--end-gaps penalized: needle -endweight with its end penalties equal
+to the gap penalties); --end-gaps free makes them cost nothing (EMBOSS needle's default;
+Biopython's end_gap_score=0); --end-open/--end-extend give them penalties of their own
+(needle's -endweight -endopen -endextend). The free end gap is written as gap columns, the
+alignment still spans both sequences. Refused with --mode local (a local alignment has no end
+gaps) and with --preset edit (free end gaps would make every edit cost 0).
 
 --posterior: the partition function Z (every alignment weighs exp(score / T); local mode
 counts the empty alignment and every alignment between substrings that starts and ends with
@@ -76,6 +85,15 @@ def add_parser(subparsers) -> None:
                    help="penalty (>= 0) of a gap's first position (default 10)")
     p.add_argument("--gap-extend", type=number, metavar="E",
                    help="penalty (>= 0) of each further position (default 0.5)")
+    p.add_argument("--end-gaps", choices=["penalized", "free"], default="penalized",
+                   help="global mode: gaps at either end of either sequence cost as other "
+                        "gaps (penalized, default) or nothing (free, EMBOSS needle's default)")
+    p.add_argument("--end-open", type=number, metavar="O",
+                   help="penalty of an end gap's first position (default: --gap-open; "
+                        "needle's -endopen)")
+    p.add_argument("--end-extend", type=number, metavar="E",
+                   help="penalty of each further position of an end gap (default: "
+                        "--gap-extend; needle's -endextend)")
     add_output_options(p, list(WRITERS), "pair")
     p.add_argument("--score-only", action="store_true",
                    help="skip the traceback (formats tsv and json; a local start is then '*')")
@@ -132,6 +150,61 @@ def _run_posterior(args, temperature: float, scoring, backend: str, max_bytes) -
     return summary.finish()
 
 
+def _read(path: str):
+    """``(batch, error, records read before the error)`` of one FASTA file, in bulk."""
+    from jaxrna.io.bulk import SeqBatch, iter_batches
+
+    batches, count = [], 0
+    try:
+        for b in iter_batches(path, alphabet="letters"):
+            batches.append(b)
+            count += len(b)
+    except InputError as exc:
+        return None, exc, count
+    return SeqBatch.concat(batches), None, count
+
+
+def read_inputs(args):
+    """Both FASTA files in bulk (:mod:`jaxrna.io.bulk`: the records and located errors of
+    :func:`~jaxrna.io.fasta.read_fasta`), raising the error that reading them pair by pair
+    would raise first: all pairs read the targets first; ``--pairs zip`` reads a query, then
+    a target, and fails on a file that runs out before the other."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:   # both files at once
+        fq = pool.submit(_read, args.queries)
+        ft = pool.submit(_read, args.targets)
+        (queries, qerr, nq), (targets, terr, nt) = fq.result(), ft.result()
+    if args.pairs == "all":
+        for err in (terr, qerr):
+            if err:
+                raise err
+        return queries, targets
+    # pair k reads query k, then target k: the first event in that order wins
+    events = []
+    if qerr:
+        events.append((nq, 0, qerr))
+    if terr:
+        events.append((nt, 1, terr))
+    if not qerr and not terr and nq != nt:
+        longer, shorter = ((args.targets, args.queries) if nq < nt
+                           else (args.queries, args.targets))
+        k = min(nq, nt)
+        events.append((k, 2, InputError(f"--pairs zip: {longer} has more records than "
+                                        f"{shorter} (after {k} pair{'' if k == 1 else 's'})")))
+    elif qerr and not terr and nt < nq:
+        events.append((nt, 2, InputError(f"--pairs zip: {args.queries} has more records than "
+                                         f"{args.targets} (after {nt} pair"
+                                         f"{'' if nt == 1 else 's'})")))
+    elif terr and not qerr and nq < nt:
+        events.append((nq, 2, InputError(f"--pairs zip: {args.targets} has more records than "
+                                         f"{args.queries} (after {nq} pair"
+                                         f"{'' if nq == 1 else 's'})")))
+    if events:
+        raise min(events, key=lambda e: (e[0], e[1]))[2]
+    return queries, targets
+
+
 def run(args) -> int:
     setup_logging(args.quiet)
     temperature = ensemble_temperature(args, "posterior", "one alignment")
@@ -140,9 +213,14 @@ def run(args) -> int:
                          f"({', '.join(SCORE_ONLY_FORMATS)}), not {args.format}")
     from jaxrna.align.scoring import make_scoring
 
+    if args.mode == "local" and (args.end_gaps == "free" or args.end_open is not None
+                                 or args.end_extend is not None):
+        raise InputError("--end-gaps free, --end-open and --end-extend apply to global "
+                         "alignments: a local alignment has no end gaps (use --mode global)")
     try:
         scoring = make_scoring(args.match, args.mismatch, args.matrix, args.gap_open,
-                               args.gap_extend, args.preset)
+                               args.gap_extend, args.preset, args.end_gaps, args.end_open,
+                               args.end_extend)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if scoring.minimise and args.mode != "global":
@@ -150,23 +228,31 @@ def run(args) -> int:
                          "it cannot be used with --mode local")
     if args.max_memory is not None and args.max_memory <= 0:
         raise InputError("--max-memory must be positive")
-    from jaxrna.align.api import align_records
-    from jaxrna.runtime import enable_compilation_cache, resolve_backend
-
-    enable_compilation_cache()
-    backend = resolve_backend(args.backend)
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     if args.posterior:
+        from jaxrna.runtime import choose_backend, enable_compilation_cache
+
+        backend = choose_backend(args.backend)
+        enable_compilation_cache()
         return _run_posterior(args, temperature, scoring, backend, max_bytes)
-    bar = progress(None, "align", unit="pair", quiet=args.quiet)
+    from jaxrna.align import engine
+    from jaxrna.stages import stage
+
+    started = engine.prestart(args.backend, scoring, args.mode == "local",
+                              engine.estimate_cells(args.queries, args.targets,
+                                                    args.pairs == "zip"))
+    with stage("read"):
+        queries, targets = read_inputs(args)
+    job = engine.Job(queries, targets, scoring, args.mode == "local", args.pairs == "zip",
+                     args.score_only)
+    bar = progress(job.n_pairs, "align", unit="pair", quiet=args.quiet)
     summary = RunSummary("aligned", "pair")
     try:
-        results = align_records(_pairs(args), scoring, args.mode, args.score_only,
-                                backend=backend, max_bytes=max_bytes, on_done=bar.update,
-                                on_error=lambda pair, exc: summary.skip(
-                                    f"{pair[0].id} x {pair[1].id}", exc))
         with atomic_output(args.output) as out:
-            WRITERS[args.format](summary.count(results), out)
+            summary.done = engine.run(
+                job, args.format, out, backend=args.backend, max_bytes=max_bytes,
+                on_error=lambda pair, exc: summary.skip(f"{pair[0].id} x {pair[1].id}", exc),
+                on_done=bar.update, started=started)
     finally:
         bar.close()
     return summary.finish()

@@ -47,43 +47,68 @@ def _coords(aln) -> tuple:
 
 
 def _parameters(aln) -> list[str]:
-    sc = aln.scoring
-    d = sc.describe()
-    lines = []
-    if sc.minimise:
-        lines.append(f"# Scoring: {sc.name}, minimised")
-    elif sc.equality:
-        lines += [f"# Match: {d['match']}", f"# Mismatch: {d['mismatch']}"]
-    else:
-        lines.append(f"# Matrix: {sc.name}")
-    lines += [f"# Gap_penalty: {d['gap_open']}", f"# Extend_penalty: {d['gap_extend']}"]
-    return lines
+    """EMBOSS's parameter lines; the scheme's name stands in the ``Matrix`` line (``NUC.4.4``,
+    ``match 2, mismatch -1``, ``edit (...)``): readers such as Biopython's accept no other keys."""
+    d = aln.scoring.describe()
+    return [f"# Matrix: {aln.scoring.name}", f"# Gap_penalty: {d['gap_open']}",
+            f"# Extend_penalty: {d['gap_extend']}"]
+
+
+def end_gaps_line(scoring) -> str:
+    """The pair header's ``# End_gaps: free`` (or ``open O, extend E``) line when end gaps are
+    scored apart from inner gaps (EMBOSS writes such settings only in its command line; the
+    readers take any ``# Key: value`` line of the header); empty otherwise."""
+    text = scoring.end_gaps_text()
+    return f"# End_gaps: {text}\n" if text else ""
 
 
 def write_pair(results: Iterable, out: IO[str]) -> None:
-    """Blocks in the spirit of EMBOSS needle/water: parameters, length, identity, similarity,
-    gaps and score, then the alignment in rows of 50 columns with ``|`` identical, ``:``
-    positive score, ``.`` other pairs."""
+    """Blocks in the layout of EMBOSS needle/water's ``pair`` format: parameters, length,
+    identity, similarity, gaps and score, then the alignment in rows of 50 columns with ``|``
+    identical, ``:`` positive score, ``.`` other pairs. Read back by Biopython's
+    ``Bio.Align.parse(path, "emboss")``.
+
+    A row that is all gaps in a block is numbered as EMBOSS numbers it: the next position,
+    then the previous end (``13 ---- 12``). The edit preset's ``Score`` is the edit cost (as in
+    the tsv and json formats; the header says ``Objective: minimise cost``). An empty local
+    alignment (no pair scores above 0), which EMBOSS never writes (water shows its best
+    column, even a negative one), is written as one gap-against-gap column (``Length: 1``,
+    ``Score: 0``, rows ``1 - 0``): the smallest block that the EMBOSS readers accept, which
+    Biopython reads as the empty alignment. One layout Biopython (1.88) misreads, from EMBOSS
+    as from jaxrna: a row whose first block holding any of its letters holds exactly one
+    (``5 A 5``), which it takes for the reverse strand. Free end gaps (or end gaps with
+    penalties of their own) are named in the file's header (``# End_gaps: free``); the
+    alignment still spans both sequences, its end gaps written as gap columns, as needle does.
+    """
     first = True
     for aln in results:
         if aln.ops is None:
             raise ValueError("the pair format needs alignments, not scores only")
         if first:
+            objective = ("# Objective: minimise cost (Score is the cost)\n"
+                         if aln.scoring.minimise else "")
             out.write("#" * 40 + "\n# Program: jaxrna align\n"
-                      f"# Mode: {aln.mode}\n# Align_format: pair\n" + "#" * 40 + "\n\n")
+                      f"# Mode: {aln.mode}\n{end_gaps_line(aln.scoring)}{objective}"
+                      "# Align_format: pair\n" + "#" * 40 + "\n\n")
             first = False
         st = aln.stats()
         n = st["length"]
-        label = "Cost" if aln.scoring.minimise else "Score"
+        if not n:  # the empty alignment: one gap-against-gap column
+            st = dict(st, length=1, gaps=1)
+        shown = st["length"]
         out.write(f"{RULE}\n#\n# Aligned_sequences: 2\n# 1: {aln.query_id}\n# 2: {aln.target_id}\n")
         out.write("\n".join(_parameters(aln)) + "\n#\n")
-        out.write(f"# Length: {n}\n"
-                  f"# Identity:   {st['identical']:>7}/{n} ({_pct(st['identical'], n)})\n"
-                  f"# Similarity: {st['similar']:>7}/{n} ({_pct(st['similar'], n)})\n"
-                  f"# Gaps:       {st['gaps']:>7}/{n} ({_pct(st['gaps'], n)})\n"
-                  f"# {label}: {aln.score_text}\n#\n#\n{RULE}\n\n")
+        out.write(f"# Length: {shown}\n"
+                  f"# Identity:   {st['identical']:>7}/{shown} ({_pct(st['identical'], shown)})\n"
+                  f"# Similarity: {st['similar']:>7}/{shown} ({_pct(st['similar'], shown)})\n"
+                  f"# Gaps:       {st['gaps']:>7}/{shown} ({_pct(st['gaps'], shown)})\n"
+                  f"# Score: {aln.score_text}\n#\n#\n{RULE}\n\n")
         if n:
             _write_rows(aln, out)
+        else:
+            qname, tname = aln.query_id[:13], aln.target_id[:13]
+            out.write(f"{qname:<13} {1:>6} - {0:>6}\n{'':<13} {'':>6}  \n"
+                      f"{tname:<13} {1:>6} - {0:>6}\n\n\n")
     if not first:
         out.write("#" + "-" * 39 + "\n")
 
@@ -102,9 +127,10 @@ def _write_rows(aln, out: IO[str]) -> None:
         qs, ts = qa[s:s + WIDTH], ta[s:s + WIDTH]
         qn = len(qs) - qs.count("-")
         tn = len(ts) - ts.count("-")
-        out.write(f"{qname:<13} {qpos + (1 if qn else 0):>6} {qs} {qpos + qn:>6}\n")
+        # a row of gaps only shows the next position, then the previous end (as EMBOSS does)
+        out.write(f"{qname:<13} {qpos + 1:>6} {qs} {qpos + qn:>6}\n")
         out.write(f"{'':<13} {'':>6} {marks[s:s + WIDTH]}\n")
-        out.write(f"{tname:<13} {tpos + (1 if tn else 0):>6} {ts} {tpos + tn:>6}\n\n")
+        out.write(f"{tname:<13} {tpos + 1:>6} {ts} {tpos + tn:>6}\n\n")
         qpos, tpos = qpos + qn, tpos + tn
     out.write("\n")
 

@@ -1,10 +1,14 @@
 """Antidiagonal sweeps for two-sequence tables (Gotoh alignment), batched.
 
-Ways to run :func:`jaxrna.align.recurrence.cell` over tables, each saying what it computes:
+Ways to run :func:`jaxrna.kernels.gotoh.cell` over tables, each saying what it computes:
 
 - :func:`batch_sweep`: pure JAX, any backend. Pairs of one length bucket are vmapped; each
   pair is one skewed antidiagonal sweep (lanes = the shorter sequence). Scores, end cells
-  and, on request, direction bits for the traceback.
+  and, on request, direction bits for the traceback. :func:`batch_align` adds the traceback
+  of every pair, walked on the device (:func:`jaxrna.kernels.gotoh.walk_ops`): only the ops
+  come back.
+- :func:`lanes_align`: the same on GPU with the Pallas lane kernel below writing direction
+  bits (one pair per lane), then the device walk.
 - :func:`pallas_scores`: a Pallas kernel for many short pairs, one pair per lane
   (:mod:`jaxrna.kernels.wavefront_packed` packs two pairs per lane for match/mismatch scoring)
   (inter-sequence parallelism): each lane runs its own pair row strip by row strip, keeping
@@ -18,7 +22,9 @@ Ways to run :func:`jaxrna.align.recurrence.cell` over tables, each saying what i
 - :func:`tile_wavefront`: the same two jobs on GPU as seed 002's block wavefront: tiles along
   block antidiagonals, the tiles of one antidiagonal as the lanes of the Pallas kernel.
 
-Results agree exactly between paths, end cells and their tie rules included.
+Results agree exactly between paths, end cells and their tie rules included. Every path takes
+``ends`` (static): global tables whose end gaps cost ``Params.eo``/``Params.ee`` (see
+:mod:`jaxrna.kernels.gotoh`); without it the programs are what they were.
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.align.recurrence import (NEG, STATE_H, STATE_M, Params, border_col, border_row,
-                                     cell, sweep)
+from jaxrna.kernels.gotoh import (NEG, STATE_H, STATE_M, Params, border_col, border_gaps,
+                                  border_row, cell, sweep, walk_ops)
 from jaxrna.kernels.tropical_pallas import outer_step
+from jaxrna.programs import stored_jit
 
 #: Rows of state each Pallas lane keeps in registers (tile wavefront; the many-pairs lane
 #: kernel uses LANE_ROWS, measured faster on an H200: 826 against 556 GCUPS).
@@ -64,51 +71,80 @@ def _ends(out, m, n, local):
 
 
 def pair_sweep(q, t, m, n, params: Params, *, local: bool, equality: bool,
-               with_dirs: bool = False, small: bool = False):
+               with_dirs: bool = False, small: bool = False, ends: bool = False):
     """Align one pair ``q[:m]`` x ``t[:n]`` (int32 codes, padded) over its whole table.
 
     Returns ``(score, end_i, end_j, end_state)`` (1-based end cell; 0 for an empty local
     alignment) and, with ``with_dirs``, the skewed direction bits ``(h + w - 1, h)``.
     A pure function: jit it, vmap it, or call :func:`batch_sweep`. ``small``: sweep in int16
-    (only when :func:`~jaxrna.align.recurrence.fits_int16` holds).
+    (only when :func:`~jaxrna.align.recurrence.fits_int16` holds). ``ends``: end gaps scored
+    apart (global).
     """
     h, w = q.shape[0], t.shape[0]
-    top = border_row(0, w, params.go, params.ge, local)
-    left = border_col(0, h, params.go, params.ge, local)
+    top = border_row(0, w, *border_gaps(params, ends), local)
+    left = border_col(0, h, *border_gaps(params, ends), local)
     out = sweep(q, t, top, left, params, m, n, local=local, equality=equality,
                 want_dirs=with_dirs, want_final=not local, want_best=local,
-                dtype=jnp.int16 if small else jnp.int32)
+                dtype=jnp.int16 if small else jnp.int32, ends=ends)
     return _ends(out, m, n, local) + ((out["dirs"],) if with_dirs else ())
 
 
-@partial(jax.jit, static_argnames=("local", "equality", "with_dirs", "small"))
+@stored_jit("kernels.wavefront.batch_sweep",
+            static_argnames=("local", "equality", "with_dirs", "small", "ends"))
 def batch_sweep(q, t, m, n, params: Params, *, local: bool, equality: bool,
-                with_dirs: bool = False, small: bool = False):
+                with_dirs: bool = False, small: bool = False, ends: bool = False):
     """:func:`pair_sweep` over a batch: ``q`` ``(B, h)``, ``t`` ``(B, w)``, ``m`` and ``n``
     ``(B,)``."""
     one = partial(pair_sweep, params=params, local=local, equality=equality, with_dirs=with_dirs,
-                  small=small)
+                  small=small, ends=ends)
     return jax.vmap(one)(q, t, m, n)
+
+
+@stored_jit("kernels.wavefront.batch_align",
+            static_argnames=("local", "equality", "small", "ends"))
+def batch_align(q, t, m, n, params: Params, *, local: bool, equality: bool, small: bool = False,
+                ends: bool = False):
+    """Alignments of a batch (as :func:`batch_sweep`), traced back on the device.
+
+    Returns ``(score, end_i, end_j, start_i, start_j, ops, length)``: 1-based ends and
+    0-based starts as :func:`pair_sweep` and :func:`jaxrna.kernels.gotoh.walk_ops` give
+    them, ``ops`` ``(B, h + w)`` uint8 in alignment order (0 M, 1 I, 2 D; 255 after
+    ``length``). One program: the direction bits never leave the device.
+    """
+    score, ei, ej, _, dirs = batch_sweep(q, t, m, n, params, local=local, equality=equality,
+                                         with_dirs=True, small=small, ends=ends)
+    b, steps, h = dirs.shape
+    flat = dirs.reshape(-1)
+    pair = jnp.arange(b, dtype=jnp.int32) * steps
+
+    def bits_at(i, j):
+        return flat[((pair + (j - 1) + (i - 1)) * h + (i - 1))]
+
+    si, sj, ops, length = walk_ops(bits_at, score, ei, ej, local=local,
+                                   steps=h + t.shape[1])
+    return score, ei, ej, si, sj, ops, length
 
 
 # --------------------------------------------------------------------------------------
 # long pairs: block-edge checkpoints, then blocks recomputed on the traceback's path
 
 
-@partial(jax.jit, static_argnames=("local", "equality", "block"))
-def _checkpoint_sweep(q, t, m, n, params, *, local, equality, block):
+@stored_jit("kernels.wavefront._checkpoint_sweep",
+            static_argnames=("local", "equality", "block", "ends"))
+def _checkpoint_sweep(q, t, m, n, params, *, local, equality, block, ends=False):
     h, w = q.shape[0], t.shape[0]
-    top = border_row(0, w, params.go, params.ge, local)
-    left = border_col(0, h, params.go, params.ge, local)
+    top = border_row(0, w, *border_gaps(params, ends), local)
+    left = border_col(0, h, *border_gaps(params, ends), local)
     rows = tuple(range(block, h, block)) if block else ()
     cols = tuple(range(block, w, block)) if block else ()
     out = sweep(q, t, top, left, params, m, n, local=local, equality=equality,
-                want_final=not local, want_best=local, row_lines=rows, col_lines=cols)
+                want_final=not local, want_best=local, row_lines=rows, col_lines=cols,
+                ends=ends)
     return _ends(out, m, n, local), out.get("rows"), out.get("cols")
 
 
 def checkpoint_sweep(q, t, m: int, n: int, params: Params, *, local: bool, equality: bool,
-                     block: int):
+                     block: int, ends: bool = False):
     """One sweep over a whole (padded) table keeping every ``block``-th row and column
     (none when ``block`` is 0).
 
@@ -117,11 +153,12 @@ def checkpoint_sweep(q, t, m: int, n: int, params: Params, *, local: bool, equal
     ``cols[c // block - 1]`` = ``(3, h + 1)`` of column ``c`` (index 0 from the border).
     """
     h, w = q.shape[0], t.shape[0]
-    ends, rows_sk, cols_sk = _checkpoint_sweep(q, t, jnp.int32(m), jnp.int32(n), params,
-                                               local=local, equality=equality, block=block)
-    ends = tuple(int(v) for v in ends)
-    bcol = np.asarray(border_col(0, h, params.go, params.ge, local))
-    brow = np.asarray(border_row(0, w, params.go, params.ge, local))
+    result, rows_sk, cols_sk = _checkpoint_sweep(q, t, jnp.int32(m), jnp.int32(n), params,
+                                                 local=local, equality=equality, block=block,
+                                                 ends=ends)
+    result = tuple(int(v) for v in result)
+    bcol = np.asarray(border_col(0, h, *border_gaps(params, ends), local))
+    brow = np.asarray(border_row(0, w, *border_gaps(params, ends), local))
     rows = []
     if rows_sk is not None:
         rows_sk = np.asarray(rows_sk)                    # (steps, 3, nr)
@@ -140,13 +177,17 @@ def checkpoint_sweep(q, t, m: int, n: int, params: Params, *, local: bool, equal
             line[:, 0] = brow[:, c]
             line[:, 1:] = cols_sk[c + i - 2, :, idx].T
             cols.append(line)
-    return ends, rows, cols
+    return result, rows, cols
 
 
-@partial(jax.jit, static_argnames=("local", "equality"))
-def block_dirs(q, t, top, left, params: Params, *, local: bool, equality: bool):
-    """Direction bits ``(h + w - 1, h)`` of one block from its top row and left column."""
-    return sweep(q, t, top, left, params, local=local, equality=equality, want_dirs=True)["dirs"]
+@stored_jit("kernels.wavefront.block_dirs", static_argnames=("local", "equality", "ends"))
+def block_dirs(q, t, top, left, params: Params, end_row=None, end_col=None, *, local: bool,
+               equality: bool, ends: bool = False):
+    """Direction bits ``(h + w - 1, h)`` of one block from its top row and left column;
+    ``ends``: the table's last row and column are the block's rows ``end_row`` and columns
+    ``end_col`` (1-based; out of range when it holds neither)."""
+    return sweep(q, t, top, left, params, local=local, equality=equality, want_dirs=True,
+                 ends=ends, end_row=end_row, end_col=end_col)["dirs"]
 
 
 def checkpoint_bytes(h: int, w: int, block: int) -> int:
@@ -160,9 +201,8 @@ def checkpoint_bytes(h: int, w: int, block: int) -> int:
 # Pallas: one pair per lane
 
 
-def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, score_ref, ei_ref,
-                   ej_ref, buf_ref, right_ref, *dirs_ref, h, w, local, equality, size, rows,
-                   asm):
+def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, *refs, h, w, local,
+                   equality, size, rows, asm, ends=False):
     """Lanes are independent rectangles (pairs, or tiles of one long pair); each runs its own
     in strips of ``rows`` rows, column by column.
 
@@ -171,14 +211,24 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, score_
     top row). A strip keeps its rows' M, X, Y and H of the previous column in registers and
     loads column j + 1 while computing column j. Local: each row keeps its first largest M
     (padded columns score minus infinity) and rows merge in order at the strip's end: ties
-    go to the smallest row, then column, as in :func:`jaxrna.align.recurrence.sweep`.
+    go to the smallest row, then column, as in :func:`jaxrna.kernels.gotoh.sweep`.
     Global: each row keeps its H at column n; the strip holding row m reports it (a lane
     with m = 0 reports minus infinity). ``dirs`` (optional): direction bits ``[i, j]``.
+    ``ends``: two more inputs, per lane the rectangle's row and column (1-based) that are the
+    table's last (out of range: none), whose Y and X gaps cost the end penalties.
     """
     del buf_in  # aliased with buf_ref
+    if ends:
+        erow_ref, ecol_ref, *refs = refs
+    score_ref, ei_ref, ej_ref, buf_ref, right_ref, *dirs_ref = refs
     m = m_ref[...]
     n = n_ref[...]
     go, ge, match, mismatch = prm_ref[0], prm_ref[1], prm_ref[2], prm_ref[3]
+    base = 4
+    if ends:
+        eo, ee = prm_ref[4], prm_ref[5]
+        erow, ecol = erow_ref[...], ecol_ref[...]
+        base = 6
     lanes = m.shape[0]
     neg = jnp.full((lanes,), NEG, jnp.int32)
     zero = jnp.zeros((lanes,), jnp.int32)
@@ -202,8 +252,11 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, score_
         score, bi, bj = carry
         r0 = sidx * rows
         qs = [q_ref[r0 + r, :] for r in range(rows)]
-        qbase = [4 + qc * size for qc in qs]
+        qbase = [base + qc * size for qc in qs]
         row_ids = [r0 + r + 1 for r in range(rows)]   # 1-based rows of the rectangle
+        if ends:                                      # the table's last row: end gaps (Y)
+            y_gaps = [(jnp.where(rid == erow, eo, go), jnp.where(rid == erow, ee, ge))
+                      for rid in row_ids]
         left = [tuple(left_ref[rid, c, :] for c in range(3)) for rid in row_ids]
         lh = [max3(v) for v in left]
         diag0 = max3([left_ref[r0, c, :] for c in range(3)])
@@ -215,6 +268,9 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, score_
             pad_col = j > n
             new, new_h = [], []
             up = (top_m, top_x, top_y)
+            if ends:                                  # the table's last column: end gaps (X)
+                at = j == ecol
+                x_gaps = (jnp.where(at, eo, go), jnp.where(at, ee, ge))
             for r in range(rows):
                 if equality:
                     s = jnp.where(qs[r] == tc, match, mismatch)
@@ -223,9 +279,10 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, score_
                 if local:
                     s = jnp.where(pad_col, pad_score, s)
                 diag = diag_top if r == 0 else lh[r - 1]
+                gaps = {"x_gaps": x_gaps, "y_gaps": y_gaps[r]} if ends else {}
                 mm, xx, yy, hh, bits = cell(diag, up[0], up[1], up[2], left[r][0], left[r][1],
                                             left[r][2], s, go, ge, local=local,
-                                            want_bits=want_dirs, add_max=add_max)
+                                            want_bits=want_dirs, add_max=add_max, **gaps)
                 if want_dirs:
                     dirs_ref[0][r0 + r, j - 1, :] = bits
                 new.append((mm, xx, yy))
@@ -266,25 +323,30 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, score_
     ej_ref[...] = bj
 
 
-def _packed_params(params: Params):
+def _packed_params(params: Params, ends: bool = False):
     size = int(round(params.matrix.shape[0] ** 0.5))
-    prm = jnp.concatenate([jnp.stack([params.go, params.ge, params.match, params.mismatch]),
-                           params.matrix]).astype(jnp.int32)
+    head = [params.go, params.ge, params.match, params.mismatch]
+    if ends:
+        head += [params.eo, params.ee]
+    prm = jnp.concatenate([jnp.stack(head), params.matrix]).astype(jnp.int32)
     return prm, size
 
 
 def _lane_call(q, t, m, n, params: Params, left, top, *, local, equality, rows, lanes,
-               num_warps, interpret, want_dirs=False):
+               num_warps, interpret, want_dirs=False, erow=None, ecol=None):
     """The kernel over lane-major arrays: ``q`` (h, P), ``t`` (w, P), ``m``, ``n`` (P,),
     ``left`` (h + 1, 3, P), ``top`` (w + 1, 3, P); ``h`` a multiple of ``rows``, ``P`` of
-    ``lanes``. Returns score, end row, end column, bottom row, right column[, dirs]."""
+    ``lanes``; ``erow``, ``ecol`` (P,): end gaps in these rows and columns (see
+    :func:`_pallas_kernel`), or None. Returns score, end row, end column, bottom row, right
+    column[, dirs]."""
     from jax.experimental import pallas as pl
 
     h, p = q.shape
     w = t.shape[0]
-    prm, size = _packed_params(params)
+    ends = erow is not None
+    prm, size = _packed_params(params, ends)
     kernel = partial(_pallas_kernel, h=h, w=w, local=local, equality=equality, size=size,
-                     rows=rows, asm=not interpret)
+                     rows=rows, asm=not interpret, ends=ends)
     lane = pl.BlockSpec((lanes,), lambda i: (i,))
     edge = lambda k: pl.BlockSpec((k + 1, 3, lanes), lambda i: (0, 0, i))  # noqa: E731
     i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)  # noqa: E731
@@ -293,25 +355,28 @@ def _lane_call(q, t, m, n, params: Params, left, top, *, local, equality, rows, 
     if want_dirs:
         out_specs.append(pl.BlockSpec((h, w, lanes), lambda i: (0, 0, i)))
         out_shape.append(jax.ShapeDtypeStruct((h, w, p), jnp.uint8))
+    extra = (jnp.asarray(erow, jnp.int32), jnp.asarray(ecol, jnp.int32)) if ends else ()
     return pl.pallas_call(
         kernel,
         grid=(p // lanes,),
         in_specs=[pl.BlockSpec((h, lanes), lambda i: (0, i)),
                   pl.BlockSpec((w, lanes), lambda i: (0, i)),
-                  lane, lane, pl.BlockSpec(prm.shape, lambda i: (0,)), edge(h), edge(w)],
+                  lane, lane, pl.BlockSpec(prm.shape, lambda i: (0,)), edge(h), edge(w)]
+        + [lane] * len(extra),
         out_specs=out_specs,
         out_shape=out_shape,
         input_output_aliases={6: 3},
         interpret=interpret,
         **({} if interpret else {"compiler_params": _triton_params(num_warps)}),
-    )(q, t, m, n, prm, left.astype(jnp.int32), top.astype(jnp.int32))
+    )(q, t, m, n, prm, left.astype(jnp.int32), top.astype(jnp.int32), *extra)
 
 
-@partial(jax.jit, static_argnames=("local", "equality", "interpret", "rows", "lanes",
-                                   "num_warps"))
+@stored_jit("kernels.wavefront.pallas_scores",
+            static_argnames=("local", "equality", "interpret", "rows", "lanes", "num_warps",
+                             "ends"))
 def pallas_scores(q, t, m, n, params: Params, *, local: bool, equality: bool,
                   interpret: bool = False, rows: int = LANE_ROWS, lanes: int = LANES,
-                  num_warps: int = NUM_WARPS):
+                  num_warps: int = NUM_WARPS, ends: bool = False):
     """Scores and end cells of pairs ``q[b, :m[b]]`` x ``t[b, :n[b]]``, one pair per lane.
 
     Same results as :func:`batch_sweep` (without direction bits). ``q``: ``(B, h)``, ``t``:
@@ -326,25 +391,61 @@ def pallas_scores(q, t, m, n, params: Params, *, local: bool, equality: bool,
     tT = jnp.zeros((w, bp), jnp.int32).at[:, :b].set(t.T.astype(jnp.int32))
     mp = jnp.zeros((bp,), jnp.int32).at[:b].set(m)
     np_ = jnp.zeros((bp,), jnp.int32).at[:b].set(n)
-    top = border_row(0, w, params.go, params.ge, local)[:, :, None]
-    left = border_col(0, hp, params.go, params.ge, local)[:, :, None]
+    top = border_row(0, w, *border_gaps(params, ends), local)[:, :, None]
+    left = border_col(0, hp, *border_gaps(params, ends), local)[:, :, None]
     score, ei, ej, *_ = _lane_call(
         qT, tT, mp, np_, params, jnp.broadcast_to(left.transpose(1, 0, 2), (hp + 1, 3, bp)),
         jnp.broadcast_to(top.transpose(1, 0, 2), (w + 1, 3, bp)), local=local,
-        equality=equality, rows=rows, lanes=lanes, num_warps=num_warps, interpret=interpret)
+        equality=equality, rows=rows, lanes=lanes, num_warps=num_warps, interpret=interpret,
+        **({"erow": mp, "ecol": np_} if ends else {}))
     return score[:b], ei[:b], ej[:b]
+
+
+@stored_jit("kernels.wavefront.lanes_align",
+            static_argnames=("local", "equality", "interpret", "rows", "lanes", "num_warps",
+                             "ends"))
+def lanes_align(q, t, m, n, params: Params, *, local: bool, equality: bool,
+                interpret: bool = False, rows: int = STRIP_ROWS, lanes: int = LANES,
+                num_warps: int = NUM_WARPS, ends: bool = False):
+    """Alignments of pairs ``q[b, :m[b]]`` x ``t[b, :n[b]]``, one pair per lane of the Pallas
+    kernel writing direction bits ``(h, w, B)``, traced back on the device; the results of
+    :func:`batch_align` (same ends, starts and ops). ``q`` ``(B, h)``, ``t`` ``(B, w)`` codes
+    with ``B`` a multiple of ``lanes`` and ``h`` of ``rows``; ``h * w * B < 2**31``.
+    """
+    b, h = q.shape
+    w = t.shape[1]
+    qT = q.T.astype(jnp.int32)
+    tT = t.T.astype(jnp.int32)
+    m = jnp.asarray(m, jnp.int32)
+    n = jnp.asarray(n, jnp.int32)
+    top = border_row(0, w, *border_gaps(params, ends), local)[:, :, None]
+    left = border_col(0, h, *border_gaps(params, ends), local)[:, :, None]
+    score, ei, ej, _, _, dirs = _lane_call(
+        qT, tT, m, n, params, jnp.broadcast_to(left.transpose(1, 0, 2), (h + 1, 3, b)),
+        jnp.broadcast_to(top.transpose(1, 0, 2), (w + 1, 3, b)), local=local,
+        equality=equality, rows=rows, lanes=lanes, num_warps=num_warps, interpret=interpret,
+        want_dirs=True, **({"erow": m, "ecol": n} if ends else {}))
+    flat = dirs.reshape(-1)
+    lane = jnp.arange(b, dtype=jnp.int32)
+
+    def bits_at(i, j):
+        return flat[((i - 1) * w + (j - 1)) * b + lane]
+
+    si, sj, ops, length = walk_ops(bits_at, score, ei, ej, local=local, steps=h + w)
+    return score, ei, ej, si, sj, ops, length
 
 
 # --------------------------------------------------------------------------------------
 # Pallas: seed 002's block wavefront for long pairs, one tile per lane
 
 
-@partial(jax.jit, static_argnames=("local", "equality", "tile", "block", "want_dirs", "rows",
-                                   "lanes", "num_warps", "interpret"))
-def tile_wavefront(q, t, top, left, m, n, params: Params, *, local: bool, equality: bool,
-                   tile: int = 128, block: int = 0, want_dirs: bool = False,
-                   rows: int = STRIP_ROWS, lanes: int = LANES, num_warps: int = NUM_WARPS,
-                   interpret: bool = False):
+@stored_jit("kernels.wavefront.tile_wavefront",
+            static_argnames=("local", "equality", "tile", "block", "want_dirs", "rows", "lanes",
+                             "num_warps", "interpret", "ends"))
+def tile_wavefront(q, t, top, left, m, n, params: Params, end_row=None, end_col=None, *,
+                   local: bool, equality: bool, tile: int = 128, block: int = 0,
+                   want_dirs: bool = False, rows: int = STRIP_ROWS, lanes: int = LANES,
+                   num_warps: int = NUM_WARPS, interpret: bool = False, ends: bool = False):
     """One long rectangle as tiles along block antidiagonals (seed 002's schedule, any length).
 
     ``q`` (h,) and ``t`` (w,) codes with ``h``, ``w`` multiples of ``tile``; ``top`` (3, w + 1)
@@ -358,6 +459,9 @@ def tile_wavefront(q, t, top, left, m, n, params: Params, *, local: bool, equali
     with ``block``, ``rows`` ``(h // block - 1, 3, w + 1)`` and ``cols`` likewise: M, X, Y
     of every ``block``-th row and column (the checkpoints of the traceback); with
     ``want_dirs``, ``dirs`` ``(h, w)`` direction bits of every cell (row-major, unskewed).
+
+    ``ends``: the table's last row and column (``end_row``, ``end_col``, 1-based in the
+    rectangle, default ``m``, ``n``) take the end gap penalties (the borders are the caller's).
     """
     h, w = q.shape[0], t.shape[0]
     nbr, nbc = h // tile, w // tile
@@ -378,6 +482,9 @@ def tile_wavefront(q, t, top, left, m, n, params: Params, *, local: bool, equali
         coll = coll.at[:, 0].set(top[:, jnp.asarray(col_at)].T)
     dirs = jnp.zeros((h, w) if want_dirs else (0, 0), jnp.uint8)
     inner = jnp.arange(tile)
+    if ends:
+        erow = jnp.asarray(m if end_row is None else end_row, jnp.int32)
+        ecol = jnp.asarray(n if end_col is None else end_col, jnp.int32)
 
     def diagonal(d, carry):
         bottoms, rights, rowl, coll, dirs, fin, best = carry
@@ -392,10 +499,13 @@ def tile_wavefront(q, t, top, left, m, n, params: Params, *, local: bool, equali
         else:
             inside = valid & (m > r0) & (m <= r0 + tile) & (n > c0) & (n <= c0 + tile)
             mr, nr = jnp.where(inside, m - r0, 0), jnp.where(inside, n - c0, 0)
+        tail = {}
+        if ends:                                 # the table's last row and column, per tile
+            tail = {"erow": (erow - r0).astype(jnp.int32), "ecol": (ecol - c0).astype(jnp.int32)}
         out = _lane_call(qt[bic].T, tt[bjc].T, mr.astype(jnp.int32), nr.astype(jnp.int32),
                          params, rights[bic].transpose(1, 2, 0), bottoms[bjc].transpose(1, 2, 0),
                          local=local, equality=equality, rows=rows, lanes=lanes,
-                         num_warps=num_warps, interpret=interpret, want_dirs=want_dirs)
+                         num_warps=num_warps, interpret=interpret, want_dirs=want_dirs, **tail)
         score, ei, ej, bottom, right = out[:5]
         bottom, right = bottom.transpose(2, 0, 1), right.transpose(2, 0, 1)   # (P, T+1, 3)
         bottoms = bottoms.at[jnp.where(valid, bjc, nbc)].set(bottom, mode="drop")

@@ -21,6 +21,10 @@ Fewer operations per cell than the plain kernel, with the same integers:
 * local: padded columns (past ``n``) score minus infinity through per-column scores; each row
   keeps its first largest ``M`` and column, merged in order at the end of a strip (ties: the
   smallest row, then column, as :func:`jaxrna.kernels.wavefront.batch_sweep`).
+* end gaps scored apart (``ends``, global): the borders take the end penalties, and so do the
+  X gaps of column ``n`` (per half, a select per column) and the Y gaps of the pair's first row
+  (its border row, computed in the kernel's row ``hp - m``) and of the last row (per row
+  and half, a select per strip); opening from ``H`` needs ``end_open >= end_extend`` too.
 
 Only for match/mismatch scoring whose values fit int16 over the table (:func:`packed_ok`);
 :func:`jaxrna.kernels.wavefront.pallas_scores` covers everything else.
@@ -45,8 +49,8 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from jaxrna.align.recurrence import NEG16, Params
-from jaxrna.align.scoring import Scoring
+from jaxrna.kernels.gotoh import NEG16, Params
+from jaxrna.programs import stored_jit
 
 #: Finite values must stay within +-RANGE16 (minus infinity is NEG16 = -2**14; values derived
 #: from it stay below -2**14 + RANGE16 and above -2**15).
@@ -57,12 +61,16 @@ LANES = 128
 NUM_WARPS = 4
 
 
-def packed_ok(scoring: Scoring, h: int, w: int) -> bool:
-    """Whether :func:`packed_scores` gives exact scores for tables of ``h`` x ``w`` (padded)."""
+def packed_ok(scoring, h: int, w: int) -> bool:
+    """Whether :func:`packed_scores` gives exact scores for tables of ``h`` x ``w`` (padded)
+    with ``scoring`` (a :class:`~jaxrna.align.scoring.Scoring` or anything with its attributes
+    ``equality``, ``size``, ``match``, ``mismatch``, ``gap_open``, ``gap_extend``, ``max_abs``)."""
     if not scoring.equality or scoring.size < 1:
         return False
     match, mismatch = scoring.match, scoring.mismatch
     if match < mismatch or scoring.gap_open < scoring.gap_extend:
+        return False
+    if getattr(scoring, "end_gap_open", 0) < getattr(scoring, "end_gap_extend", 0):
         return False
     shift = max(0, match - mismatch - 1).bit_length()
     if (scoring.size - 1) << shift >= 1 << 13:
@@ -145,16 +153,22 @@ class Packed:
 
 
 def _kernel(q_ref, t_ref, n_ref, m2_ref, prm_ref, left_ref, buf_in, *outs, w, rows, local,
-            asm):
+            asm, ends=False):
     """One program: ``lanes`` words = 2 x ``lanes`` pairs, each in strips of ``rows`` rows,
     column by column; ``buf`` holds ``H``, ``X`` of the row above the strip and receives the
-    strip's last row."""
+    strip's last row. ``ends``: one more input, each pair's first row (``hp - m``, packed)."""
     del buf_in  # aliased with the last output
+    if ends:
+        p_ref, *outs = outs
     *res, buf_ref = outs
     op = Packed(asm)
     h = q_ref.shape[0]
     lanes = n_ref.shape[0]
     matchp1, mism, go, ge = prm_ref[0], prm_ref[1], prm_ref[2], prm_ref[3]
+    if ends:
+        eo, ee = prm_ref[4], prm_ref[5]
+        ppk = p_ref[...]
+        nstrips = h // rows
     npk = n_ref[...]
     negp = jnp.full((lanes,), _splat(NEG16), jnp.int32)
     zero = jnp.zeros((lanes,), jnp.int32)
@@ -170,6 +184,14 @@ def _kernel(q_ref, t_ref, n_ref, m2_ref, prm_ref, left_ref, buf_in, *outs, w, ro
         yl = [left_ref[r0 + 1 + r, 1, :] for r in range(rows)]
         diag0 = left_ref[r0, 0, :]
         track = ([negp] * rows, [zero] * rows) if local else carry
+        if ends:            # Y's gaps of each row: end gaps in the pair's row 0 and last row
+            last = sidx == nstrips - 1
+            ygaps = []
+            for r in range(rows):
+                at = op.signmask(op.add(op.xor(ppk, _splat(r0 + r + 1)), minus1))
+                if r == rows - 1:
+                    at = jnp.where(last, minus1, at)
+                ygaps.append((op.select(at, eo, go), op.select(at, ee, ge)))
 
         def column(j, c):
             hl, yl, diag, track, (tc, hup, xup) = c
@@ -180,14 +202,19 @@ def _kernel(q_ref, t_ref, n_ref, m2_ref, prm_ref, left_ref, buf_in, *outs, w, ro
                 mp1, mm = op.select(pad, negp, matchp1), op.select(pad, negp, mism)
             else:
                 mp1, mm = matchp1, mism
+            xo, xe = go, ge
+            if ends:                                          # column n: end gaps (X)
+                at_n = op.signmask(op.add(op.xor(npk, jj), minus1))
+                xo, xe = op.select(at_n, eo, go), op.select(at_n, ee, ge)
             above = hup
             new_h, new_y = [], []
             best, col = track if local else (None, None)
             for r in range(rows):
                 s = op.addmax(mp1, op.xnor(qs[r], tc), mm)
                 dg = diag if r == 0 else hl[r - 1]
-                x = op.addmax(hup, go, op.add(xup, ge))
-                y = op.addmax(hl[r], go, op.add(yl[r], ge))
+                x = op.addmax(hup, xo, op.add(xup, xe))
+                yo, ye = ygaps[r] if ends else (go, ge)
+                y = op.addmax(hl[r], yo, op.add(yl[r], ye))
                 if local:
                     mv = op.addmax(dg, s, s)
                     hh = op.max(op.max(mv, x), y)
@@ -252,9 +279,11 @@ def _pack(x, half: int):
     return _join(x[..., :half], x[..., half:])
 
 
-@partial(jax.jit, static_argnames=("local", "rows", "lanes", "num_warps", "interpret"))
+@stored_jit("kernels.wavefront_packed.packed_scores",
+            static_argnames=("local", "rows", "lanes", "num_warps", "interpret", "ends"))
 def packed_scores(q, t, m, n, params: Params, *, local: bool, rows: int | None = None,
-                  lanes: int = LANES, num_warps: int = NUM_WARPS, interpret: bool = False):
+                  lanes: int = LANES, num_warps: int = NUM_WARPS, interpret: bool = False,
+                  ends: bool = False):
     """Scores and end cells of pairs ``q[b, :m[b]]`` x ``t[b, :n[b]]`` (``m``, ``n`` >= 1),
     two pairs per 32-bit lane; the same results as
     :func:`jaxrna.kernels.wavefront.pallas_scores` for match/mismatch scoring where
@@ -262,7 +291,8 @@ def packed_scores(q, t, m, n, params: Params, *, local: bool, rows: int | None =
     global, 16 local).
 
     ``q`` ``(B, h)`` and ``t`` ``(B, w)`` int codes; ``lanes`` words (``2 * lanes`` pairs) per
-    program; ``num_warps`` Triton warps per program (GPU only).
+    program; ``num_warps`` Triton warps per program (GPU only). ``ends``: end gaps scored
+    apart (global; :func:`packed_ok` checks their penalties too).
     """
     from jax.experimental import pallas as pl
 
@@ -281,6 +311,7 @@ def packed_scores(q, t, m, n, params: Params, *, local: bool, rows: int | None =
     n = jnp.ones((bp,), i32).at[:b].set(jnp.asarray(n, i32))
     match, mismatch = params.match.astype(i32), params.mismatch.astype(i32)
     go, ge = params.go.astype(i32), params.ge.astype(i32)
+    bo, be = (params.eo.astype(i32), params.ee.astype(i32)) if ends else (go, ge)  # borders
     shift = 32 - jax.lax.clz(jnp.maximum(match - mismatch, 1) - 1)   # 2**shift >= match - mismatch
     if local:
         qp = jnp.zeros((bp, hp), i32).at[:, :h].set(q)
@@ -291,9 +322,9 @@ def packed_scores(q, t, m, n, params: Params, *, local: bool, rows: int | None =
         src = jnp.arange(hp)[None, :] - p
         qp = jnp.where(src >= 0, jnp.take_along_axis(q, jnp.clip(src, 0, h - 1), axis=1), 0)
         i = jnp.arange(hp + 1)[None, :]
-        left = jnp.where(i < p, NEG16, jnp.where(i == p, 0, go + (i - p - 1) * ge))
+        left = jnp.where(i < p, NEG16, jnp.where(i == p, 0, bo + (i - p - 1) * be))
         j = jnp.arange(w + 1)[None, :]
-        top = jnp.where(p == 0, jnp.where(j == 0, 0, go + (j - 1) * ge), NEG16)
+        top = jnp.where(p == 0, jnp.where(j == 0, 0, bo + (j - 1) * be), NEG16)
     neg = jnp.full_like(left, NEG16)
     left = jnp.stack([jnp.maximum(left, NEG16), neg], axis=0)          # H, Y of column 0
     top = jnp.stack([jnp.maximum(top, NEG16), jnp.full_like(top, NEG16)], axis=0)  # H, X of row 0
@@ -302,25 +333,30 @@ def packed_scores(q, t, m, n, params: Params, *, local: bool, rows: int | None =
     leftk = _pack(left.transpose(2, 0, 1), half)                       # (hp + 1, 2, half)
     topk = _pack(top.transpose(2, 0, 1), half)                         # (w + 1, 2, half)
     m2 = jnp.stack([m[:half], m[half:]])
-    prm = jnp.stack([_splat(match + 1), _splat(mismatch), _splat(go), _splat(ge)]).astype(i32)
-    kernel = partial(_kernel, w=w, rows=rows, local=local, asm=not interpret)
+    head = [_splat(match + 1), _splat(mismatch), _splat(go), _splat(ge)]
+    if ends:
+        head += [_splat(bo), _splat(be)]
+    prm = jnp.stack(head).astype(i32)
+    kernel = partial(_kernel, w=w, rows=rows, local=local, asm=not interpret, ends=ends)
     lane = pl.BlockSpec((lanes,), lambda k: (k,))
     two = pl.BlockSpec((2, lanes), lambda k: (0, k))
     edge = lambda k_: pl.BlockSpec((k_ + 1, 2, lanes), lambda k: (0, 0, k))  # noqa: E731
     nres = 3 if local else 1
+    extra = (_pack(hp - m, half),) if ends else ()     # each pair's row 0 in the kernel
     out = pl.pallas_call(
         kernel,
         grid=(half // lanes,),
         in_specs=[pl.BlockSpec((hp, lanes), lambda k: (0, k)),
                   pl.BlockSpec((w, lanes), lambda k: (0, k)),
-                  lane, two, pl.BlockSpec((4,), lambda k: (0,)), edge(hp), edge(w)],
+                  lane, two, pl.BlockSpec((len(head),), lambda k: (0,)), edge(hp), edge(w)]
+        + [lane] * len(extra),
         out_specs=[two] * nres + [edge(w)],
         out_shape=[jax.ShapeDtypeStruct((2, half), i32)] * nres
         + [jax.ShapeDtypeStruct((w + 1, 2, half), i32)],
         input_output_aliases={6: nres},
         interpret=interpret,
         **({} if interpret else {"compiler_params": compiler_params(num_warps, 1)}),
-    )(qk, tk, _pack(n, half), m2, prm, leftk, topk)
+    )(qk, tk, _pack(n, half), m2, prm, leftk, topk, *extra)
     flat = [o.reshape(bp)[:b] for o in out[:nres]]
     if local:
         return tuple(flat)

@@ -1,0 +1,354 @@
+"""The alignment formats (pair, tsv, json) for many alignments at once, from arrays.
+
+:class:`AlignedBatch` holds consecutive results of ``jaxrna align`` as arrays (scores, 0-based
+coordinates, the ops of every alignment concatenated, the aligned stretches of the two
+sequences); :func:`format_batch` turns one into text with whole-array operations (statistics,
+CIGARs, aligned rows and match lines are computed for the whole batch; only the lines are
+assembled per alignment). The text is byte for byte that of the writers of
+:mod:`jaxrna.formats.align` on the same alignments (``tests/test_align_bulk.py`` compares
+them); those writers stay the reference and the API's path. Batches pickle, so a process pool
+can format them (:func:`format_batch` is a module-level function).
+
+>>> from jaxrna.align.api import align
+>>> b = AlignedBatch.from_alignments([align("GATTACA", "GATCA", match=1, mismatch=-1,
+...                                          gap_open=2, gap_extend=1)])
+>>> print(format_batch(b, "tsv"), end="")  # doctest: +NORMALIZE_WHITESPACE
+query1	target1	2	1	7	1	5	3=2I2=	71.43
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from jaxrna.formats.align import (RULE, TSV_COLUMNS, WIDTH, _number, _parameters, _pct,
+                                  end_gaps_line)
+
+#: Op codes of :attr:`AlignedBatch.ops` (as :mod:`jaxrna.kernels.gotoh_defs`).
+OP_M, OP_I, OP_D = 0, 1, 2
+_GAP = ord("-")
+
+
+@dataclass
+class AlignedBatch:
+    """Alignments as arrays, in output order.
+
+    ``units``: scores in the scheme's integer units; coordinates 0-based half-open, a
+    ``query_start`` / ``target_start`` of -1 where unknown (local, score only). ``ops`` (None
+    when only scores were computed): the op codes of every alignment concatenated (``OP_M``,
+    ``OP_I``, ``OP_D``), alignment ``k`` at ``ops[op_offsets[k]:op_offsets[k + 1]]``;
+    ``query_seg`` / ``target_seg``: the aligned stretches (``query[start:end]``, normalised
+    ASCII letters) concatenated likewise.
+    """
+
+    scoring: object
+    mode: str
+    query_ids: list
+    target_ids: list
+    units: np.ndarray
+    query_start: np.ndarray
+    query_end: np.ndarray
+    target_start: np.ndarray
+    target_end: np.ndarray
+    ops: np.ndarray | None = None
+    op_offsets: np.ndarray | None = None
+    query_seg: np.ndarray | None = None
+    query_seg_offsets: np.ndarray | None = None
+    target_seg: np.ndarray | None = None
+    target_seg_offsets: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    @classmethod
+    def from_alignments(cls, alns) -> "AlignedBatch":
+        """A batch of :class:`~jaxrna.align.api.Alignment` objects (all with ops, or all score
+        only; one scheme and mode)."""
+        alns = list(alns)
+        first = alns[0]
+        i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+        start = lambda v: -1 if v is None else v  # noqa: E731
+        out = cls(first.scoring, first.mode, [a.query_id for a in alns],
+                  [a.target_id for a in alns], i64([a.score_units for a in alns]),
+                  i64([start(a.query_start) for a in alns]), i64([a.query_end for a in alns]),
+                  i64([start(a.target_start) for a in alns]), i64([a.target_end for a in alns]))
+        if first.ops is not None:
+            table = np.zeros(256, np.uint8)
+            table[[ord("M"), ord("I"), ord("D")]] = [OP_M, OP_I, OP_D]
+            text = "".join(a.ops for a in alns).encode()
+            out.ops = table[np.frombuffer(text, np.uint8)]
+            out.op_offsets = _offsets([len(a.ops) for a in alns])
+            qs = [a.query[a.query_start:a.query_end] for a in alns]
+            ts = [a.target[a.target_start:a.target_end] for a in alns]
+            out.query_seg = np.frombuffer("".join(qs).encode(), np.uint8)
+            out.query_seg_offsets = _offsets([len(s) for s in qs])
+            out.target_seg = np.frombuffer("".join(ts).encode(), np.uint8)
+            out.target_seg_offsets = _offsets([len(s) for s in ts])
+        return out
+
+
+def _offsets(lengths) -> np.ndarray:
+    out = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def _score_texts(scoring, units: np.ndarray) -> list[str]:
+    """``format_number`` of every score in the user's units (once per distinct value)."""
+    values, inverse = np.unique(units, return_inverse=True)
+    texts = [scoring.report_text(int(v)) for v in values]
+    return [texts[k] for k in inverse.reshape(-1).tolist()]
+
+
+def _score_numbers(scoring, units: np.ndarray) -> list:
+    values, inverse = np.unique(units, return_inverse=True)
+    nums = []
+    for v in values.tolist():
+        f = scoring.report(v)
+        nums.append(f.numerator if f.denominator == 1 else float(f))
+    return [nums[k] for k in inverse.reshape(-1).tolist()]
+
+
+def _coords(b: AlignedBatch) -> tuple[list, list, list, list]:
+    """1-based inclusive coordinates as in :func:`jaxrna.formats.align._coords` (None:
+    unknown): all 0 for an empty alignment or when both ends are 0."""
+    qe, te = b.query_end, b.target_end
+    zero = (qe == 0) & (te == 0)
+    if b.ops is not None:
+        zero |= np.diff(b.op_offsets) == 0
+    qs = np.where(zero, 0, np.where(b.query_start < 0, -1, b.query_start + 1))
+    ts = np.where(zero, 0, np.where(b.target_start < 0, -1, b.target_start + 1))
+    qe, te = np.where(zero, 0, qe), np.where(zero, 0, te)
+    none = lambda a: [None if v < 0 else v for v in a.tolist()]  # noqa: E731
+    return none(qs), qe.tolist(), none(ts), te.tolist()
+
+
+class _Columns:
+    """Per-column and per-alignment quantities of a batch with ops, computed for all at once."""
+
+    def __init__(self, b: AlignedBatch) -> None:
+        sc = b.scoring
+        ops, off = b.ops, b.op_offsets
+        n = len(b)
+        self.lengths = np.diff(off)
+        pair = np.repeat(np.arange(n), self.lengths)
+        is_m, takes_q, takes_t = ops == OP_M, ops != OP_D, ops != OP_I
+        # index of the residue each column consumes (or would), inside the pair's stretch
+        cq = np.cumsum(takes_q) - takes_q
+        ct = np.cumsum(takes_t) - takes_t
+        starts = off[:-1]
+        cq0 = np.concatenate([[0], np.cumsum(takes_q)])[starts]
+        ct0 = np.concatenate([[0], np.cumsum(takes_t)])[starts]
+        qidx = b.query_seg_offsets[:-1][pair] + cq - cq0[pair]
+        tidx = b.target_seg_offsets[:-1][pair] + ct - ct0[pair]
+        qlet = b.query_seg[np.clip(qidx, 0, max(len(b.query_seg) - 1, 0))] if len(b.query_seg) \
+            else np.zeros(len(ops), np.uint8)
+        tlet = b.target_seg[np.clip(tidx, 0, max(len(b.target_seg) - 1, 0))] if len(b.target_seg) \
+            else np.zeros(len(ops), np.uint8)
+        self.qa = np.where(takes_q, qlet, _GAP).astype(np.uint8)
+        self.ta = np.where(takes_t, tlet, _GAP).astype(np.uint8)
+        table = sc.table()
+        qc = table[qlet].astype(np.int64)
+        tc = table[tlet].astype(np.int64)
+        same = is_m & (qc == tc)
+        sub = np.where(is_m, sc.matrix[np.maximum(qc, 0), np.maximum(tc, 0)], 0)
+        similar = is_m & ((sub >= 0) if sc.minimise else (sub > 0))
+        marks = np.full(len(ops), ord(" "), np.uint8)
+        marks[is_m] = np.where(same[is_m], ord("|"), np.where(sub[is_m] > 0, ord(":"), ord(".")))
+        self.marks = marks
+        self.identical = np.bincount(pair, weights=same, minlength=n).astype(np.int64)
+        self.similar = np.bincount(pair, weights=similar, minlength=n).astype(np.int64)
+        self.matched = np.bincount(pair, weights=is_m, minlength=n).astype(np.int64)
+        self.gaps = self.lengths - self.matched
+        # residues consumed before each column, inside its pair (block numbering)
+        self.qbefore = cq - cq0[pair]
+        self.tbefore = ct - ct0[pair]
+        self.takes_q, self.takes_t = takes_q, takes_t
+        self._letters = np.where(is_m, np.where(same, ord("="), ord("X")),
+                                 np.where(ops == OP_I, ord("I"), ord("D"))).astype(np.uint8)
+        self._pair = pair
+
+    def cigars(self) -> list[str]:
+        """Extended CIGAR of every alignment (``*`` when empty)."""
+        letters, pair = self._letters, self._pair
+        n = len(self.lengths)
+        if not len(letters):
+            return ["*"] * n
+        change = np.ones(len(letters), bool)
+        change[1:] = (letters[1:] != letters[:-1]) | (pair[1:] != pair[:-1])
+        starts = np.flatnonzero(change)
+        runs = np.diff(np.append(starts, len(letters)))
+        ndig = np.ones(len(runs), np.int64)
+        for p in range(1, 19):
+            big = runs >= 10 ** p
+            if not big.any():
+                break
+            ndig += big
+        width = ndig + 1
+        at = np.concatenate([[0], np.cumsum(width)])
+        buf = np.zeros(int(at[-1]), np.uint8)
+        for d in range(int(ndig.max())):
+            has = ndig > d
+            buf[(at[:-1] + ndig - 1 - d)[has]] = ord("0") + (runs[has] // 10 ** d) % 10
+        buf[at[:-1] + ndig] = letters[starts]
+        text = buf.tobytes().decode("ascii")
+        run_pair = pair[starts]
+        first = np.searchsorted(run_pair, np.arange(n))
+        last = np.searchsorted(run_pair, np.arange(n), side="right")
+        lo, hi = at[first].tolist(), at[last].tolist()
+        return [text[a:z] if a < z else "*" for a, z in zip(lo, hi)]
+
+    def identities(self) -> list[str]:
+        out = []
+        for same, length in zip(self.identical.tolist(), self.lengths.tolist()):
+            out.append(f"{100 * same / length:.2f}".rstrip("0").rstrip(".") if length else "0")
+        return out
+
+
+def tsv_text(b: AlignedBatch) -> str:
+    """The batch's tsv rows (without the header line)."""
+    if not len(b):
+        return ""
+    scores = _score_texts(b.scoring, b.units)
+    qs, qe, ts, te = _coords(b)
+    star = lambda v: "*" if v is None else str(v)  # noqa: E731
+    if b.ops is None:
+        cigars = idents = ["*"] * len(b)
+    else:
+        cols = _Columns(b)
+        cigars, idents = cols.cigars(), cols.identities()
+    rows = [f"{qid}\t{tid}\t{s}\t{star(a)}\t{c}\t{star(d)}\t{e}\t{g}\t{i}\n"
+            for qid, tid, s, a, c, d, e, g, i in zip(b.query_ids, b.target_ids, scores, qs, qe,
+                                                     ts, te, cigars, idents)]
+    return "".join(rows)
+
+
+TSV_HEADER = "#" + "\t".join(TSV_COLUMNS) + "\n"
+
+
+def pair_header(mode: str, scoring) -> str:
+    """What :func:`jaxrna.formats.align.write_pair` writes before the first alignment."""
+    objective = "# Objective: minimise cost (Score is the cost)\n" if scoring.minimise else ""
+    return ("#" * 40 + "\n# Program: jaxrna align\n"
+            f"# Mode: {mode}\n{end_gaps_line(scoring)}{objective}# Align_format: pair\n"
+            + "#" * 40 + "\n\n")
+
+
+#: What :func:`jaxrna.formats.align.write_pair` writes after the last alignment.
+PAIR_FOOTER = "#" + "-" * 39 + "\n"
+
+
+class _Holder:
+    """Just enough of an alignment for :func:`jaxrna.formats.align._parameters`."""
+
+    def __init__(self, scoring) -> None:
+        self.scoring = scoring
+
+
+def pair_text(b: AlignedBatch) -> str:
+    """The batch's alignments in the pair format (without the file's header and footer)."""
+    if b.ops is None:
+        raise ValueError("the pair format needs alignments, not scores only")
+    if not len(b):
+        return ""
+    cols = _Columns(b)
+    params = "\n".join(_parameters(_Holder(b.scoring))) + "\n#\n"
+    scores = _score_texts(b.scoring, b.units)
+    qa = cols.qa.tobytes().decode("ascii")
+    ta = cols.ta.tobytes().decode("ascii")
+    marks = cols.marks.tobytes().decode("ascii")
+    off = b.op_offsets.tolist()
+    # residues of each row consumed before column c, per alignment (block numbering)
+    qcum = np.concatenate([[0], np.cumsum(cols.takes_q)]).tolist()
+    tcum = np.concatenate([[0], np.cumsum(cols.takes_t)]).tolist()
+    qstart, tstart = b.query_start.tolist(), b.target_start.tolist()
+    out: list[str] = []
+    blank = f"{'':<13} {'':>6} "
+    for k, (qid, tid, score, n, ident, sim, gaps) in enumerate(zip(
+            b.query_ids, b.target_ids, scores, cols.lengths.tolist(), cols.identical.tolist(),
+            cols.similar.tolist(), cols.gaps.tolist())):
+        shown, gshown = (n, gaps) if n else (1, 1)
+        out.append(f"{RULE}\n#\n# Aligned_sequences: 2\n# 1: {qid}\n# 2: {tid}\n{params}"
+                   f"# Length: {shown}\n"
+                   f"# Identity:   {ident:>7}/{shown} ({_pct(ident, shown)})\n"
+                   f"# Similarity: {sim:>7}/{shown} ({_pct(sim, shown)})\n"
+                   f"# Gaps:       {gshown:>7}/{shown} ({_pct(gshown, shown)})\n"
+                   f"# Score: {score}\n#\n#\n{RULE}\n\n")
+        qname, tname = qid[:13], tid[:13]
+        if not n:
+            out.append(f"{qname:<13} {1:>6} - {0:>6}\n{blank} \n"
+                       f"{tname:<13} {1:>6} - {0:>6}\n\n\n")
+            continue
+        a, z = off[k], off[k + 1]
+        qshift, tshift = qstart[k] - qcum[a], tstart[k] - tcum[a]
+        qname, tname = f"{qname:<13} ", f"{tname:<13} "
+        for s in range(a, z, WIDTH):
+            e = min(s + WIDTH, z)
+            qpos, tpos = qshift + qcum[s], tshift + tcum[s]
+            out.append(f"{qname}{qpos + 1:>6} {qa[s:e]} {qshift + qcum[e]:>6}\n"
+                       f"{blank}{marks[s:e]}\n"
+                       f"{tname}{tpos + 1:>6} {ta[s:e]} {tshift + tcum[e]:>6}\n\n")
+        out.append("\n")
+    return "".join(out)
+
+
+def json_text(b: AlignedBatch, first: bool) -> str:
+    """The batch's objects of the json format: each preceded by ``"\\n  "`` (the file's first)
+    or ``",\\n  "`` (without the enclosing brackets)."""
+    if not len(b):
+        return ""
+    sc = b.scoring
+    params = {k: (_number(v) if k != "scoring" else v) for k, v in sc.describe().items()}
+    objective = "minimise cost" if sc.minimise else "maximise score"
+    scores = _score_numbers(sc, b.units)
+    qs, qe, ts, te = _coords(b)
+    extra = None
+    if b.ops is not None:
+        cols = _Columns(b)
+        cigars, idents = cols.cigars(), cols.identities()
+        qa = cols.qa.tobytes().decode("ascii")
+        ta = cols.ta.tobytes().decode("ascii")
+        off = b.op_offsets.tolist()
+        extra = (cigars, idents, cols.lengths.tolist(), cols.identical.tolist(),
+                 cols.similar.tolist(), cols.gaps.tolist())
+    out = []
+    for k in range(len(b)):
+        obj = {"query_id": b.query_ids[k], "target_id": b.target_ids[k], "mode": b.mode,
+               **params, "objective": objective, "score": scores[k], "query_start": qs[k],
+               "query_end": qe[k], "target_start": ts[k], "target_end": te[k]}
+        if extra is not None:
+            cigar, ident, n, same, sim, gaps = (x[k] for x in extra)
+            obj.update(cigar=cigar, identity=_number(ident), length=n, identical=same,
+                       similar=sim, gaps=gaps, query_aligned=qa[off[k]:off[k + 1]],
+                       target_aligned=ta[off[k]:off[k + 1]])
+        out.append(("\n  " if first and k == 0 else ",\n  ") + json.dumps(obj))
+    return "".join(out)
+
+
+def format_batch(b: AlignedBatch, fmt: str, first: bool = False) -> str:
+    """The text of ``b`` in format ``fmt`` (``pair``, ``tsv`` or ``json``) without the file's
+    header and footer (see :func:`file_parts`); ``first``: ``b`` starts the file (json)."""
+    if fmt == "tsv":
+        return tsv_text(b)
+    if fmt == "pair":
+        return pair_text(b)
+    if fmt == "json":
+        return json_text(b, first)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def file_parts(fmt: str, mode: str, scoring, count: int) -> tuple[str, str]:
+    """The text before the first and after the last batch of a file of ``count`` alignments."""
+    if fmt == "tsv":
+        return TSV_HEADER, ""
+    if fmt == "pair":
+        return (pair_header(mode, scoring), PAIR_FOOTER) if count else ("", "")
+    if fmt == "json":
+        return "[", "\n]\n" if count else "]\n"
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+__all__ = ["AlignedBatch", "format_batch", "file_parts", "tsv_text", "pair_text", "json_text",
+           "pair_header", "PAIR_FOOTER", "TSV_HEADER"]
