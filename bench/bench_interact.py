@@ -88,7 +88,8 @@ def main() -> int:
     ap.add_argument("--traceback", action="store_true", help="also time the best window's structure")
     ap.add_argument("--tile", type=int, default=None, help="tile size (default: automatic)")
     ap.add_argument("--outer-blocks", type=int, default=None, help="outer diagonal groups")
-    ap.add_argument("--inner-blocks", type=int, default=8, help="inner diagonal groups (reduce sweep)")
+    ap.add_argument("--inner-blocks", type=int, default=None,
+                    help="inner diagonal groups (reduce sweep; default: automatic)")
     ap.add_argument("--fused", choices=["auto", "on", "off"], default="auto",
                     help="all splits of an outer diagonal in one Pallas kernel (auto: on GPU)")
     ap.add_argument("--split-warps", type=int, default=None,

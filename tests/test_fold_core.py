@@ -115,10 +115,10 @@ def test_empty_and_single_base():
 
 
 def test_mixed_lengths_compile_a_handful_of_shapes():
-    from jaxrna.fold import api
+    from jaxrna import programs as aot
 
     def programs():
-        return api._batched_fill._cache_size() + blocked_fill._cache_size()
+        return aot.memo_size()
 
     rng = random.Random(3)
     seqs = [rand_seq(rng, rng.randint(10, 400)) for _ in range(300)]

@@ -407,3 +407,37 @@ def test_cli_errors(fasta, tmp_path, capsys, monkeypatch):
     code, out, err = run_cli(["fold", fasta, "--partition", "--max-memory", "0.0000001"],
                              capsys)
     assert code == 2 and "need about" in err and out == ""
+
+
+def test_triples_text_is_the_per_triple_formatting():
+    """The array formatter of the dot-plot and JSON writers: byte for byte what formatting
+    each triple with %.6g (and json.dumps of that float) writes, rounding ties included."""
+    import json as _json
+
+    from jaxrna.formats.fold_partition import _p, triples_text
+
+    rng = np.random.default_rng(11)
+
+    def reference(P, style):
+        rows, cols = np.nonzero(np.triu(P, 1) >= 1e-6)
+        if style == "json":
+            return ", ".join(_json.dumps([int(a) + 1, int(b) + 1, _p(float(P[a, b]))])
+                             for a, b in zip(rows, cols))
+        return "".join(f"{a + 1} {b + 1} {P[a, b]:.6g}\n" for a, b in zip(rows, cols))
+
+    for trial in range(12):
+        n = int(rng.integers(2, 300))
+        kind = trial % 4
+        if kind == 0:
+            P = rng.random((n, n))
+        elif kind == 1:
+            P = 10.0 ** rng.uniform(-7, 0, (n, n))
+        elif kind == 2:                      # decimal ties, and values a hair off them
+            P = rng.integers(1, 10 ** 6, (n, n)) / 10.0 ** rng.integers(6, 12, (n, n))
+            P = np.clip(P + rng.choice([0.0, 5e-12, -5e-12], (n, n)), 0, 1)
+        else:                                # round numbers: 1, 0.5, 1e-06, ...
+            P = np.round(rng.random((n, n)), int(rng.integers(0, 7)))
+            P[0, -1], P[0, 1] = 1.0, 1e-6
+        for style in ("dotplot", "json"):
+            assert triples_text(P, style) == reference(P, style), (trial, style)
+    assert triples_text(np.zeros((3, 3)), "json") == ""

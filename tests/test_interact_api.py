@@ -142,3 +142,48 @@ def test_memory_estimate_refuses_what_does_not_fit():
     assert list(interact_pairs(recs, "bpmax", max_bytes=1 << 20,
                                on_error=lambda pair, exc: errors.append(pair[1].id))) == []
     assert errors == ["long"]
+
+
+@pytest.mark.parametrize("outer", ["1", "2"])
+def test_best_window_ties_follow_the_host_rule(outer):
+    """The device picks the best window; among ties (many with unit weights) it must be the
+    one the host rule picks from every window's score: the highest strand-1 start, then the
+    lowest strand-2 start. Windows on both strands (geometry of test_windowed_random)."""
+    import numpy as np
+
+    from jaxrna.interact.program import best_window
+
+    rng = random.Random(31)
+    w = parse_weights("unit")
+    pairs = [(random_strand(rng, rng.randint(12, 14)), random_strand(rng, rng.randint(25, 30)))
+             for _ in range(4)]
+    results = run(pairs, w, outer=outer, window1=8, window2=8, keep_windows=True)
+    ties = 0
+    for r in results:
+        win = r.windows
+        best = win == win.max()
+        ties += int(best.sum()) > 1
+        a = int(np.flatnonzero(best.any(axis=1))[-1])
+        b = int(np.flatnonzero(best[a])[0])
+        assert (r.window1[0], r.window2[0]) == (a, b)
+        assert r.score_units == win.max()
+        assert_valid(r, w)
+    assert ties >= 2                         # the rule was exercised
+    # the same rule on the scores as the program holds them (internal orientation)
+    scores = np.array([[3, 1, 3], [0, 3, 2]])
+    assert best_window(scores, True) == (1, 1) and best_window(scores, False) == (0, 2)
+
+
+def test_one_strand_whole_the_other_windowed():
+    """The CLI's job shape (strand 1 whole, a window on strand 2; the traceback box holds every
+    outer cell but only the tile rows of the window), and its mirror with strand 2 outside."""
+    rng = random.Random(41)
+    w = parse_weights("bpmax")
+    s1, s2 = random_strand(rng, 7), random_strand(rng, 30)
+    spec = reference_windows(s1, s2, w, len(s1), 8)
+    for outer in ("1", "2"):
+        (r,) = run([(s1, s2)], w, window2=8, outer=outer, keep_windows=True)
+        assert r.score_units == max(spec.values()) and r.window1 == (0, len(s1) - 1)
+        assert spec[(0, len(s2) - 1 - r.window2[1])] == r.score_units
+        assert r.windows.shape == (1, len(s2) - 7)
+        assert_valid(r, w)

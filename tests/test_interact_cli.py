@@ -102,3 +102,30 @@ def test_bad_options_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as exc:
         main(["interact", *argv])
     assert exc.value.code == 2
+
+
+def test_warm_run_compiles_nothing(tmp_path):
+    """A second process with the same cache directory compiles nothing (on a GPU it loads the
+    stored executable and does not even trace; on the CPU JAX's compilation cache serves the
+    program: jaxrna.programs), and the output is the same."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    outputs, reports = [], []
+    for k in range(2):
+        profile = tmp_path / f"profile{k}.json"
+        env = dict(os.environ, JAXRNA_CACHE_DIR=str(tmp_path / "cache"), JAXRNA_PROFILE=str(profile),
+                   PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        proc = subprocess.run([sys.executable, "-m", "jaxrna", "interact", "-q", "--seq1",
+                               "GGGAAAUCCCAG", "--seq2", "GGAUUUCCCAGU", "-f", "dbn"], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(proc.stdout)
+        reports.append(json.loads(profile.read_text()))
+    cold, warm = reports
+    assert cold["counts"]["compiled"] >= 1 and cold["counts"].get("executables_compiled", 0) >= 1
+    assert warm["counts"]["compiled"] == 0
+    assert warm["counts"].get("cache_hits", 0) == warm["counts"].get("programs", 0) >= 1
+    assert outputs[0] == outputs[1] and outputs[0].startswith(">seq1&seq2")

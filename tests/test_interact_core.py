@@ -175,3 +175,28 @@ def test_fused_split_kernel_interpret_equals_reference(monkeypatch):
     finally:
         splits._batched.cache_clear()
     check_against_reference(each, pairs, FUSED, weights)
+
+
+def test_stored_programs_change_with_the_sources(tmp_path, monkeypatch):
+    """The executable store must never load a program built from older code: its key carries
+    a hash of every jaxrna source file, so editing any of them gives every program a new key."""
+    import os
+    import shutil
+
+    import jax
+
+    import jaxrna
+    from jaxrna import programs
+
+    device = jax.devices("cpu")[0]
+    args = (np.zeros((2, 8), np.int32),)
+    key = programs.program_key("interact.batch", args, {"w": 1}, device)
+    assert programs.program_key("interact.batch", args, {"w": 1}, device) == key
+    copy = tmp_path / "jaxrna"
+    shutil.copytree(os.path.dirname(jaxrna.__file__), copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "interact" / "recurrence.py").write_text(
+        (copy / "interact" / "recurrence.py").read_text() + "\n# edited\n")
+    monkeypatch.setattr(programs, "__file__", str(copy / "programs.py"))
+    monkeypatch.setattr(programs, "_source_hash", None)
+    assert programs.program_key("interact.batch", args, {"w": 1}, device) != key

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
                                add_output_options, ensemble_temperature, positive_int,
                                setup_logging, weights_arg)
+from jaxrna.cli.fold_energy import ENERGY_HELP, add_energy_options, energy_model, run_turner
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
-from jaxrna.io import InputError, atomic_output, read_fasta, sequence_record
+from jaxrna.io import InputError, atomic_output, sequence_record
 from jaxrna.progress import progress
+from jaxrna.stages import stage
 
 log = logging.getLogger("jaxrna")
 
@@ -38,14 +41,15 @@ Memory grows as n^2 (about 2 GiB for 4,000 nt, 11 GiB for 10,000 nt; float64).
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "fold", help="Nussinov folding: maximum-weight secondary structures",
+        "fold", help="Nussinov folding (maximum-weight structures) or, with --model turner, "
+                     "minimum free energy structures",
         description="Fold RNA sequences by maximising the total weight of base pairs "
                     "(Nussinov). Allowed pairs: A-U, G-C, G-U; N and other IUPAC codes never pair.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXAMPLES + "\n" + ENERGY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("fasta", nargs="*", metavar="FASTA",
                    help="FASTA file(s), plain or gzip; '-' reads standard input")
     p.add_argument("-s", "--sequence", metavar="SEQ", help="fold this one sequence (id 'seq')")
-    p.add_argument("-w", "--weights", type=weights_arg, default="unit", metavar="SET",
+    p.add_argument("-w", "--weights", type=weights_arg, default=None, metavar="SET",
                    help="unit (default), bpmax, integer, or GC=x,AU=y,GU=z")
     p.add_argument("-m", "--min-loop", type=positive_int, default=3, metavar="N",
                    help="a pair (i, j) needs j - i > N, i.e. at least N unpaired bases in a hairpin (default 3)")
@@ -57,14 +61,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-memory", type=float, metavar="GiB", default=None,
                    help="refuse sequences whose tables need more (default: 80%% of this machine's memory)")
     add_backend_option(p)
+    add_energy_options(p)
     p.set_defaults(func=run)
 
 
-def _run_partition(args, temperature: float, backend: str, max_bytes) -> int:
-    from jaxrna.fold.partition import partition_records
-    from jaxrna.formats.fold_partition import plot_paths, plotting, writer_for
-
-    records = _records(args)
+def _run_partition(args, temperature: float, requested: str, max_bytes) -> int:
+    chunks, work = _peek(_read(args), PARTITION_PEEK)
+    backend = _start_jax(requested, work, partition=True)
+    with stage("imports"):
+        from jaxrna.fold.partition import partition_records
+        from jaxrna.formats.fold_partition import plot_paths, plotting, writer_for
+    records = (c.record(k) for c in chunks for k in range(len(c)))
     paths = None
     if args.plot is not None:
         records = list(records)
@@ -77,22 +84,113 @@ def _run_partition(args, temperature: float, backend: str, max_bytes) -> int:
                                     on_error=lambda rec, exc: summary.skip(rec.id, exc))
         if paths is not None:
             results = plotting(results, paths)
-        with atomic_output(args.output) as out:
-            writer_for(args.format)(summary.count(results), out)
+        _write(args.output, writer_for(args.format), summary.count(results))
     finally:
         bar.close()
     return summary.finish()
 
 
-def _records(args):
-    if args.sequence is not None:
-        yield sequence_record(args.sequence)
-    for path in args.fasta:
-        yield from read_fasta(path)
+def _read(args):
+    """The input as :class:`~jaxrna.io.bulk.SeqBatch` blocks (``--sequence`` first, then each
+    FASTA file, read in bulk), the time booked to the ``read`` stage."""
+    from jaxrna.io.bulk import SeqBatch, iter_batches
+
+    def blocks():
+        if args.sequence is not None:
+            yield SeqBatch.from_records([sequence_record(args.sequence)], "--sequence")
+        for path in args.fasta:
+            yield from iter_batches(path)
+
+    it = blocks()
+    held, size = [], 0
+    while True:
+        with stage("read"):
+            block = next(it, None)
+        if block is None:
+            break
+        held.append(block)          # whole blocks together: one batch plan, fewer shapes
+        size += len(block.letters)
+        if size >= CHUNK_LETTERS:
+            yield SeqBatch.concat(held)
+            held, size = [], 0
+    if held:
+        yield SeqBatch.concat(held)
+
+
+#: Blocks of the bulk reader are joined into chunks of about this many letters (the reader
+#: cuts a file's last record into a block of its own).
+CHUNK_LETTERS = 1 << 25
+
+
+#: Input is read ahead until its work (split operations) passes these before the engine and
+#: backend are chosen (the rest of a large input streams).
+FOLD_PEEK = 4e9
+PARTITION_PEEK = 4e9
+
+
+def _peek(chunks, limit: float):
+    """``(all chunks, work of those read so far)``: reads until the work passes ``limit``."""
+    from jaxrna.fold.api import work_estimate
+
+    head, work = [], 0.0
+    for chunk in chunks:
+        head.append(chunk)
+        work += work_estimate(chunk.lengths.tolist())
+        if work >= limit:
+            break
+    return itertools.chain(head, chunks), work
+
+
+def _start_jax(requested: str, work: float, partition: bool = False) -> str:
+    """Choose the backend (before JAX starts any: :func:`jaxrna.runtime.choose_backend`) and
+    turn on the compilation caches."""
+    from jaxrna.fold.api import GPU_WORK_FROM, PARTITION_GPU_WORK_FROM
+    from jaxrna.runtime import choose_backend, enable_compilation_cache
+
+    with stage("setup"):
+        backend = choose_backend(requested, work,
+                                 PARTITION_GPU_WORK_FROM if partition else GPU_WORK_FROM)
+        enable_compilation_cache()
+    return backend
+
+
+def _write(output, writer, results) -> None:
+    """Format ``results`` with ``writer`` (``format`` stage) into ``output`` (atomically),
+    written in ~1 MB pieces by a background thread (``write`` stage)."""
+    from jaxrna.pipeline import OrderedWriter
+
+    with atomic_output(output) as out, OrderedWriter(out) as ordered:
+        pieces = _Pieces(ordered)
+        with stage("format"):
+            writer(results, pieces)
+            pieces.flush()
+
+
+class _Pieces:
+    """A text handle that hands what is written to an :class:`OrderedWriter` in large pieces."""
+
+    def __init__(self, ordered, size: int = 1 << 20) -> None:
+        self.ordered, self.limit = ordered, size
+        self.parts: list[str] = []
+        self.size = 0
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= self.limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            self.ordered.write("".join(self.parts))
+            self.parts, self.size = [], 0
 
 
 def run(args) -> int:
     setup_logging(args.quiet)
+    model = energy_model(args)          # --model turner (None: Nussinov)
+    if args.weights is None:
+        args.weights = "unit"
     if isinstance(args.weights, str):
         args.weights = weights_arg(args.weights)
     if not args.fasta and args.sequence is None:
@@ -101,23 +199,26 @@ def run(args) -> int:
     if args.score_only and args.format not in SCORE_ONLY_FORMATS:
         raise InputError(f"--score-only needs a score-only format ({', '.join(SCORE_ONLY_FORMATS)}), "
                          f"not {args.format}")
-    from jaxrna.fold.api import fold_records
-    from jaxrna.runtime import enable_compilation_cache, resolve_backend
-
-    enable_compilation_cache()
-    backend = resolve_backend(args.backend)
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
+    if model is not None:
+        return run_turner(args, model, max_bytes)
     if args.partition:
-        return _run_partition(args, temperature, backend, max_bytes)
+        return _run_partition(args, temperature, args.backend, max_bytes)
+    from jaxrna.fold.api import choose_engine, fold_batches
+
+    chunks, work = _peek(_read(args), FOLD_PEEK)
+    with stage("setup"):
+        engine = choose_engine(args.backend, work)
+    if engine != "host":
+        engine = _start_jax(args.backend, work)
     bar = progress(None, "fold", quiet=args.quiet)
     summary = RunSummary("folded", "record")
     try:
-        results = fold_records(_records(args), args.weights, args.min_loop,
+        results = fold_batches(chunks, args.weights, args.min_loop,
                                with_pairs=not args.score_only, max_bytes=max_bytes,
-                               on_done=bar.update, backend=backend,
+                               on_done=bar.update, backend=engine,
                                on_error=lambda rec, exc: summary.skip(rec.id, exc))
-        with atomic_output(args.output) as out:
-            WRITERS[args.format](summary.count(results), out)
+        _write(args.output, WRITERS[args.format], summary.count(results))
     finally:
         bar.close()
     return summary.finish()

@@ -10,8 +10,9 @@ import logging
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_output_options, int_at_least,
                                setup_logging, weights_arg)
 from jaxrna.formats.interact import SCORE_ONLY_FORMATS, WRITERS, write_window_rows, write_windows_header
-from jaxrna.io import InputError, atomic_output, read_fasta, sequence_record
+from jaxrna.io import InputError, atomic_output, sequence_record
 from jaxrna.progress import progress
+from jaxrna.stages import stage
 
 log = logging.getLogger("jaxrna")
 
@@ -77,7 +78,9 @@ def _records(path: str | None, seq: str | None, name: str, flag: str):
         return [sequence_record(seq, id=name)]
     if path is None:
         raise InputError(f"no strand-{name[-1]} input: give a FASTA file or {flag} SEQ")
-    return list(read_fasta(path))
+    from jaxrna.io.bulk import read_batch
+
+    return read_batch(path).records()
 
 
 def run(args) -> int:
@@ -91,8 +94,9 @@ def run(args) -> int:
                          f"not {args.format}")
     if args.fasta1 == "-" and args.fasta2 == "-":
         raise InputError("only one input can be standard input ('-')")
-    recs1 = _records(args.fasta1, args.seq1, "seq1", "--seq1")
-    recs2 = _records(args.fasta2, args.seq2, "seq2", "--seq2")
+    with stage("read"):
+        recs1 = _records(args.fasta1, args.seq1, "seq1", "--seq1")
+        recs2 = _records(args.fasta2, args.seq2, "seq2", "--seq2")
     if args.pairs == "zip":
         if len(recs1) != len(recs2):
             raise InputError(f"--pairs zip needs as many records in each input; got "
@@ -101,11 +105,14 @@ def run(args) -> int:
     else:
         pairs = list(itertools.product(recs1, recs2))
 
-    from jaxrna.interact.api import interact_pairs
-    from jaxrna.runtime import enable_compilation_cache, resolve_backend
+    with stage("imports"):
+        from jaxrna.interact.api import interact_pairs
+        from jaxrna.runtime import choose_backend, enable_compilation_cache
 
-    enable_compilation_cache()
-    backend = resolve_backend(args.backend)
+    with stage("setup"):
+        # (the GPU's memory is taken as needed, not 75% of it at the start: runtime)
+        backend = choose_backend(args.backend)
+        enable_compilation_cache()    # programs as executables: a warm run loads
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     bar = progress(len(pairs), "interact", unit="pair", quiet=args.quiet)
     summary = RunSummary("computed", "pair")
@@ -130,7 +137,8 @@ def run(args) -> int:
                     yield r
 
             stream = with_windows(results) if args.all_windows else results
-            WRITERS[args.format](summary.count(stream), out)
+            with stage("format"):     # formatting and writing (computing is booked apart)
+                WRITERS[args.format](summary.count(stream), out)
     finally:
         bar.close()
     return summary.finish()

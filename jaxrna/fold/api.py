@@ -9,32 +9,46 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import partial
 from typing import Iterable, Iterator, Sequence
 
-import jax
 import numpy as np
 
-from jaxrna.alphabet import encode, encode_batch
-from jaxrna.batching import batch_size_bucket, bucket_length, plan_batches
-from jaxrna.fold.blocked import blocked_fill, dense_table
-from jaxrna.fold.traceback import pairs_to_dotbracket, traceback
+from jaxrna import stages
+from jaxrna.alphabet import encode
+from jaxrna.batching import batch_rows, bucket_length, bucket_length_coarse
+from jaxrna.fold.traceback import pairs_to_dotbracket
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
+from jaxrna.oom import is_out_of_memory, split_on_oom
 from jaxrna.runtime import human_bytes, memory_bytes
 from jaxrna.weights import ScoredResult, WeightSet, parse_weights
+
+log = logging.getLogger("jaxrna")
 
 TILE = 64
 #: Bytes per padded position squared: device tiles and row-shifted copy (2 x 4 B, plus group
 #: padding), the host copy and the dense table used by the traceback.
 BYTES_PER_CELL = 20
-#: Below this many sequences in a bucket, keep the batch exact (no power-of-two padding).
-_MIN_BATCH_PAD = 2
+#: Device bytes per padded position squared of a batch row (tiles, shifted copy, slack).
+DEVICE_BYTES_PER_CELL = 12
 #: On a GPU, longer sequences are folded one at a time by the packed Pallas schedule
 #: (:mod:`jaxrna.fold.gpu`), whose table and traceback stay on the device.
 GPU_PACKED_ABOVE = 4096
+#: Rows of one batch, at most (CPU, GPU); a batch takes the next power of two of its count
+#: (so a length bucket takes one or two compiled programs: full batches and the last one).
+MAX_ROWS = {"cpu": 64, "gpu": 1024}
+#: Device memory one GPU batch may take.
+GPU_BATCH_BUDGET = 4 << 30
+#: Block-diagonal groups of the tiled fill (:func:`jaxrna.fold.blocked.blocked_fill`): on a
+#: GPU one (the schedule is latency-bound; one loop body compiles fastest), on a CPU two
+#: (less work on empty tiles, still a fraction of the compile time of eight).
+FILL_GROUPS = {"cpu": 2, "gpu": 1}
+#: Batches launched ahead of the one whose results are being read.
+LAUNCH_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class FoldResult(ScoredResult):
     min_loop: int
     pairs: tuple[tuple[int, int], ...] | None = None
     description: str = field(default="", compare=False)
+    structure_text: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def length(self) -> int:
@@ -59,6 +74,8 @@ class FoldResult(ScoredResult):
 
     @property
     def structure(self) -> str | None:
+        if self.structure_text is not None:
+            return self.structure_text
         return None if self.pairs is None else pairs_to_dotbracket(list(self.pairs), self.length)
 
 
@@ -79,126 +96,474 @@ def check_memory(length: int, record_id: str, max_bytes: int | None = None) -> N
             f"split it into domains, or raise --max-memory")
 
 
-@partial(jax.jit, static_argnames=("min_loop", "tile"))
-def _batched_fill(codes, weights, min_loop, tile):
-    return jax.vmap(lambda c: blocked_fill(c, weights, min_loop=min_loop, tile=tile))(codes)
+def work_estimate(lengths: Iterable[int]) -> float:
+    """Split operations (n^3 / 6 per sequence) of folding sequences of these lengths."""
+    return float(sum(n * n * n for n in lengths)) / 6.0
 
 
-def _fill(codes: np.ndarray, weights: WeightSet, min_loop: int, one_at_a_time: bool):
-    """Tiled tables of a padded batch: one vmapped program, or one call per sequence.
+#: ``--backend auto``: jobs of less work (split operations) fold on the CPU, where they finish
+#: before a GPU would have started (CUDA start-up and loading the programs take seconds).
+GPU_WORK_FROM = 2e9
+#: The same for the partition function (about 20 times the CPU time per operation).
+PARTITION_GPU_WORK_FROM = 1e8
 
-    On a CPU, XLA runs the tile schedule of one sequence several times faster than the same
-    schedule vmapped over a batch (the batched in-tile gathers dominate), so there batches of
-    non-trivial length are folded one sequence per call of the same compiled program.
+
+def choose_engine(requested: str, work: float) -> str:
+    """``host`` (NumPy, no JAX: :mod:`jaxrna.fold.host`), ``cpu`` or ``gpu`` for a job of
+    ``work`` split operations and ``--backend requested``. Decided before JAX starts: ``host``
+    when the CPU is asked for or good enough (``auto``) and the work is below
+    :data:`~jaxrna.fold.host.HOST_WORK_LIMIT` (importing JAX alone would take longer);
+    otherwise :func:`jaxrna.runtime.choose_backend` (the CPU without starting CUDA when the
+    work is below :data:`GPU_WORK_FROM`).
+
+    ``$JAXRNA_FOLD_HOST_WORK`` overrides the limit (0: never the NumPy engine).
+
+    >>> choose_engine("auto", 1e6), choose_engine("cpu", 1e6)
+    ('host', 'host')
     """
-    if one_at_a_time:
-        return [blocked_fill(c, weights.matrix(), min_loop=min_loop, tile=TILE) for c in codes]
-    return _batched_fill(codes, weights.matrix(), min_loop, TILE)
+    from jaxrna.fold.host import HOST_WORK_LIMIT
+    from jaxrna.runtime import announce_host, choose_backend
+
+    limit = float(os.environ.get("JAXRNA_FOLD_HOST_WORK", HOST_WORK_LIMIT))
+    if requested in ("auto", "cpu") and work < limit:
+        announce_host(f"--backend {requested}, a small job")
+        return "host"
+    return choose_backend(requested, work, GPU_WORK_FROM)
 
 
-def _fold_batch(seqs: list[str], weights: WeightSet, min_loop: int, with_pairs: bool,
-                backend: str = "cpu"):
-    padded = bucket_length(max(len(s) for s in seqs), TILE)
-    one_at_a_time = backend == "cpu" and padded > TILE
-    rows = len(seqs) if (len(seqs) < _MIN_BATCH_PAD or one_at_a_time) else batch_size_bucket(len(seqs))
-    codes, lengths = encode_batch(seqs + [""] * (rows - len(seqs)), padded)
-    tiles = _fill(codes, weights, min_loop, one_at_a_time)
-    t = TILE
+# ------------------------------------------------------------------------------------------
+# the batched device program: tiled fill, scores and the traceback, one compiled program
+
+
+def _fold_program(codes, lengths, weights, *, min_loop: int, tile: int, groups: int,
+                  with_pairs: bool, sequential: bool, walk: str = "xla"):
+    """Scores ``(B,)`` and, with pairs, partners ``(B, L)`` (int16 or int32) and ``ok``.
+
+    ``sequential``: fill the rows one after another (``lax.map``, empty rows skipped), as a
+    CPU runs the tile schedule of one sequence faster than the same schedule vmapped over a
+    batch; otherwise vmapped (GPU). ``walk``: the traceback as vmapped XLA steps
+    (:func:`~jaxrna.fold.walk.traceback_tiles`) or as one Pallas kernel
+    (:func:`~jaxrna.fold.walk.traceback_tiles_kernel`, GPU)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrna.fold.blocked import blocked_fill
+    from jaxrna.fold.walk import traceback_tiles, traceback_tiles_kernel
+
+    weights = weights.astype(jnp.int32)
+
+    def fill(c):
+        return blocked_fill(c, weights, min_loop=min_loop, tile=tile, groups=groups,
+                            diag_blocks=1, maxplus="xla" if sequential else "pallas")
+
+    if sequential:
+        nb = codes.shape[1] // tile
+        empty = jnp.zeros((nb, nb, tile, tile), jnp.int32)
+        tiles = jax.lax.map(lambda a: jax.lax.cond(a[1] > 1, fill, lambda c: empty, a[0]),
+                            (codes, lengths))
+    else:
+        tiles = jax.vmap(fill)(codes)
+    B = codes.shape[0]
+    last = jnp.maximum(lengths - 1, 0)
+    scores = tiles[jnp.arange(B), 0, last // tile, 0, last % tile]
+    scores = jnp.where(lengths > 1, scores, 0)
     if not with_pairs:
-        last = np.maximum(lengths[:len(seqs)] - 1, 0)
-        scores = [tiles[b][0, last[b] // t, 0, last[b] % t] for b in range(len(seqs))]
-        return [(int(s) if n > 1 else 0, None) for s, n in zip(jax.device_get(scores), lengths)]
-    host = [np.asarray(x) for x in tiles]
-    out = []
-    wm = weights.matrix()
-    for b, seq in enumerate(seqs):
-        n = len(seq)
-        if n <= 1:
-            out.append((0, ()))
-            continue
-        table = dense_table(host[b], n)
-        pairs = traceback(table, encode(seq), wm, min_loop)
-        out.append((int(table[0, n - 1]), tuple(pairs)))
-    return out
+        return (scores,)
+    if walk == "kernel":
+        partner, ok = traceback_tiles_kernel(tiles, codes, lengths, weights, min_loop)
+    else:
+        partner, ok = traceback_tiles(tiles, codes, lengths, weights, min_loop)
+    small = codes.shape[1] < (1 << 15)
+    return scores, partner.astype(jnp.int16 if small else jnp.int32), ok
 
 
-def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", min_loop: int = 3,
-                 with_pairs: bool = True, chunk: int = 2048, max_bytes: int | None = None,
-                 batch_budget: int = 1 << 30, on_done=None,
-                 backend: str = "cpu", on_error=None) -> Iterator[FoldResult]:
-    """Fold a stream of records, yielding results in input order.
+_fold_program_jit = None
+_kernel_walk_failed = False
+#: On a GPU, trace back with the one-kernel walk (:func:`jaxrna.fold.walk.traceback_tiles_kernel`;
+#: the XLA walk if it does not build). ``JAXRNA_FOLD_WALK=xla`` forces the XLA walk.
+WALK_KERNEL = os.environ.get("JAXRNA_FOLD_WALK", "kernel") != "xla"
 
-    Records are read ``chunk`` at a time, grouped by padded length and folded in batches of
-    at most ``batch_budget`` bytes; ``on_done(k)`` is called as ``k`` more records finish.
-    ``backend`` is a JAX platform name (``"cpu"`` or ``"gpu"``) to compute on. A record that
-    cannot be folded (too large) raises :class:`ResourceError`, or, when ``on_error(record,
-    error)`` is given, is reported to it and skipped.
+
+def _static(min_loop: int, with_pairs: bool, backend: str) -> dict:
+    return dict(min_loop=min_loop, tile=TILE, groups=FILL_GROUPS[backend],
+                with_pairs=with_pairs, sequential=backend == "cpu", walk="xla")
+
+
+def _jitted():
+    global _fold_program_jit
+    if _fold_program_jit is None:
+        import jax
+
+        _fold_program_jit = jax.jit(_fold_program, static_argnames=(
+            "min_loop", "tile", "groups", "with_pairs", "sequential", "walk"))
+    return _fold_program_jit
+
+
+def _use_kernel(backend: str, with_pairs: bool) -> bool:
+    return backend == "gpu" and with_pairs and WALK_KERNEL and not _kernel_walk_failed
+
+
+def _program(codes, lengths, wm, min_loop: int, with_pairs: bool, backend: str, device):
+    """The compiled batch program for these shapes (:mod:`jaxrna.programs`)."""
+    global _kernel_walk_failed
+    from jaxrna import programs
+
+    static = _static(min_loop, with_pairs, backend)
+    args = (codes, lengths, wm)
+    if _use_kernel(backend, with_pairs):
+        try:
+            return programs.program("fold.tiles", _jitted(), args, dict(static, walk="kernel"),
+                               device)
+        except Exception as exc:  # noqa: BLE001 - a Triton build that rejects the kernel
+            _kernel_walk_failed = True
+            log.debug("traceback kernel unavailable (%s); using the XLA walk", exc)
+    return programs.program("fold.tiles", _jitted(), args, static, device)
+
+
+def _ready(codes, lengths, wm, min_loop: int, with_pairs: bool, backend: str, device) -> bool:
+    """Whether the batch program for these shapes is already in this process."""
+    from jaxrna import programs
+
+    static = _static(min_loop, with_pairs, backend)
+    if _use_kernel(backend, with_pairs):
+        static["walk"] = "kernel"
+    return programs.ready("fold.tiles", (codes, lengths, wm), static, device)
+
+
+def _prefetch(rows: int, padded: int, min_loop: int, with_pairs: bool, backend: str,
+              device) -> None:
+    """Start compiling (or loading) the program of a batch shape in the background."""
+    import jax
+
+    from jaxrna import programs
+
+    args = (jax.ShapeDtypeStruct((rows, padded), np.int8),
+            jax.ShapeDtypeStruct((rows,), np.int32), jax.ShapeDtypeStruct((5, 5), np.int32))
+    static = _static(min_loop, with_pairs, backend)
+    if _use_kernel(backend, with_pairs):
+        static["walk"] = "kernel"
+    programs.prefetch("fold.tiles", _jitted(), args, static, device)
+
+
+def _batches(lengths: np.ndarray, members: np.ndarray, backend: str,
+             budget: int | None) -> list[tuple[int, int, np.ndarray]]:
+    """``(padded length, row cap, members)`` of each batch (members: indices into the chunk).
+
+    Members are grouped by padded length (the CPU's fine ladder, the GPU's coarse one) into
+    batches of at most ``cap`` rows (the memory budget's, a power of two). On a GPU, where a
+    batch's time is set by its chain of dependent steps (which grows with the padded length)
+    far more than by its rows, the free rows of each length's last batch are then filled with
+    the shortest-padded sequences of the shorter lengths: 1,000 sequences of 50-500 nt go as
+    one batch of 1,024 x 512 (one program; 0.21 s on an H200, against 0.40 s for three
+    batches of 128, 256 and 512).
+
+    >>> lengths = np.array([60, 300, 500, 100, 200])
+    >>> [(p, m.tolist()) for p, _, m in _batches(lengths, np.arange(5), "gpu", None)]
+    [(512, [1, 2, 4, 0, 3])]
+    >>> [(p, m.tolist()) for p, _, m in _batches(lengths, np.arange(5), "cpu", None)]
+    [(64, [0]), (384, [1]), (512, [2]), (128, [3]), (256, [4])]
     """
+    ladder = bucket_length_coarse if backend == "gpu" else bucket_length
+    if budget is None:
+        budget = GPU_BATCH_BUDGET if backend == "gpu" else 1 << 30
+    padded = np.array([ladder(int(n)) for n in lengths[members]], np.int64) if len(members) \
+        else np.zeros(0, np.int64)
+
+    def cap_for(size: int) -> int:
+        fit = max(1, budget // (DEVICE_BYTES_PER_CELL * size * size))
+        return batch_rows(0, min(fit, MAX_ROWS[backend]), fill=True)
+
+    out: list[list] = []
+    for size in sorted(set(padded.tolist()), reverse=backend == "gpu"):
+        group = members[padded == size]
+        cap = cap_for(size)
+        if backend == "gpu" and out:                     # top up the last, longer batch
+            last = out[-1]
+            take = group[:max(last[1] - len(last[2]), 0)]
+            if len(take):
+                last[2] = np.concatenate([last[2], take])
+                group = group[len(take):]
+        for s in range(0, len(group), cap):
+            out.append([size, cap, group[s:s + cap]])
+    out.sort(key=lambda b: int(b[2].min()))
+    return [(size, cap, m) for size, cap, m in out]
+
+
+@dataclass
+class _Job:
+    """One unit of work of a chunk: ``kind`` is ``batch`` (a device batch), ``host`` (the
+    chunk's records on the NumPy engine), ``packed`` (one long record on the GPU schedule) or
+    ``end`` (every job of the chunk is done: its results can go out)."""
+
+    kind: str
+    chunk: object
+    members: np.ndarray | None = None
+    padded: int = 0
+    cap: int = 1
+    results: dict | None = None
+
+
+class _Folder:
+    """Turns chunks (:class:`~jaxrna.io.bulk.SeqBatch`) into jobs, launches and collects them."""
+
+    def __init__(self, weights: WeightSet, min_loop: int, with_pairs: bool, backend: str,
+                 max_bytes: int | None, batch_budget: int | None, on_done, on_error) -> None:
+        self.weights, self.min_loop, self.with_pairs = weights, min_loop, with_pairs
+        self.backend, self.max_bytes, self.budget = backend, max_bytes, batch_budget
+        self.on_done, self.on_error = on_done, on_error
+        self.wm = weights.matrix()
+        self.device = None
+        self.flying: list = []               # CPU: outputs launched since the last load
+        if backend != "host":
+            import jax
+
+            self.device = jax.devices(backend)[0]
+
+    # -- planning -------------------------------------------------------------------------
+
+    def _refuse(self, chunk, k: int, exc: ResourceError) -> None:
+        if self.on_error is None:
+            raise exc
+        self.on_error(chunk.record(k), exc)
+
+    def jobs(self, chunks) -> Iterator[_Job]:
+        for chunk in chunks:
+            results: dict = {}
+            lengths = np.asarray(chunk.lengths, np.int64)
+            ok = np.ones(len(lengths), bool)
+            packed = np.zeros(len(lengths), bool)
+            if self.backend == "gpu":
+                packed = lengths > GPU_PACKED_ABOVE
+            for k in np.flatnonzero(~packed):
+                n = int(lengths[k])
+                if n > 1024 or self.max_bytes is not None:   # shorter ones always fit
+                    try:
+                        check_memory(n, chunk.ids[k], self.max_bytes)
+                    except ResourceError as exc:
+                        ok[k] = False
+                        self._refuse(chunk, int(k), exc)
+            regular = np.flatnonzero(ok & ~packed)
+            for k in np.flatnonzero(packed):
+                # long records on the GPU go one by one, in input order with the batches
+                before = regular[regular < k]
+                yield from self._regular(chunk, lengths, before, results)
+                regular = regular[regular > k]
+                yield _Job("packed", chunk, np.array([k]), results=results)
+            yield from self._regular(chunk, lengths, regular, results)
+            yield _Job("end", chunk, results=results)
+
+    def _regular(self, chunk, lengths, members, results) -> Iterator[_Job]:
+        if not len(members):
+            return
+        if self.backend == "host":
+            yield _Job("host", chunk, members, results=results)
+            return
+        plan = _batches(lengths, members, self.backend, self.budget)
+        if self.backend == "gpu":          # compile (or load) the batch shapes side by side
+            shapes = {(self.rows(len(g), cap), padded) for padded, cap, g in plan}
+            for rows, padded in sorted(shapes, key=lambda x: -x[1]):
+                _prefetch(rows, padded, self.min_loop, self.with_pairs, self.backend,
+                          self.device)
+        for padded, cap, group in plan:
+            yield _Job("batch", chunk, group, padded, cap, results)
+
+    def rows(self, count: int, cap: int) -> int:
+        """Rows of a batch of ``count``: on a CPU always ``cap`` (one program per padded
+        length; the fill skips empty rows), on a GPU the next power of two."""
+        return batch_rows(count, cap, fill=self.backend == "cpu")
+
+    # -- launching and collecting ---------------------------------------------------------
+
+    def launch(self, job: _Job):
+        if job.kind != "batch":
+            return None
+        import jax
+
+        from jaxrna.io.bulk import padded_codes
+
+        rows = self.rows(len(job.members), job.cap)
+        with stages.stage("encode"):
+            codes = padded_codes(job.chunk, job.members, job.padded, rows=rows)
+            lengths = np.zeros(rows, np.int32)
+            lengths[:len(job.members)] = np.asarray(job.chunk.lengths)[job.members]
+        if self.backend == "cpu" and not _ready(codes, lengths, self.wm, self.min_loop,
+                                                self.with_pairs, self.backend, self.device):
+            # XLA:CPU can fail an executable that runs while another one is being loaded
+            # ("Function ... not found"): let what runs finish before loading a program
+            with stages.stage("device"):
+                jax.block_until_ready(self.flying)
+            self.flying = []
+        run = _program(codes, lengths, self.wm, self.min_loop, self.with_pairs, self.backend,
+                       self.device)
+        with stages.stage("device"):
+            try:
+                args = jax.device_put((codes, lengths, self.wm), self.device)
+                out = run(*args)
+                if self.backend == "cpu":
+                    self.flying.append(out)
+                return out
+            except Exception as exc:  # out of device memory: collect() retries in halves
+                if not is_out_of_memory(exc):
+                    raise
+                return exc
+
+    def collect(self, job: _Job, outputs) -> list[FoldResult]:
+        """Finish a job; at a chunk's ``end``, its results in input order."""
+        chunk, results = job.chunk, job.results
+        if job.kind == "batch":
+            self._collect_or_split(job, outputs)
+        elif job.kind == "host":
+            from jaxrna.fold.host import fold_host
+
+            seqs = [chunk.sequence(int(k)) for k in job.members]
+            with stages.stage("device"):
+                done = fold_host(seqs, self.wm, self.min_loop, self.with_pairs)
+            for k, (score, pairs) in zip(job.members.tolist(), done):
+                results[k] = (score, pairs, None)
+        elif job.kind == "packed":
+            k = int(job.members[0])
+            try:
+                results[k] = _fold_gpu_packed(chunk.sequence(k), chunk.ids[k], self.weights,
+                                              self.min_loop, self.with_pairs, self.max_bytes)
+            except ResourceError as exc:
+                self._refuse(chunk, k, exc)
+        if job.kind in ("batch", "host", "packed") and self.on_done:
+            self.on_done(len(job.members))
+        if job.kind != "end":
+            return []
+        out = []
+        for k in sorted(results):
+            score, pairs, text = results[k]
+            out.append(FoldResult(id=chunk.ids[k], sequence=chunk.sequence(k), score_units=score,
+                                  weights=self.weights, min_loop=self.min_loop, pairs=pairs,
+                                  description=chunk.descriptions[k], structure_text=text))
+        return out
+
+    def _collect_or_split(self, job: _Job, outputs) -> None:
+        """:meth:`_collect_batch`; out of device memory (at launch or here), the members again
+        in halves, down to single records (:func:`jaxrna.oom.split_on_oom`)."""
+        try:
+            if isinstance(outputs, BaseException):
+                raise outputs
+            return self._collect_batch(job, outputs)
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are retried
+            if not is_out_of_memory(exc):
+                raise
+            failed = exc
+
+        def run(part):
+            rows = 1 << (len(part) - 1).bit_length()      # fewer rows than the batch had
+            sub = _Job("batch", job.chunk, np.asarray(part), job.padded, rows, {})
+            out = self.launch(sub)
+            if isinstance(out, BaseException):
+                raise out
+            self._collect_batch(sub, out)
+            return [sub.results[k] for k in part]
+
+        members = job.members.tolist()
+        done = split_on_oom(run, members, lambda k: f"record '{job.chunk.ids[k]}'",
+                            self.on_error and (lambda k, e: self.on_error(job.chunk.record(k), e)),
+                            failed=failed)
+        job.results.update((k, r) for k, r in zip(members, done) if r is not None)
+
+    def _collect_batch(self, job: _Job, outputs) -> None:
+        import jax
+
+        with stages.stage("device"):
+            host = jax.device_get(outputs)
+        scores = host[0]
+        m = len(job.members)
+        if not self.with_pairs:
+            for r, k in enumerate(job.members.tolist()):
+                job.results[k] = (int(scores[r]), None, None)
+            return
+        partner, ok = host[1], host[2]
+        if not ok[:m].all():
+            raise AssertionError("table inconsistent during the device traceback")
+        lengths = np.asarray(job.chunk.lengths)[job.members]
+        with stages.stage("traceback"):
+            for r, k in enumerate(job.members.tolist()):
+                n = int(lengths[r])
+                p = partner[r, :n]
+                idx = np.flatnonzero(p > np.arange(n))
+                mate = p[idx]
+                text = np.full(n, 46, np.uint8)                  # "."
+                text[idx] = 40                                   # "("
+                text[mate] = 41                                  # ")"
+                job.results[k] = (int(scores[r]), tuple(zip(idx.tolist(), mate.tolist())),
+                                  text.tobytes().decode("ascii"))
+
+
+def fold_batches(chunks, weights: WeightSet | str = "unit", min_loop: int = 3,
+                 with_pairs: bool = True, max_bytes: int | None = None,
+                 batch_budget: int | None = None, on_done=None, backend: str = "cpu",
+                 on_error=None, depth: int = LAUNCH_AHEAD) -> Iterator[FoldResult]:
+    """Fold every record of ``chunks`` (:class:`~jaxrna.io.bulk.SeqBatch` blocks, e.g. from
+    :func:`jaxrna.io.bulk.iter_batches`), yielding results in input order.
+
+    Each chunk's records are grouped by padded length into batches of at most
+    ``batch_budget`` bytes (one compiled program per padded length and batch size; tables
+    filled and traced back on the device: only scores and partners come back); ``depth``
+    batches are launched ahead of the one being collected, so the device works while the
+    host reads, collects and formats. ``on_done(k)`` is called as ``k`` more records finish.
+    ``backend`` is a JAX platform name (``"cpu"`` or ``"gpu"``), or ``"host"`` for NumPy
+    without JAX (:mod:`jaxrna.fold.host`, for small work). A record that cannot be folded
+    (too large) raises :class:`ResourceError`, or, when ``on_error(record, error)`` is given,
+    is reported to it and skipped.
+    """
+    from jaxrna.pipeline import launch_ahead
+
     if isinstance(weights, str):
         weights = parse_weights(weights)
     if min_loop < 0:
         raise ValueError("min_loop must be >= 0")
-    buffer: list[Record] = []
-
-    def flush() -> Iterator[FoldResult]:
-        lengths = [len(r) for r in buffer]
-        results: dict[int, tuple] = {}
-        for batch in plan_batches(lengths, bytes_per_item=lambda n: BYTES_PER_CELL * n * n,
-                                  budget=batch_budget, base=TILE):
-            with jax.default_device(jax.devices(backend)[0]):
-                done = _fold_batch([buffer[i].sequence for i in batch], weights, min_loop,
-                                   with_pairs, backend)
-            results.update(zip(batch, done))
-            if on_done:
-                on_done(len(batch))
-        for i, rec in enumerate(buffer):
-            score, pairs = results[i]
-            yield FoldResult(id=rec.id, sequence=rec.sequence, score_units=score,
-                             weights=weights, min_loop=min_loop, pairs=pairs,
-                             description=rec.description)
-
-    for rec in records:
-        packed = backend == "gpu" and len(rec) > GPU_PACKED_ABOVE
-        try:
-            if packed:
-                result = _fold_gpu_packed(rec, weights, min_loop, with_pairs, max_bytes)
-            else:
-                check_memory(len(rec), rec.id, max_bytes)
-        except ResourceError as exc:
-            if on_error is None:
-                raise
-            on_error(rec, exc)
-            continue
-        if packed:
-            yield from flush()                 # keep input order
-            buffer = []
-            if on_done:
-                on_done(1)
-            yield result
-            continue
-        buffer.append(rec)
-        if len(buffer) >= chunk:
-            yield from flush()
-            buffer = []
-    if buffer:
-        yield from flush()
+    if backend not in ("host", "cpu", "gpu"):
+        raise ValueError(f"backend must be host, cpu or gpu, not {backend!r}")
+    folder = _Folder(weights, min_loop, with_pairs, backend, max_bytes, batch_budget, on_done,
+                     on_error)
+    for job, outputs in launch_ahead(folder.jobs(chunks), folder.launch, depth):
+        yield from folder.collect(job, outputs)
 
 
-def _fold_gpu_packed(rec: Record, weights: WeightSet, min_loop: int, with_pairs: bool,
-                     max_bytes: int | None) -> FoldResult:
-    """One long sequence through the packed GPU schedule (memory checked up front)."""
+def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", min_loop: int = 3,
+                 with_pairs: bool = True, chunk: int = 2048, max_bytes: int | None = None,
+                 batch_budget: int | None = None, on_done=None,
+                 backend: str = "cpu", on_error=None) -> Iterator[FoldResult]:
+    """Fold a stream of records, yielding results in input order: :func:`fold_batches` over
+    groups of ``chunk`` records (the next group is read and launched while the last one's
+    results are collected)."""
+    from jaxrna.io.bulk import SeqBatch
+
+    def chunks():
+        group: list[Record] = []
+        for rec in records:
+            group.append(rec)
+            if len(group) >= chunk:
+                yield SeqBatch.from_records(group)
+                group = []
+        if group:
+            yield SeqBatch.from_records(group)
+
+    yield from fold_batches(chunks(), weights, min_loop, with_pairs, max_bytes, batch_budget,
+                            on_done, backend, on_error)
+
+
+def _fold_gpu_packed(sequence: str, record_id: str, weights: WeightSet, min_loop: int,
+                     with_pairs: bool, max_bytes: int | None) -> tuple:
+    """``(score, pairs, None)`` of one long sequence through the packed GPU schedule (memory
+    checked up front; :class:`ResourceError` if it does not fit)."""
+    import jax
+
     from jaxrna.fold.gpu import GpuMemoryError, fold_gpu
 
     try:
-        with jax.default_device(jax.devices("gpu")[0]):
-            score, pairs = fold_gpu(encode(rec.sequence), weights.matrix(), min_loop,
-                                    with_pairs=with_pairs, record_id=rec.id, max_bytes=max_bytes,
-                                    pad_to=bucket_length(len(rec), TILE))
+        with stages.stage("device"), jax.default_device(jax.devices("gpu")[0]):
+            score, pairs = fold_gpu(encode(sequence), weights.matrix(), min_loop,
+                                    with_pairs=with_pairs, record_id=record_id,
+                                    max_bytes=max_bytes, pad_to=bucket_length(len(sequence), TILE))
     except GpuMemoryError as exc:
         raise ResourceError(str(exc)) from None
-    return FoldResult(id=rec.id, sequence=rec.sequence, score_units=score, weights=weights,
-                      min_loop=min_loop, pairs=None if pairs is None else tuple(pairs),
-                      description=rec.description)
+    return score, None if pairs is None else tuple(pairs), None
 
 
 def fold(sequences: str | Sequence[str], weights: WeightSet | str = "unit", min_loop: int = 3,

@@ -50,10 +50,11 @@ def _groups(nb: int, count: int | None = None) -> list[tuple[int, int]]:
     return [(d0, min(d0 + size, nb)) for d0 in range(1, nb, size)]
 
 
-def diagonal_tile(codes: jax.Array, weights: jax.Array, min_loop: int) -> jax.Array:
+def diagonal_tile(codes: jax.Array, weights: jax.Array, min_loop: int,
+                  blocks: int = 4) -> jax.Array:
     """The full ``T x T`` Nussinov table of one window (entries below the diagonal are NEG)."""
     t = codes.shape[0]
-    rows = nussinov_fill(codes, weights, min_loop=min_loop, blocks=4)
+    rows = nussinov_fill(codes, weights, min_loop=min_loop, blocks=blocks)
     r = jnp.arange(t)[:, None]
     c = jnp.arange(t)[None, :]
     d = jnp.clip(c - r, 0, t - 1)
@@ -110,24 +111,30 @@ def finish_tile(bulk: jax.Array, ti: jax.Array, tj: jax.Array, below: jax.Array,
     return e[:t, t + 1:2 * t + 1]
 
 
-@partial(jax.jit, static_argnames=("min_loop", "tile"))
+@partial(jax.jit, static_argnames=("min_loop", "tile", "groups", "diag_blocks", "maxplus"))
 def blocked_fill(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
-                 tile: int = 64) -> jax.Array:
+                 tile: int = 64, groups: int | None = None, diag_blocks: int = 4,
+                 maxplus: str | None = None) -> jax.Array:
     """Fill the tiled Nussinov table of one encoded sequence; returns ``tiles`` (see module).
 
     ``codes`` has length ``nb * tile`` (pad with code 4). Batch with ``jax.vmap``.
+    ``groups``: block diagonals are compiled in this many ranges (:func:`_groups`; fewer
+    compile faster, more waste less work on empty tiles); ``diag_blocks`` likewise for the
+    sweep of the diagonal tiles. ``maxplus``: the backend of the bulk products
+    (:func:`jaxrna.kernels.tropical.maxplus_update`; None: chosen where it is lowered, which
+    traces both the Pallas and the XLA product -- naming it traces one).
     """
     n = codes.shape[0]
     t = tile
     if n % t:
         raise ValueError(f"sequence length {n} is not a multiple of the tile size {t}")
     nb = n // t
-    groups = _groups(nb)
+    groups = _groups(nb, groups)
     gpad = max((d1 - d0 for d0, d1 in groups), default=0) + 1
     weights = jnp.asarray(weights, jnp.int32)
     ctiles = jnp.concatenate([codes.astype(jnp.int32).reshape(nb, t),
                               jnp.full((gpad, t), 4, jnp.int32)])
-    diag = jax.vmap(lambda c: diagonal_tile(c, weights, min_loop))(ctiles[:nb])
+    diag = jax.vmap(lambda c: diagonal_tile(c, weights, min_loop, diag_blocks))(ctiles[:nb])
     tiles = jnp.full((nb + gpad, nb, t, t), NEG, jnp.int32).at[:nb, 0].set(diag)
     shifted = jnp.full((nb + gpad, nb, t, t), NEG, jnp.int32)
     finish = jax.vmap(finish_tile, in_axes=(0, 0, 0, 0, 0, 0, 0, 0, None, None, None))
@@ -141,7 +148,7 @@ def blocked_fill(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
             def bulk_step(e1, acc):
                 a = tiles[:nt, e1]                                   # tiles (I, I + e1)
                 b = jax.lax.dynamic_slice(shifted, (dd, dd - e1, 0, 0), (nt, 1, t, t))[:, 0]
-                return maxplus_update(acc, a, b)
+                return maxplus_update(acc, a, b, backend=maxplus)
 
             bulk = jax.lax.fori_loop(1, dd, bulk_step, jnp.full((nt, t, t), NEG, jnp.int32))
             ti = tiles[:nt, 0]

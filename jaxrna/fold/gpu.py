@@ -432,6 +432,9 @@ def structure_search(get, codes: jax.Array, weights: jax.Array, length, min_loop
     return partner, ok
 
 
+_kernel_walk_failed = False
+
+
 # --------------------------------------------------------------------------------------------
 # memory estimate and the one-call API
 # --------------------------------------------------------------------------------------------
@@ -520,14 +523,73 @@ def fold_gpu(codes: np.ndarray, weights: np.ndarray, min_loop: int = 3, *,
     t = config.tile
     padded = np.full(-(-max(n, pad_to or 0) // t) * t, 4, dtype=np.int32)
     padded[:n] = codes
-    wm = jnp.asarray(np.asarray(weights, np.int32))
-    tab = fill_packed(jnp.asarray(padded), wm, min_loop, config, interpret)
-    score = int(packed_score(tab, n))
+    wm = np.asarray(weights, np.int32)
+    length = np.asarray(n, np.int32)
+    out = _packed_call(padded, wm, length, min_loop, config, interpret, with_pairs)
+    from jaxrna import stages
+
+    with stages.stage("device"):
+        out = jax.device_get(out)
+    score = int(out[0])
     if not with_pairs:
         return score, None
-    partner, ok = traceback_device(tab, jnp.asarray(padded), wm, n, min_loop)
-    partner = np.asarray(partner)[:n]
+    partner, ok = np.asarray(out[1])[:n], out[2]
     if not bool(ok):
         raise AssertionError("GPU table inconsistent during traceback")
     idx = np.flatnonzero(partner > np.arange(n))
     return score, [(int(i), int(partner[i])) for i in idx]
+
+
+def _packed_program(codes, wm, length, *, min_loop: int, config: GpuFoldConfig, interpret: bool,
+                    with_pairs: bool, walk: str):
+    """Fill, score and (with pairs) traceback of one padded sequence as one program."""
+    from jaxrna.fold.walk import traceback_packed_kernel
+
+    tab = fill_packed(codes, wm, min_loop, config, interpret)
+    nb = codes.shape[0] // config.tile
+    score = jnp.where(length > 1, cell(tab, 0, length - 1, nb), 0)
+    if not with_pairs:
+        return (score,)
+    if walk == "kernel":
+        partner, ok = traceback_packed_kernel(tab, codes, wm, length, min_loop,
+                                              interpret=interpret)
+    else:
+        partner, ok = traceback_device(tab, codes, wm, length, min_loop)
+    return score, partner, ok
+
+
+_packed_jit = jax.jit(_packed_program, static_argnames=("min_loop", "config", "interpret",
+                                                        "with_pairs", "walk"))
+
+
+def _packed_call(codes: np.ndarray, wm: np.ndarray, length: np.ndarray, min_loop: int,
+                 config: GpuFoldConfig, interpret: bool, with_pairs: bool):
+    """Launch :func:`_packed_program` on JAX's default device through the stored executables
+    (:mod:`jaxrna.programs`). On a GPU the traceback is the one-kernel walk
+    (:func:`jaxrna.fold.walk.traceback_packed_kernel`: one launch for the whole structure);
+    in interpret mode, or if that kernel does not build, or with ``JAXRNA_FOLD_WALK=xla``,
+    the XLA walk of :func:`traceback_device`."""
+    import logging
+    import os
+
+    global _kernel_walk_failed
+    from jaxrna import programs
+
+    device = jax.config.jax_default_device or jax.devices()[0]
+    if isinstance(device, str):
+        device = jax.devices(device)[0]
+    args = (codes, wm, length)
+    static = dict(min_loop=min_loop, config=config, interpret=interpret, with_pairs=with_pairs,
+                  walk="xla")
+    run = None
+    if with_pairs and not interpret and not _kernel_walk_failed and \
+            os.environ.get("JAXRNA_FOLD_WALK", "kernel") != "xla":
+        try:
+            run = programs.program("fold.packed", _packed_jit, args, dict(static, walk="kernel"),
+                              device)
+        except Exception as exc:  # noqa: BLE001 - a Triton build that rejects the kernel
+            _kernel_walk_failed = True
+            logging.getLogger("jaxrna").debug("traceback kernel unavailable (%s)", exc)
+    if run is None:
+        run = programs.program("fold.packed", _packed_jit, args, static, device)
+    return run(*jax.device_put(args, device))

@@ -34,7 +34,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from jaxrna.fold.partition import _blocks, skew_size, sweep_blocks
+from jaxrna.fold.inside import _blocks, skew_size, sweep_blocks
 from jaxrna.semiring import NEG_FLOAT, log_semiring
 
 _SR = log_semiring(1.0)

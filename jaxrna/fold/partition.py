@@ -61,6 +61,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrna.fold.inside import (_blocks, _zero, inside_from_skew, skew_pair_weights,  # noqa: F401
+                                skew_size, sweep_blocks)
+from jaxrna.fold.outside import outside_probabilities
+from jaxrna.fold.partition_blocked import blocked_bytes, blocked_inside, blocked_outside
 from jaxrna.semiring import NEG_FLOAT, NEG_INT, Semiring, log_semiring
 from jaxrna.weights import WeightSet, parse_weights
 
@@ -74,22 +78,6 @@ BLOCKED_FROM = 256
 #: ``method="auto"`` recomputes with the exact path.
 GUARD_LIMIT_F64 = 600.0
 GUARD_LIMIT_F32 = 60.0
-
-
-def _blocks(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
-    """Split ``[lo, hi)`` into at most ``count`` ranges of similar size.
-
-    >>> _blocks(2, 11, 3)
-    [(2, 5), (5, 8), (8, 11)]
-    """
-    if hi <= lo:
-        return []
-    size = max(1, -(-(hi - lo) // count))
-    return [(a, min(a + size, hi)) for a in range(lo, hi, size)]
-
-
-def _zero(dtype) -> float | int:
-    return NEG_INT if jnp.issubdtype(dtype, jnp.integer) else NEG_FLOAT
 
 
 def pair_score_matrix(codes, weight_matrix, min_loop: int = 3, dtype=None) -> jax.Array:
@@ -108,62 +96,6 @@ def pair_score_matrix(codes, weight_matrix, min_loop: int = 3, dtype=None) -> ja
     i = jnp.arange(n)
     ok = (s > 0) & (i[None, :] - i[:, None] > min_loop)
     return jnp.where(ok, s, jnp.asarray(_zero(s.dtype), s.dtype))
-
-
-def skew_pair_weights(scores: jax.Array, semiring: Semiring, min_loop: int, size: int) -> jax.Array:
-    """``lws[e, k]`` = the semiring weight of pair ``(k, k + e)``, zero where not allowed,
-    as a ``(size, size)`` array (``size`` >= n + 1; the rest is padding)."""
-    n = scores.shape[0]
-    dtype = scores.dtype
-    zero = jnp.asarray(_zero(dtype), dtype)
-    e = jnp.arange(size)[:, None]
-    k = jnp.arange(size)[None, :]
-    j = k + e
-    valid = (j < n) & (e > min_loop)
-    vals = scores[jnp.clip(k, 0, max(n - 1, 0)), jnp.clip(j, 0, max(n - 1, 0))] if n else \
-        jnp.zeros((size, size), dtype)
-    valid = valid & (vals > zero // 2 if jnp.issubdtype(dtype, jnp.integer) else vals > zero / 2)
-    return jnp.where(valid, semiring.weight(vals), zero).astype(dtype)
-
-
-def inside_from_skew(lws: jax.Array, n: int, semiring: Semiring, blocks: int = 16) -> jax.Array:
-    """The sweep over spans given skewed pair weights (:func:`skew_pair_weights`).
-
-    Returns ``rows`` with ``rows[d, i] = Z[i, i + d]`` (``0 <= d <= n``), shape of ``lws``.
-    """
-    size = lws.shape[0]
-    dtype = lws.dtype
-    zero = semiring.zero(dtype)
-    one = semiring.one(dtype)
-    N = n + 1
-    rows = jnp.full((size, size), zero, dtype).at[0:2, :].set(one)   # Z[i,i] = Z[i,i+1] = 1
-    # pcol[n - e, j] = P[j - e, j]: the split terms of cell (i, i + d) are rows[t, i] (x)
-    # pcol[n - d + t, i + d], t = 0, 1, ...: one rectangular slice per span.
-    pcol = jnp.full((size, size), zero, dtype)
-    for d0, d1 in _blocks(2, N, blocks):
-        width, height = max(d1 - 2, 1), N - d0
-
-        def body(d, carry, width=width, height=height):
-            rows, pcol = carry
-            inner = jax.lax.dynamic_slice(rows, (d - 2, 1), (1, height))[0]    # Z[i+1, i+d-1]
-            w = jax.lax.dynamic_slice(lws, (d - 1, 0), (1, height))[0]        # pair (i, i+d-1)
-            pcol = jax.lax.dynamic_update_slice(pcol, (w + inner)[None, :], (n - d, d))
-            left = rows[0:width, 0:height]
-            right = jax.lax.dynamic_slice(pcol, (n - d, d), (width, height))
-            split = semiring.sum(left + right, axis=0)
-            prev = jax.lax.dynamic_slice(rows, (d - 1, 0), (1, height))[0]    # Z[i, i+d-1]
-            val = semiring.plus(prev, split)
-            return jax.lax.dynamic_update_slice(rows, val[None, :], (d, 0)), pcol
-
-        rows, pcol = jax.lax.fori_loop(d0, d1, body, (rows, pcol))
-    return rows
-
-
-def skew_size(n: int, blocks: int = 16) -> int:
-    """Side of the skewed tables for length ``n`` (n + 1 plus slack for the block slices)."""
-    N = n + 1
-    bmax = max((b - a for a, b in _blocks(1, N, blocks)), default=1)
-    return N + bmax + 4
 
 
 @partial(jax.jit, static_argnames=("semiring", "blocks"))
@@ -189,12 +121,6 @@ def inside_spans(scores: jax.Array, semiring: Semiring, min_loop: int = 3,
 # ln Z with an O(n^2)-memory gradient
 
 
-def sweep_blocks(n: int) -> int:
-    """Span blocks of the exact sweeps for length ``n``: each block is one compiled loop with
-    static slice sizes, so more blocks waste less work on padding but compile longer."""
-    return max(1, min(16, n // 96))
-
-
 def _exact_forward(lw: jax.Array):
     n = lw.shape[0]
     blocks = sweep_blocks(n)
@@ -204,29 +130,23 @@ def _exact_forward(lw: jax.Array):
     return rows[n, 0], (rows, lws)
 
 
-def _forward(lw, method, tile):
+def _forward(lw, method, tile, groups=None):
     """``(ln Z, guard, residuals)`` for the masked log weights ``lw`` (``guard`` is 0 on the
-    exact path)."""
+    exact path). ``groups``: block-diagonal groups of the tiled path (None: its default)."""
     if method == "exact":
         lnz, res = _exact_forward(lw)
         return lnz, jnp.zeros((), lw.dtype), res
-    from jaxrna.fold.partition_blocked import blocked_inside
-
-    lnz, guard, res = blocked_inside(lw, tile)
+    lnz, guard, res = blocked_inside(lw, tile, groups)
     return lnz, guard, res
 
 
-def _backward(lw, res, lnz, method, tile):
+def _backward(lw, res, lnz, method, tile, groups=None):
     """The ``(n, n)`` pair probabilities (= d ln Z / d lw)."""
     n = lw.shape[0]
     if method == "exact":
-        from jaxrna.fold.outside import outside_probabilities
-
         rows, lws = res
         return outside_probabilities(rows, lws, n, sweep_blocks(n))
-    from jaxrna.fold.partition_blocked import blocked_outside
-
-    return blocked_outside(lw, res, lnz, tile)
+    return blocked_outside(lw, res, lnz, tile, groups)
 
 
 # Compiled once per shape, method and tile; shared by the custom_vjp and the one-shot API.
@@ -309,6 +229,41 @@ def partition_and_probabilities(lw: jax.Array, method: str = "exact", tile: int 
     :data:`GUARD_LIMIT_F64` (float64)."""
     lnz, guard, res = _forward_jit(lw, method, tile)
     return lnz, _backward_jit(lw, res, lnz, method, tile), guard
+
+
+def _solve_program(codes, weight_matrix, temperature, *, min_loop: int, method: str, tile: int,
+                   groups: int | None):
+    """``(ln Z, P, guard)`` of one padded sequence from its codes: the pair weights, the
+    forward and the outside pass as one program (what :func:`partition` runs)."""
+    lw = masked_log_weights(pair_score_matrix(codes, weight_matrix, min_loop), temperature,
+                            min_loop)
+    lnz, guard, res = _forward(lw, method, tile, groups)
+    return lnz, _backward(lw, res, lnz, method, tile, groups), guard
+
+
+_solve_jit = jax.jit(_solve_program, static_argnames=("min_loop", "method", "tile", "groups"))
+#: Block-diagonal groups of the tiled path per platform: one loop body compiles fastest and a
+#: GPU runs it as fast (its steps are latency-bound); on a CPU three do less work on padding
+#: tiles (2,000 nt, CPU seconds: compile 7.5 and run 5.8, against 19.5 and 5.0 with eight).
+SOLVE_GROUPS = {"gpu": 1, "cpu": 3}
+
+
+def _solve_call(codes: np.ndarray, wm: np.ndarray, temperature: np.ndarray, min_loop: int,
+                method: str, tile: int):
+    """Run :func:`_solve_program` on JAX's default device, through the stored executables
+    (:mod:`jaxrna.programs`)."""
+    from jaxrna import programs
+
+    device = jax.config.jax_default_device or jax.devices()[0]
+    if isinstance(device, str):
+        device = jax.devices(device)[0]
+    groups = SOLVE_GROUPS.get(device.platform) if method == "blocked" else None
+    static = dict(min_loop=min_loop, method=method, tile=tile, groups=groups)
+    run = programs.program("fold.partition", _solve_jit, (codes, wm, temperature), static, device)
+    from jaxrna import stages
+
+    with stages.stage("device"):            # a GPU runs this program's loops from the host
+        return run(*jax.device_put((codes, wm, temperature), device))
 
 
 # -------------------------------------------------------------------------------------
@@ -396,15 +351,19 @@ def _solve(codes: np.ndarray, weights: WeightSet, min_loop: int, temperature: fl
     chosen = _check_method(method, n)
     if n < 2:
         return 0.0, np.zeros((n, n)), chosen
+    from jaxrna import stages
+
     padded = padded_length(n)
     full = np.full(padded, 4, np.int32)
     full[:n] = codes
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.float64
-    wm = jnp.asarray(weights.matrix(), dtype) / weights.scale
-    lw = _prepare(jnp.asarray(full), wm, min_loop, jnp.asarray(temperature, dtype))
+    wm = (np.asarray(weights.matrix(), np.float64) / weights.scale).astype(dtype)
+    temp = np.asarray(temperature, dtype)
     limit = GUARD_LIMIT_F64 if dtype == jnp.float64 else GUARD_LIMIT_F32
     t = tile or default_tile(padded)
-    lnz, P, guard = partition_and_probabilities(lw, chosen, t)
+    out = _solve_call(full, wm, temp, min_loop, chosen, t)
+    with stages.stage("device"):
+        lnz, P, guard = jax.device_get(out)
     suspect = not (float(guard) <= limit and np.isfinite(float(lnz)))   # NaN counts as over
     if chosen == "blocked" and suspect:
         if method == "blocked":
@@ -412,7 +371,9 @@ def _solve(codes: np.ndarray, weights: WeightSet, min_loop: int, temperature: fl
                         "results may lose accuracy, use method='exact'", float(guard), limit)
         else:
             chosen = "exact"
-            lnz, P, _ = partition_and_probabilities(lw, "exact", t)
+            out = _solve_call(full, wm, temp, min_loop, "exact", t)
+            with stages.stage("device"):
+                lnz, P, _ = jax.device_get(out)
     P = np.asarray(P, np.float64)[:n, :n]
     return float(lnz), np.triu(P, 1), chosen
 
@@ -466,8 +427,6 @@ def estimate_bytes(length: int, method: str = "auto") -> int:
     if chosen == "exact":
         side = skew_size(n, sweep_blocks(n))
         return 8 * 12 * side * side + (64 << 20)
-    from jaxrna.fold.partition_blocked import blocked_bytes
-
     return blocked_bytes(n, default_tile(n)) + (64 << 20)
 
 

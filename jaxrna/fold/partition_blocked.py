@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.fold.partition import _blocks, inside_from_skew, skew_pair_weights, skew_size
+from jaxrna.fold.inside import _blocks, inside_from_skew, skew_pair_weights, skew_size
 from jaxrna.semiring import NEG_FLOAT, log_semiring
 
 _SR = log_semiring(1.0)

@@ -15,6 +15,7 @@ GGGAAAUCCC
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import IO, Callable, Iterable
 
@@ -32,12 +33,17 @@ def write_dbn(results: Iterable, out: IO[str]) -> None:
         out.write(f">{r.id}\n{r.sequence}\n{r.structure} ({r.score_text})\n")
 
 
+def _label(result) -> str:
+    """``score`` (Nussinov) or ``energy`` (``--model turner``, kcal/mol)."""
+    return getattr(result, "score_label", "score")
+
+
 def write_ct(results: Iterable, out: IO[str]) -> None:
-    """Connectivity table: a header ``N  SCORE = s  id``, then one line per base
-    (index, base, previous, next, partner or 0, natural numbering)."""
+    """Connectivity table: a header ``N  SCORE = s  id`` (``ENERGY = e`` for energies), then
+    one line per base (index, base, previous, next, partner or 0, natural numbering)."""
     for r in results:
         n = r.length
-        out.write(f"{n:>5}  SCORE = {r.score_text}  {r.id}\n")
+        out.write(f"{n:>5}  {_label(r).upper()} = {r.score_text}  {r.id}\n")
         partner = _partners(r)
         for k in range(1, n + 1):
             nxt = k + 1 if k < n else 0
@@ -47,17 +53,20 @@ def write_ct(results: Iterable, out: IO[str]) -> None:
 def write_bpseq(results: Iterable, out: IO[str]) -> None:
     """BPSEQ: ``# id`` and ``# score`` comment lines, then ``index base partner`` per base."""
     for r in results:
-        out.write(f"# {r.id}\n# score = {r.score_text}\n")
+        out.write(f"# {r.id}\n# {_label(r)} = {r.score_text.strip()}\n")
         partner = _partners(r)
         for k in range(1, r.length + 1):
             out.write(f"{k} {r.sequence[k - 1]} {partner[k - 1]}\n")
 
 
 def write_tsv(results: Iterable, out: IO[str]) -> None:
-    """``#id  length  score  structure`` (tab-separated); structure ``-`` when not traced."""
-    out.write("#id\tlength\tscore\tstructure\n")
-    for r in results:
-        out.write(f"{r.id}\t{r.length}\t{r.score_text}\t{r.structure or '-'}\n")
+    """``#id  length  score  structure`` (tab-separated; ``energy`` for energies); structure
+    ``-`` when not traced."""
+    results = iter(results)
+    first = next(results, None)
+    out.write(f"#id\tlength\t{_label(first)}\tstructure\n")
+    for r in itertools.chain([first] if first is not None else [], results):
+        out.write(f"{r.id}\t{r.length}\t{r.score_text.strip()}\t{r.structure or '-'}\n")
 
 
 def write_json(results: Iterable, out: IO[str]) -> None:
@@ -65,6 +74,10 @@ def write_json(results: Iterable, out: IO[str]) -> None:
     out.write("[")
     first = True
     for r in results:
+        if hasattr(r, "json_fields"):       # energy results describe themselves
+            out.write(("\n  " if first else ",\n  ") + json.dumps(r.json_fields()))
+            first = False
+            continue
         obj = {"id": r.id, "length": r.length, "sequence": r.sequence, "score": r.score,
                "weights": r.weights.describe(), "min_loop": r.min_loop}
         if r.pairs is not None:

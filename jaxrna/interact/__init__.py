@@ -1,10 +1,11 @@
 """BPMax RNA-RNA interaction (seed 003). Calling the package interacts two strands:
 ``jaxrna.interact.interact("UCGCUGCU", "GUCGGA")`` or ``jaxrna.interact("UCGCUGCU", "GUCGGA")``.
 
-Modules: ``recurrence`` (the JAX fill of one pair), ``windows`` (banded layout, planning,
-reading windows), ``traceback``, ``reference`` (plain Python oracle), ``brute`` (the four rules
-of a valid joint structure and exhaustive enumeration), ``api`` (:func:`interact`,
-:func:`interact_pairs`).
+Modules: ``recurrence`` (the JAX fill of one pair), ``geometry`` (its static shape),
+``windows`` (banded layout, planning, reading windows), ``program`` (the one device program of
+a batch: fill, windows, best window and its traceback box), ``traceback``, ``reference`` (plain
+Python oracle), ``brute`` (the four rules of a valid joint structure and exhaustive
+enumeration), ``api`` (:func:`interact`, :func:`interact_pairs`).
 
 >>> import jaxrna.interact
 >>> jaxrna.interact("UCGCUGCU", "GUCGGA").score

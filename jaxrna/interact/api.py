@@ -4,6 +4,11 @@ Strand 1 and strand 2 are both given 5'->3'. By default the shorter strand is th
 of matrices (the seed's choice; F is symmetric in the strands). Scores are exact: weights are
 integers in units of ``1/scale`` (:mod:`jaxrna.weights`).
 
+Pairs of one padded geometry run as one device program per batch
+(:mod:`jaxrna.interact.program`: fill, every window's score, the best window and the cells its
+traceback reads); the table stays on the device, and the structure is traced back on the host
+from those cells (:mod:`jaxrna.interact.traceback`; about 10 ms for 23 x 128 nt).
+
 >>> r = interact("UCGCUGCU", "GUCGGA", weights="bpmax")
 >>> r.score, r.s1_score, r.s2_score
 (14.5, 3, 1)
@@ -22,18 +27,20 @@ from functools import partial
 from typing import Iterable, Iterator, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.alphabet import encode, encode_batch
 from jaxrna.batching import batch_size_bucket
 from jaxrna.interact.brute import Pair
-from jaxrna.interact.recurrence import bpmax_fill
+from jaxrna.interact.program import BoxLayout, compiled
 from jaxrna.interact.traceback import to_original, traceback
-from jaxrna.interact.windows import Plan, extract_box, plan, single_score, window_scores
+from jaxrna.interact.windows import Box, Plan, dense_single, plan
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
+from jaxrna.oom import split_on_oom
+from jaxrna.pipeline import launch_ahead
 from jaxrna.runtime import human_bytes, memory_bytes
+from jaxrna.stages import stage
 from jaxrna.weights import WeightSet, format_number, parse_weights, user_number
 
 
@@ -182,71 +189,109 @@ def check_memory(problem: Problem, max_bytes: int | None = None, backend: str = 
 
 @partial(jax.jit, static_argnames=("geo",))
 def fill_batch(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo):
-    """:func:`~jaxrna.interact.recurrence.bpmax_fill` over a batch of same-geometry problems."""
+    """:func:`~jaxrna.interact.recurrence.bpmax_fill` over a batch of same-geometry problems
+    (the tables themselves; :func:`run_problems` runs :mod:`jaxrna.interact.program`)."""
+    from jaxrna.interact.recurrence import bpmax_fill
+
     return jax.vmap(lambda a, b: bpmax_fill(a, b, weights, geo))(codes_u, codes_v)
 
 
-def _finish(prob: Problem, table, s_outer, s_inner, weights: WeightSet, with_pairs: bool,
+def _finish(prob: Problem, host: dict, b: int, weights: WeightSet, with_pairs: bool,
             keep_windows: bool) -> InteractResult:
+    """The result of batch row ``b`` of a program's outputs (host copies)."""
     p, geo = prob.plan, prob.plan.geo
-    count_o, count_i = p.n_windows
-    scores = window_scores(table, geo, p.w_outer, p.w_inner, count_o, count_i)
+    score, o0, q0, s_o, s_i, row0 = (int(x) for x in host["summary"][b])
     n1, n2 = len(prob.rec1), len(prob.rec2)
-    # windows[a, b]: strand-1 start a, strand-2 start b (5'->3'); inner/outer start q on the
-    # reversed strand 2 is the strand-2 start n2 - L2 - q.
-    windows = scores[:, ::-1] if prob.outer_is_1 else scores[::-1, :].T
-    # ties: the highest strand-1 start, then the lowest strand-2 start -- the last maximum of
-    # the spec's scan over (i1, i2) on (strand 1, reversed strand 2), as its tv3 example shows
-    best = windows == windows.max()
-    a = int(np.flatnonzero(best.any(axis=1))[-1])
-    b = int(np.flatnonzero(best[a])[0])
     l1, l2 = (p.l_outer, p.l_inner) if prob.outer_is_1 else (p.l_inner, p.l_outer)
-    t_start = n2 - l2 - int(b)                      # the window's start on reversed strand 2
-    o0, q0 = (int(a), t_start) if prob.outer_is_1 else (t_start, int(a))
-    s_o = np.asarray(s_outer)
-    s_i = np.asarray(s_inner)
-    so, si = single_score(s_o, o0, p.w_outer), single_score(s_i, q0, p.w_inner)
-    s1u, s2u = (so, si) if prob.outer_is_1 else (si, so)
+    # strand-1 start a and strand-2 start b (5'->3'); the inner/outer start on the reversed
+    # strand 2 is the strand-2 start n2 - L2 - start
+    a, b2 = (o0, n2 - l2 - q0) if prob.outer_is_1 else (q0, n2 - l2 - o0)
+    s1u, s2u = (s_o, s_i) if prob.outer_is_1 else (s_i, s_o)
+    windows = None
+    if keep_windows:
+        count_o, count_i = p.n_windows
+        scores = host["windows"][b][:count_o, :count_i]
+        # windows[a, b]: strand-1 start a, strand-2 start b
+        windows = (scores[:, ::-1] if prob.outer_is_1 else scores[::-1, :].T).astype(np.int64)
     pairs = None
     if with_pairs:
-        box = extract_box(table, s_o, s_i, geo, encode(prob.outer), encode(prob.inner),
-                          o0, p.l_outer, q0, p.l_inner)
-        local = traceback(box, weights.matrix())
-        pairs = tuple(to_original(local, prob.outer_is_1, o0, q0, n2))
+        with stage("traceback"):
+            lay = BoxLayout.of(geo)
+            box = Box(tiles=host["tiles"][b], cells=lay.cell_map(geo), geo=geo, o0=o0, q0=q0,
+                      row0=row0, codes_outer=encode(prob.outer[o0:o0 + p.l_outer]),
+                      codes_inner=encode(prob.inner[q0:q0 + p.l_inner]),
+                      s_outer=dense_single(host["s_outer"][b], p.l_outer),
+                      s_inner=dense_single(host["s_inner"][b], p.l_inner))
+            local = traceback(box, weights.matrix())
+            pairs = tuple(to_original(local, prob.outer_is_1, o0, q0, n2))
     return InteractResult(
         id1=prob.rec1.id, id2=prob.rec2.id, sequence1=prob.rec1.sequence,
-        sequence2=prob.rec2.sequence, weights=weights, score_units=int(windows[a, b]),
-        s1_units=s1u, s2_units=s2u, window1=(int(a), int(a) + l1 - 1),
-        window2=(int(b), int(b) + l2 - 1), windowed=l1 < n1 or l2 < n2, pairs=pairs,
-        windows=windows.astype(np.int64) if keep_windows else None)
+        sequence2=prob.rec2.sequence, weights=weights, score_units=score,
+        s1_units=s1u, s2_units=s2u, window1=(a, a + l1 - 1), window2=(b2, b2 + l2 - 1),
+        windowed=l1 < n1 or l2 < n2, pairs=pairs, windows=windows)
 
 
-#: Batches of tables up to this size are copied to the host whole for reading.
-HOST_BYTES = 256 << 20
-def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bool = True,
-                 keep_windows: bool = False, batch_budget: int = 1 << 30) -> list[InteractResult]:
-    """Compute every problem (same weights), batching those that share a geometry."""
+#: Window grids up to this many starts are read back even without ``keep_windows``.
+WINDOWS_ALWAYS = 1 << 16
+
+
+def _batches(problems: Sequence[Problem], batch_budget: int) -> list[tuple[object, int, list[int]]]:
+    """``(geometry, rows, members)`` of each batch: problems of one geometry, at most
+    ``batch_budget`` bytes of tables and temporaries, rows rounded up to a power of two."""
     groups: dict = {}
     for k, prob in enumerate(problems):
         groups.setdefault(prob.plan.geo, []).append(k)
-    wm = jnp.asarray(weights.matrix())
-    out: list[InteractResult | None] = [None] * len(problems)
+    out = []
     for geo, members in groups.items():
         per = max(1, geo.table_bytes() + geo.work_bytes())
         cap = max(1, min(len(members), batch_budget // per))
         for s in range(0, len(members), cap):
             chunk = members[s:s + cap]
             rows = len(chunk) if len(chunk) < 2 else min(batch_size_bucket(len(chunk)), cap)
-            rows = max(rows, len(chunk))
-            outer = [problems[k].outer for k in chunk] + [""] * (rows - len(chunk))
-            inner = [problems[k].inner for k in chunk] + [""] * (rows - len(chunk))
-            tables, s_o, s_i = fill_batch(encode_batch(outer, geo.n_outer)[0],
-                                          encode_batch(inner, geo.n_inner)[0], wm, geo)
-            if geo.table_bytes() * rows <= HOST_BYTES:    # small: read it all on the host
-                tables = np.asarray(tables)
-            for b, k in enumerate(chunk):
-                out[k] = _finish(problems[k], tables[b], s_o[b], s_i[b], weights, with_pairs,
-                                 keep_windows)
+            out.append((geo, max(rows, len(chunk)), chunk))
+    return out
+
+
+def _launch(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool,
+            keep_windows: bool, device):
+    """Dispatch one batch's program (returns the device outputs without waiting)."""
+    geo, rows, chunk = batch
+    with stage("encode"):
+        probs = [problems[k] for k in chunk]
+        pad = rows - len(chunk)
+        cu = encode_batch([q.outer for q in probs] + [""] * pad, geo.n_outer)[0]
+        cv = encode_batch([q.inner for q in probs] + [""] * pad, geo.n_inner)[0]
+        info = np.array([(q.plan.n_outer, q.plan.n_inner, q.plan.l_outer, q.plan.l_inner,
+                          int(q.outer_is_1)) for q in probs], np.int32)
+        info = np.concatenate([info, np.repeat(info[:1], pad, axis=0)])
+    # every window's scores come back when asked for, or when they are few (one program for both)
+    starts = (geo.n_outer - geo.w_outer) * (geo.n_inner - geo.w_inner)
+    windows = keep_windows or starts <= WINDOWS_ALWAYS
+    run = compiled(cu, cv, wm, info, geo, with_pairs, windows, device)
+    with stage("device"):
+        return run(*jax.device_put((cu, cv, wm, info), device))
+
+
+def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bool = True,
+                 keep_windows: bool = False, batch_budget: int = 1 << 30) -> list[InteractResult]:
+    """Compute every problem (same weights), batching those that share a geometry: one
+    program per batch, the next batch dispatched while the last one is read and traced back."""
+    wm = np.asarray(weights.matrix(), np.int32)
+    device = jax.config.jax_default_device or jax.devices()[0]
+    if isinstance(device, str):
+        device = jax.devices(device)[0]
+    out: list[InteractResult | None] = [None] * len(problems)
+    batches = _batches(problems, batch_budget)
+    # one batch ahead only while two batches' tables fit in the budget
+    depth = 1 if all(b[1] * (b[0].table_bytes() + b[0].work_bytes()) * 2 <= batch_budget
+                     for b in batches) else 0
+    launched = launch_ahead(batches, lambda b: _launch(problems, b, wm, with_pairs,
+                                                       keep_windows, device), depth)
+    for (geo, rows, chunk), outputs in launched:
+        with stage("device"):
+            host = jax.device_get(outputs)
+        for b, k in enumerate(chunk):
+            out[k] = _finish(problems[k], host, b, weights, with_pairs, keep_windows)
     return out  # type: ignore[return-value]
 
 
@@ -272,10 +317,13 @@ def interact_pairs(pairs: Iterable[tuple[Record, Record]], weights: WeightSet | 
 
     def flush() -> Iterator[InteractResult]:
         with jax.default_device(jax.devices(backend)[0]):
-            results = run_problems(buffer, weights, with_pairs, keep_windows, batch_budget)
+            results = split_on_oom(  # out of device memory: halves, down to one pair
+                lambda probs: run_problems(probs, weights, with_pairs, keep_windows, batch_budget),
+                buffer, lambda prob: f"pair {prob.rec1.id} x {prob.rec2.id}",
+                on_error and (lambda prob, exc: on_error((prob.rec1, prob.rec2), exc)))
         if on_done:
             on_done(len(results))
-        yield from results
+        yield from (r for r in results if r is not None)
 
     for rec1, rec2 in pairs:
         prob = make_problem(rec1, rec2, window1, window2, outer, tile, backend)

@@ -30,99 +30,17 @@ S1 and S2 come from a banded Nussinov fill that reuses the folding engine's spli
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 
 from jaxrna.fold.fill import NEG, block_bounds, diagonal_splits
+from jaxrna.interact.geometry import Geometry
 from jaxrna.kernels.bpmax_splits import fits, split_products
 from jaxrna.kernels.tropical import maxplus_update
 
 MIN_LOOP = 3
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Static shape of one fill: padded lengths, windows, tile size and loop blocking.
-
-    ``n_outer``: padded outer length; ``n_inner``: padded inner length, a multiple of
-    ``tile`` and at least the true length + 1 (end-exclusive columns reach ``M``);
-    ``w_outer``/``w_inner``: the largest span ``j - i`` kept on each strand. ``sweep``: how
-    H1/H2 are reduced (see :func:`inner_sweep`; ``"loop"`` for CPU, ``"reduce"`` for GPU).
-    ``kernel``: the max-plus backend (:func:`~jaxrna.kernels.tropical.maxplus_update`; None
-    picks the Pallas kernel on GPU and pure JAX elsewhere). ``fused``: all splits of an outer
-    diagonal in one Pallas kernel (:mod:`jaxrna.kernels.bpmax_splits`; GPU, or interpret mode
-    with ``kernel="interpret"``) instead of one max-plus product per split and tile offset.
-    """
-
-    n_outer: int
-    n_inner: int
-    w_outer: int
-    w_inner: int
-    tile: int = 32
-    outer_blocks: int = 4
-    inner_blocks: int = 8
-    sweep: str = "loop"
-    kernel: str | None = None
-    fused: bool = False
-
-    def __post_init__(self):
-        if self.n_inner % self.tile:
-            raise ValueError(f"inner length {self.n_inner} is not a multiple of the tile {self.tile}")
-        if not (0 <= self.w_outer < self.n_outer and 0 <= self.w_inner < self.n_inner):
-            raise ValueError("windows must satisfy 0 <= w < padded length")
-        if self.sweep not in ("loop", "reduce"):
-            raise ValueError(f"sweep must be 'loop' or 'reduce', not {self.sweep!r}")
-
-    @property
-    def nb(self) -> int:
-        """Tile rows of an inner matrix."""
-        return self.n_inner // self.tile
-
-    @property
-    def ne(self) -> int:
-        """Tiles kept per tile row (offsets ``f = 0 .. ne - 1``)."""
-        return min((self.w_inner + self.tile) // self.tile, self.nb - 1) + 1
-
-    @property
-    def rows(self) -> int:
-        """Stored tile rows: ``nb`` plus NEG rows so ``I + f`` never leaves the array."""
-        return self.nb + self.ne - 1
-
-    @property
-    def wb(self) -> int:
-        """Inner diagonals kept (``e = 0 .. w_inner``)."""
-        return self.w_inner + 1
-
-    @property
-    def n_cells(self) -> int:
-        """Outer cells ``(i1, j1)`` with ``j1 - i1 <= w_outer``."""
-        return self.offset(self.w_outer + 1)
-
-    def offset(self, d):
-        """Index of the first cell of outer diagonal ``d`` (works on traced ints too)."""
-        return d * self.n_outer - (d * (d - 1)) // 2
-
-    def table_shape(self) -> tuple[int, ...]:
-        t = self.tile
-        return (self.n_cells + self.n_outer, self.ne, self.rows, t, t)
-
-    def table_bytes(self) -> int:
-        n = 4
-        for s in self.table_shape():
-            n *= s
-        return n
-
-    def work_bytes(self) -> int:
-        """Bytes of the per-diagonal temporaries (accumulators, operands, sweep copies): sized so
-        that estimate + table matched the peak resident memory of a CPU run (8.1 GB at 23 x
-        20,000 nt, window 128)."""
-        t = self.tile
-        matrix = self.ne * self.rows * t * t * 4
-        band = (2 * self.wb + self.tile) * (self.n_inner + self.wb) * 4
-        return self.n_outer * (6 * matrix + 4 * band)
 
 
 def banded_nussinov(codes: jax.Array, weights: jax.Array, width: int, min_loop: int = MIN_LOOP,
@@ -257,12 +175,15 @@ def _outer_bounds(count: int, blocks: int) -> list[tuple[int, int]]:
 
 
 def single_tables(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: Geometry):
-    """``(s_outer, s_rows, s_cols)``: banded S tables of both strands (see :func:`bpmax_fill`)."""
+    """``(s_outer, s_rows, s_cols)``: banded S tables of both strands (see :func:`bpmax_fill`).
+
+    One loop each (``blocks=1``): their work is a small part of the fill's, and every block
+    is one more loop body to compile."""
     n1 = geo.n_outer
     so, _ = banded_nussinov(jnp.concatenate([codes_u, jnp.full((n1 + 1,), 4, codes_u.dtype)]),
-                            weights, geo.w_outer)
+                            weights, geo.w_outer, blocks=1)
     sr, sc = banded_nussinov(jnp.concatenate([codes_v, jnp.full((geo.wb,), 4, codes_v.dtype)]),
-                             weights, geo.w_inner)
+                             weights, geo.w_inner, blocks=1)
     return so[1:], sr[1:], sc
 
 

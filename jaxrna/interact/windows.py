@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.interact.recurrence import Geometry
+from jaxrna.interact.geometry import Geometry
 
 
 def round_up(x: int, m: int) -> int:
@@ -79,16 +79,27 @@ class Plan:
         return self.geo.table_bytes() + self.geo.work_bytes()
 
 
+#: Outer-diagonal groups of a large fill on GPU and on CPU (:func:`plan`). Each group is one
+#: more copy of the diagonal's body in the program (on GPU: the split kernel and the inner
+#: sweep); a group's batch is the matrices of its first diagonal, so fewer groups compute more
+#: padding in the inner sweep (the split kernel skips it).
+OUTER_BLOCKS = {"gpu": 1, "cpu": 4}
+#: Inner-diagonal groups of the GPU's reduce sweep: each is one more loop in the program; the
+#: sweep reads ``(e1 - e0)(e1 - 1)`` rows per group ``[e0, e1)``.
+INNER_BLOCKS = {"gpu": 4, "cpu": 8}
+
+
 def plan(n_outer: int, n_inner: int, l_outer: int | None = None, l_inner: int | None = None,
          tile: int | None = None, backend: str = "cpu", outer_blocks: int | None = None,
-         inner_blocks: int = 8, fused: bool | None = None) -> Plan:
+         inner_blocks: int | None = None, fused: bool | None = None) -> Plan:
     """Geometry for strands of ``n_outer`` and ``n_inner`` nt with windows ``l_outer``/``l_inner``
     (None = the whole strand), to run on ``backend`` (``"cpu"`` or ``"gpu"``: the H1/H2 sweep
     and the tile size follow it). A strand without a window is filled to its padded length,
     so strands of nearby lengths share one compiled program. ``outer_blocks`` (None =
     automatic) cuts the outer diagonals into groups with their own batch size: less work on
-    large problems, more to compile. ``fused`` (None = on GPU): all splits of an outer diagonal
-    in one Pallas kernel."""
+    large problems, more to compile (:data:`OUTER_BLOCKS`); ``inner_blocks`` (None =
+    :data:`INNER_BLOCKS`) likewise for the inner sweep. ``fused`` (None = on GPU): all splits of
+    an outer diagonal in one Pallas kernel."""
     lo = n_outer if l_outer is None else min(l_outer, n_outer)
     li = n_inner if l_inner is None else min(l_inner, n_inner)
     np_o = padded_outer(n_outer)
@@ -97,8 +108,11 @@ def plan(n_outer: int, n_inner: int, l_outer: int | None = None, l_inner: int | 
         tile = choose_tile(li - 1 if li < n_inner else padded_inner(n_inner, 16) - 1, backend)
     np_i = padded_inner(n_inner, tile)
     w_i = li - 1 if li < n_inner else np_i - 1
+    kind = "gpu" if backend == "gpu" else "cpu"
     if outer_blocks is None:
-        outer_blocks = 1 if np_o * np_i * (w_i + 1) < 1 << 20 else 8 if backend == "gpu" else 4
+        outer_blocks = 1 if np_o * np_i * (w_i + 1) < 1 << 20 else OUTER_BLOCKS[kind]
+    if inner_blocks is None:
+        inner_blocks = INNER_BLOCKS[kind]
     geo = Geometry(n_outer=np_o, n_inner=np_i, w_outer=w_o, w_inner=w_i, tile=tile,
                    outer_blocks=outer_blocks, inner_blocks=inner_blocks,
                    sweep="reduce" if backend == "gpu" else "loop",
@@ -176,13 +190,19 @@ class Box:
         return self.tiles[cell, f, tile_row - self.row0, r, c]
 
 
-def _dense_single(s_diag: np.ndarray, start: int, length: int) -> np.ndarray:
-    """Dense ``length x length`` S table of positions ``start ..`` from a diagonal-major one."""
+def dense_single(s_diag: np.ndarray, length: int, start: int = 0) -> np.ndarray:
+    """Dense ``length x length`` S table of positions ``start ..`` from a diagonal-major one
+    (``s_diag[d, i] = S(i, i + d)``), zeros below the diagonal and past the band.
+
+    >>> dense_single(np.array([[0, 0, 0], [0, 0, 0], [5, 6, 0]]), 3).tolist()
+    [[0, 0, 5], [0, 0, 0], [0, 0, 0]]
+    """
     span = min(length, s_diag.shape[0])
     out = np.zeros((length, length), dtype=np.int64)
-    i = np.arange(length)
-    for d in range(span):
-        out[i[:length - d], i[:length - d] + d] = s_diag[d, start:start + length - d]
+    d, k = np.divmod(np.arange(span * length), length)          # every (d, i) of the band
+    keep = k < length - d
+    d, k = d[keep], k[keep]
+    out[k, k + d] = np.asarray(s_diag)[d, start + k]
     return out
 
 
@@ -205,8 +225,8 @@ def extract_box(table: jax.Array | np.ndarray, s_outer: np.ndarray, s_inner: np.
     return Box(tiles=tiles, cells=cells, geo=geo, o0=o0, q0=q0, row0=row0,
                codes_outer=np.asarray(codes_outer[o0:o0 + p]),
                codes_inner=np.asarray(codes_inner[q0:q0 + q]),
-               s_outer=_dense_single(np.asarray(s_outer), o0, p),
-               s_inner=_dense_single(np.asarray(s_inner), q0, q))
+               s_outer=dense_single(np.asarray(s_outer), p, o0),
+               s_inner=dense_single(np.asarray(s_inner), q, q0))
 
 
-__all__ = ["Plan", "plan", "window_scores", "extract_box", "Box", "cell_index"]
+__all__ = ["Plan", "plan", "window_scores", "extract_box", "Box", "cell_index", "dense_single"]

@@ -12,7 +12,10 @@ Split ``c`` pairs the *left* matrix ``L = table[offset(c) + b]`` with the *right
 XLA path issues one max-plus kernel per ``(c, e, f)`` with the accumulators in memory; here one
 program per ``(b, I)`` keeps its ``ne`` accumulator tiles in registers across all splits and
 reads the operand tiles straight from the table: one launch per outer diagonal instead of
-``45 d1`` (tile 16, band 128), and the accumulators are written once.
+``45 d1`` (tile 16, band 128), and the accumulators are written once. Matrices ``b >= n_outer
+- d1`` are padding (a launch covers the ``bb`` matrices of its block's first diagonal): their
+programs do no split and write zeros, so one block of all diagonals costs no more kernel work
+than many.
 
 Batches (``jax.vmap``, one table per pair) are one launch while all tables together stay under
 2**31 elements (the kernel's offsets are 32-bit), else pair after pair (:func:`fits` requires
@@ -81,7 +84,9 @@ def _kernel(d1_ref, table_ref, s_ref, *out_refs, ne, t, n_outer, asm):
         return jax.lax.fori_loop(0, t, kstep, tuple(acc))
 
     zero = jnp.zeros((t, t), jnp.int32)
-    acc = jax.lax.fori_loop(0, d1, split, tuple(zero for _ in range(ne)))
+    # matrices past the diagonal's last (b >= n_outer - d1) are padding of the batch: no splits
+    splits = jnp.where(b < n_outer - d1, d1, 0)
+    acc = jax.lax.fori_loop(0, splits, split, tuple(zero for _ in range(ne)))
     for e in range(ne):
         out_refs[e][...] = acc[e]
 
