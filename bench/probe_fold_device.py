@@ -141,12 +141,13 @@ def main() -> None:
     if "api" not in skip:               # which programs the CLI's many-job path asks for
         import logging
 
-        from jaxrna.fold import aot, api
+        from jaxrna import programs
+        from jaxrna.fold import api
         from jaxrna.io.fasta import Record
 
         logging.basicConfig(level=logging.WARNING)
         logging.getLogger("jaxrna").setLevel(logging.DEBUG)
-        aot.PREFETCH_FROM_CORES = 1 if os.cpu_count() >= 4 else 99
+        programs.PREFETCH_FROM_CORES = 1 if os.cpu_count() >= 4 else 99
         rng2 = np.random.default_rng([20261125, 1])
         lens = rng2.integers(50, 501, 1000)
         recs = [Record(id=f"s{k}", sequence=np.frombuffer(b"ACGU", np.uint8)[
@@ -155,7 +156,6 @@ def main() -> None:
             t = time.perf_counter()
             res = list(api.fold_records(recs, "unit", 3, backend="gpu"))
             note(f"api many 1000 run {rep} s", time.perf_counter() - t)
-        from jaxrna import programs
         note("api many programs", programs.memo_size())
         note("api many kernel walk failed", api._kernel_walk_failed)
         note("api many score sum", sum(r.score_units for r in res))

@@ -7,6 +7,14 @@ sizes are powers of two: a file of 1,000 sequences of mixed lengths compiles a f
 (64, 128, 512, 3072, 5120)
 >>> [len(b) for b in plan_batches([10, 500, 20, 700], max_batch=2)]
 [2, 1, 1]
+
+On a GPU, where a batch's time is set by its chain of dependent steps rather than by its
+work, a coarser ladder (powers of two from 128) and full batches keep a job to a few programs:
+
+>>> [bucket_length_coarse(n) for n in (50, 129, 500, 5000)]
+[128, 256, 512, 5120]
+>>> batch_rows(3, 64), batch_rows(3, 64, fill=True), batch_rows(1000, 64), batch_rows(0, 64)
+(4, 64, 64, 1)
 """
 
 from __future__ import annotations
@@ -36,6 +44,29 @@ def bucket_length(n: int, base: int = 64, coarse_above: int = 4096) -> int:
         if v >= n:
             return v
     raise AssertionError("unreachable")
+
+
+def bucket_length_coarse(n: int, base: int = 128, coarse_above: int = 4096) -> int:
+    """Padded length on the coarse ladder: powers of two from ``base`` up to
+    ``coarse_above``, then multiples of ``coarse_above // 4`` (as :func:`bucket_length`)."""
+    if n > coarse_above:
+        return bucket_length(n, base, coarse_above)
+    v = base
+    while v < n:
+        v *= 2
+    return v
+
+
+def batch_rows(count: int, cap: int, fill: bool = False) -> int:
+    """Rows of a batch holding ``count`` items: a power of two, at most the largest power of
+    two <= ``cap`` (at least 1); ``fill`` takes that maximum whatever the count (one batch
+    shape per padded length)."""
+    top = 1
+    while top * 2 <= max(cap, 1):
+        top *= 2
+    if fill:
+        return top
+    return min(top, batch_size_bucket(max(count, 1)))
 
 
 def batch_size_bucket(count: int) -> int:

@@ -141,7 +141,12 @@ def keep_heap(mmap_threshold: int = WORKER_MMAP_THRESHOLD, keep: int = WORKER_HE
 
 
 def _worker_setup() -> None:
-    """Every worker process: a lower priority, and a heap kept between jobs."""
+    """Every worker process: a lower priority, and a heap kept between jobs. Ctrl-C reaches
+    the whole process group: the parent stops the workers (:mod:`jaxrna.io.cleanup`), so
+    they ignore SIGINT rather than each print a KeyboardInterrupt traceback."""
+    from jaxrna.io.cleanup import ignore_interrupts
+
+    ignore_interrupts()
     try:
         os.nice(WORKER_NICENESS)
     except (AttributeError, OSError):  # pragma: no cover - not POSIX, or not allowed
@@ -184,10 +189,12 @@ def worker_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
 
 
 @atexit.register
-def shutdown_pools() -> None:
-    """Stop every worker pool (at exit, or when a run is cancelled)."""
+def shutdown_pools(wait: bool = False) -> None:
+    """Stop every worker pool (at exit, or when a run is cancelled); ``wait``: until its
+    processes have ended (before the process ends with ``os._exit``, which would leave them
+    waiting for work)."""
     for pool in _POOLS.values():
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=wait, cancel_futures=True)
     _POOLS.clear()
 
 

@@ -22,7 +22,8 @@ def cache_dir() -> str | None:
 
 
 def enable_compilation_cache() -> str | None:
-    """Turn on JAX's persistent compilation cache (every compiled program is kept)."""
+    """Turn on JAX's persistent compilation cache (every compiled program is kept) and the
+    store of executables of :mod:`jaxrna.programs` beside it."""
     path = cache_dir()
     if path is None:
         return None
@@ -33,10 +34,70 @@ def enable_compilation_cache() -> str | None:
         return None
     import jax
 
+    from jaxrna import stages
+
+    stages.listen_to_jax()
+    _harden_cache()
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    from jaxrna import programs
+
+    programs.use_disk(path)         # and jaxrna's store of executables (GPU programs)
     return path
+
+
+def _harden_cache() -> None:
+    """Make the shared cache directory safe for many processes at once (Galaxy runs many jobs
+    side by side) and for runs that are killed.
+
+    JAX writes an entry in place (``Path.write_bytes``): another process can read it half
+    written, a run killed mid-write leaves it truncated, and a corrupt entry stays for good
+    (``put`` keeps an existing file). Entries are written to a temporary file and renamed over
+    the old one instead, so readers see whole files only and a freshly compiled program
+    replaces a corrupt entry. JAX already ignores an entry it cannot read (and recompiles); its
+    multi-line warnings about that, or about a cache it cannot write, are silenced.
+    """
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Error (reading|writing) persistent compilation "
+                                              r"cache entry", category=UserWarning)
+    try:
+        from jax._src import compilation_cache, lru_cache
+    except ImportError:  # pragma: no cover - another JAX layout: JAX's own writes
+        return
+    base = getattr(compilation_cache, "LRUCache", None)
+    if base is None or getattr(base, "jaxrna_atomic", False):
+        return
+    suffix = getattr(lru_cache, "_CACHE_SUFFIX", "-cache")
+
+    class AtomicFileCache(base):  # type: ignore[misc, valid-type]
+        jaxrna_atomic = True
+
+        def put(self, key: str, value: bytes) -> None:
+            directory = str(getattr(self, "path", ""))
+            if not key or getattr(self, "eviction_enabled", False) or "://" in directory \
+                    or not os.path.isdir(directory):
+                return super().put(key, value)
+            import tempfile
+
+            from jaxrna.io import cleanup
+            from jaxrna.io.atomic import _umask
+
+            fd, tmp = tempfile.mkstemp(prefix=f".{key[:48]}-", suffix=".tmp", dir=directory)
+            cleanup.register(tmp)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(value)
+                os.chmod(tmp, 0o666 & ~_umask())  # as JAX's own entries (mkstemp's are 0600)
+                os.replace(tmp, os.path.join(directory, f"{key}{suffix}"))
+            except BaseException:
+                cleanup.remove(tmp)
+                raise
+            finally:
+                cleanup.unregister(tmp)
+
+    compilation_cache.LRUCache = AtomicFileCache
 
 
 def has_gpu() -> bool:
@@ -49,16 +110,138 @@ def has_gpu() -> bool:
         return False
 
 
+_announce_for: str | None = None
+
+
+def announce_device(command: str | None) -> None:
+    """Have the next backend choice (:func:`choose_backend`, :func:`resolve_backend`) print
+    which device ``command`` runs on, one line on stderr (``-v``); None: print nothing."""
+    global _announce_for
+    _announce_for = command
+
+
+def _announce(backend: str, how: str) -> None:
+    global _announce_for
+    if _announce_for is None:
+        return
+    import sys
+
+    command, _announce_for = _announce_for, None
+    print(device_line(command, backend, how), file=sys.stderr, flush=True)
+
+
+def announce_host(how: str, engine: str = "NumPy") -> None:
+    """For ``-v`` (:func:`announce_device`): the run computes with ``engine`` (NumPy,
+    parasail) in this process, JAX not even imported (small jobs)."""
+    global _announce_for
+    if _announce_for is None:
+        return
+    import sys
+
+    command, _announce_for = _announce_for, None
+    print(f"jaxrna: {command} runs on cpu ({how}): {engine} in this process, without JAX",
+          file=sys.stderr, flush=True)
+
+
+def device_line(command: str, backend: str, how: str) -> str:
+    """The line a ``-v`` run prints once its backend is chosen: the backend, how it was chosen
+    and the device(s) the run computes on: the backend's first device, or all of them for
+    ``targets``, which spreads its blocks over every device of the backend.
+
+    >>> device_line("fold", "cpu", "--backend cpu")
+    'jaxrna: fold runs on cpu (--backend cpu): cpu:0 (cpu)'
+    """
+    import jax
+
+    devices = jax.devices(backend)
+    used = devices if command == "targets" else devices[:1]
+    names = ", ".join(f"{d} ({d.device_kind})" for d in used)
+    return f"jaxrna: {command} runs on {backend} ({how}): {names}"
+
+
 def resolve_backend(choice: str) -> str:
     """Map ``auto|cpu|gpu`` to the backend to use; ``gpu`` without a GPU is an error."""
     from jaxrna.io.errors import JaxrnaError
 
     if choice == "auto":
-        return "gpu" if has_gpu() else "cpu"
-    if choice == "gpu" and not has_gpu():
+        backend = "gpu" if has_gpu() else "cpu"
+    elif choice == "gpu" and not has_gpu():
         raise JaxrnaError("--backend gpu was asked for but JAX sees no GPU "
                           "(install jax[cuda13] or use --backend cpu)")
-    return choice
+    else:
+        backend = choice
+    _announce(backend, f"--backend {choice}")
+    return backend
+
+
+def gpu_possible() -> bool:
+    """Whether JAX could find a GPU here, judged without importing JAX: ``JAX_PLATFORMS`` does
+    not exclude it and a CUDA or ROCm plugin (``jax_plugins.xla_cuda*``) is installed."""
+    import importlib.util
+    import pkgutil
+
+    platforms = os.environ.get("JAX_PLATFORMS", "").lower()
+    if platforms and not any(p in platforms for p in ("cuda", "gpu", "rocm")):
+        return False
+    try:
+        spec = importlib.util.find_spec("jax_plugins")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    names = [m.name for m in pkgutil.iter_modules(spec.submodule_search_locations)]
+    return any("cuda" in n or "rocm" in n for n in names)
+
+
+def _cpu_only() -> None:
+    """Keep JAX to its CPU backend if it has not started any (no CUDA start-up)."""
+    import jax
+
+    try:
+        from jax._src import xla_bridge
+
+        if xla_bridge.backends_are_initialized():
+            return
+    except (ImportError, AttributeError):  # pragma: no cover - another JAX layout
+        return
+    jax.config.update("jax_platforms", "cpu")
+
+
+def choose_backend(requested: str, work_estimate: float | None = None,
+                   gpu_from: float = 0.0) -> str:
+    """``cpu`` or ``gpu`` for ``--backend auto|cpu|gpu``, decided before JAX starts a backend.
+
+    ``auto`` takes the CPU when no GPU can be present (:func:`gpu_possible`) or when the job's
+    ``work_estimate`` is below ``gpu_from`` (the caller's units: work a CPU finishes before a
+    GPU would have started), else the GPU if JAX sees one. Whenever the answer is ``cpu`` and
+    JAX has not started its backends yet, JAX is kept to the CPU, so CUDA is never
+    initialised (JAX starts every backend at the first ``jax.devices()``); when it may be
+    ``gpu``, the GPU allocator is set to grow on demand rather than reserve most of the card
+    up front (:func:`_no_preallocation`). ``gpu`` without a GPU is an error, as in
+    :func:`resolve_backend`.
+    """
+    if requested not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"backend must be auto, cpu or gpu, not {requested!r}")
+    small = work_estimate is not None and work_estimate < gpu_from
+    if requested == "cpu" or (requested == "auto" and (small or not gpu_possible())):
+        _cpu_only()
+        _announce("cpu", f"--backend {requested}" + (
+            ", a small job" if requested == "auto" and small and gpu_possible() else ""))
+        return "cpu"
+    _no_preallocation()
+    return resolve_backend(requested)
+
+
+def _no_preallocation() -> None:
+    """Let JAX's GPU allocator grow on demand instead of reserving 75% of the card when it
+    starts (on an H200 that reservation costs ~2.5 s of every run), unless the user chose
+    (``XLA_PYTHON_CLIENT_PREALLOCATE`` / ``_MEM_FRACTION`` / ``_ALLOCATOR``). Read when JAX
+    creates its GPU client, so only effective before that."""
+    if any(k in os.environ for k in ("XLA_PYTHON_CLIENT_PREALLOCATE",
+                                     "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                                     "XLA_PYTHON_CLIENT_ALLOCATOR")):
+        return
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 
 
 def memory_bytes() -> int:

@@ -28,7 +28,9 @@ import json
 import os
 import threading
 import time
-from typing import Iterator
+from typing import Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 #: When this module was first imported (the CLI imports it first thing).
 T0 = time.perf_counter()
@@ -51,6 +53,22 @@ COUNT_EVENTS = {
     "/jax/compilation_cache/cache_hits": "cache_hits",
     "/jax/compilation_cache/cache_misses": "cache_misses",
 }
+
+
+class Events:
+    """Something told when things happen (``mark(name, key, at=None, **extra)``): benchmarks
+    pass a recorder (``bench/timeline.py``); the package's default, :data:`NO_EVENTS`, ignores
+    every mark."""
+
+    enabled = False
+    events: list = []
+
+    def mark(self, name: str, key=None, at: float | None = None, **extra) -> None:
+        pass
+
+
+#: The recorder that records nothing.
+NO_EVENTS = Events()
 
 
 def reset() -> None:
@@ -99,6 +117,25 @@ def stage(name: str) -> Iterator[None]:
         _book(name, spent - frame[1])
         if stack:
             stack[-1][1] += spent
+
+
+def staged(name: str, items: Iterable[T]) -> Iterator[T]:
+    """``items``, with the time spent producing each one booked to stage ``name``.
+
+    >>> reset()
+    >>> list(staged("read", iter("ab")))
+    ['a', 'b']
+    >>> "read" in totals()
+    True
+    """
+    it = iter(items)
+    while True:
+        with stage(name):
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+        yield item
 
 
 def _on_duration(event: str, seconds: float, **_: object) -> None:

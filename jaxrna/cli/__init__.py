@@ -7,14 +7,18 @@ print one line and exit with status 2; no traceback reaches the user.
 
 from __future__ import annotations
 
+from jaxrna import stages  # noqa: I001  (first: its clock starts the run's profile)
+
 import argparse
 import importlib
+import signal
 import sys
 
 from jaxrna._version import __version__
+from jaxrna.io import cleanup
 from jaxrna.io.errors import JaxrnaError
 
-SUBCOMMANDS = ["fold", "align", "interact", "targets"]
+SUBCOMMANDS = ["fold", "align", "interact", "targets", "targets-split", "targets-merge", "info"]
 
 EPILOG = """examples:
   jaxrna fold test-data/fold_example.fa
@@ -34,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jaxrna {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"jaxrna.cli.{name}").add_parser(subparsers)
+        importlib.import_module(f"jaxrna.cli.{name.replace('-', '_')}").add_parser(subparsers)
     return parser
 
 
@@ -43,22 +47,112 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status."""
-    parser = build_parser()
+    """Run the CLI; returns the exit status (with ``JAXRNA_PROFILE=FILE``, the run's stage
+    times are written to FILE: :mod:`jaxrna.stages`)."""
+    installed = cleanup.install()  # SIGINT/SIGTERM: clean up, one line, 130/143
+    stopped = None
+    status = None
+    try:
+        status = _main(argv)
+        stopped = cleanup.stopping()
+        return status
+    finally:
+        if installed:
+            cleanup.uninstall()
+        stages.write_report_if_asked()
+        if argv is None and status is not None:  # the process's own run (console script)
+            if stopped is not None:
+                cleanup.exit_now(status)
+            cleanup.leave(status)
+
+
+def _main(argv: list[str] | None) -> int:
+    with stages.stage("imports"):
+        parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
-    except JaxrnaError as exc:
+        _check_numbers(parser, args)
+        _check_outputs(args)
+        if getattr(args, "verbose", False):  # -v: the device the run computes on, one line
+            from jaxrna import runtime
+
+            runtime.announce_device(args.command)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full disk or a closed pipe is reported here, not at exit
+        return status
+    except BaseException as exc:  # noqa: BLE001 - every ending is one line and a status
+        return _failure(exc)
+
+
+#: Options naming files a run writes, checked before any work (:func:`check_output`).
+OUTPUT_OPTIONS = {"output": "-o", "all_windows": "--all-windows", "plot": "--plot"}
+
+
+def _check_outputs(args) -> None:
+    from jaxrna.io.atomic import check_output
+
+    for attr, option in OUTPUT_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if isinstance(value, str):
+            check_output(value, option)
+
+
+def _check_numbers(parser: argparse.ArgumentParser, args) -> None:
+    """No numeric option takes a value that is not a finite float (nan, inf, 1e309): refused
+    here with one line, before any subcommand turns it into a size or a score."""
+    import math
+    import numbers
+
+    flags = {}
+    for action in parser._actions:  # the subcommand's own options
+        for sub in getattr(action, "choices", None) or {}:
+            if sub == getattr(args, "command", None):
+                flags = {a.dest: a.option_strings[-1] for a in action.choices[sub]._actions
+                         if a.option_strings}
+    for dest, value in vars(args).items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            continue
+        try:
+            finite = math.isfinite(float(value))
+        except (OverflowError, ValueError):
+            finite = False
+        if not finite:
+            flag = flags.get(dest, "--" + dest.replace("_", "-"))
+            text = str(value) if len(str(value)) < 24 else "a number out of range"
+            raise JaxrnaError(f"{flag}: expected a finite number, got {text}")
+
+
+def _failure(exc: BaseException) -> int:
+    """The exit status of a run that raised ``exc``, after one line on stderr (SIGPIPE:
+    none). Anything but a fault of the kinds below is a bug, and keeps its traceback."""
+    from jaxrna.io.atomic import WRITE_ERRNOS
+
+    if isinstance(exc, SystemExit):
+        raise exc
+    if isinstance(exc, BrokenPipeError):  # `jaxrna ... | head`: end quietly, as SIGPIPE would
+        cleanup.quiet_stdout()
+        return 141
+    signum = cleanup.stopping()
+    if isinstance(exc, KeyboardInterrupt) or signum is not None:
+        # (anything raised while a stop signal unwinds the run is a consequence of it)
+        cleanup.stop_children()
+        return cleanup.report(getattr(exc, "signum", None) or signum or signal.SIGINT)
+    if isinstance(exc, JaxrnaError):
         print(f"jaxrna: error: {exc}", file=sys.stderr)
         return exc.exit_status
-    except KeyboardInterrupt:
-        print("jaxrna: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return 141
+    from jaxrna.oom import describe_out_of_memory
+
+    oom = describe_out_of_memory(exc)
+    if oom is not None:
+        print(f"jaxrna: error: {oom}", file=sys.stderr)
+        return 2
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"jaxrna: error: {where}{(exc.strerror or str(exc)).rstrip('.')}", file=sys.stderr)
+        if not exc.filename:
+            cleanup.quiet_stdout()
+        return 2
+    raise exc

@@ -22,6 +22,8 @@ def add_output_options(parser: argparse.ArgumentParser, formats: list[str], defa
 def add_backend_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
                         help="where to compute: auto picks the GPU when JAX sees one (default: auto)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print the device the run computes on (one line on stderr)")
 
 
 def _temperature(text: str) -> float:

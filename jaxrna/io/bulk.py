@@ -21,18 +21,16 @@ exactly those of :func:`~jaxrna.io.fasta.read_fasta`.
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
-import sys
-import zlib
 from dataclasses import dataclass, field
-from typing import IO, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from jaxrna.io.errors import InputError
 from jaxrna.io.fasta import NUCLEOTIDE_LETTERS, Record, _LineTracker
+from jaxrna.io.source import InputSource, TextSource
 
 #: Bytes read per block (a block ends at a record boundary, so a longer record makes it longer).
 BLOCK_BYTES = 1 << 26
@@ -153,52 +151,10 @@ def padded_codes(batch: SeqBatch, indices: Sequence[int] | np.ndarray, length: i
 # reading
 
 
-class _Source:
-    """A binary stream of the file (gzip decompressed), with located read errors."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        if path == "-":
-            raw = sys.stdin.buffer
-            head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-            self.stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
-            self._own = head == b"\x1f\x8b"
-            return
-        try:
-            fh = open(path, "rb")
-        except FileNotFoundError:
-            raise InputError("no such file", path=path) from None
-        except IsADirectoryError:
-            raise InputError("is a directory, not a FASTA file", path=path) from None
-        except PermissionError:
-            raise InputError("permission denied", path=path) from None
-        except OSError as exc:
-            raise InputError(f"cannot open file: {exc.strerror or exc}", path=path) from None
-        self._own = True
-        try:
-            head = fh.peek(2)[:2]
-        except OSError as exc:
-            fh.close()
-            if getattr(exc, "errno", None) == 21:  # EISDIR
-                raise InputError("is a directory, not a FASTA file", path=path) from None
-            raise InputError(f"cannot read file: {exc.strerror or exc}", path=path) from None
-        self.stream = gzip.GzipFile(fileobj=fh, mode="rb") if head == b"\x1f\x8b" else fh
-        self._file = fh
-
-    def read(self, size: int, line: int) -> bytes:
-        try:
-            return self.stream.read(size)
-        except (OSError, EOFError, zlib.error) as exc:
-            what = "not a valid gzip file" if isinstance(exc, gzip.BadGzipFile) else \
-                "truncated or corrupt gzip data" if isinstance(exc, (EOFError, zlib.error)) else \
-                f"cannot read file: {getattr(exc, 'strerror', None) or exc}"
-            raise InputError(what, path=self.path, line=line) from None
-
-    def close(self) -> None:
-        if self._own:
-            self.stream.close()
-            if hasattr(self, "_file"):
-                self._file.close()
+class _Source(InputSource):
+    """A binary stream of the file (gzip decompressed), with located read errors: the shared
+    opener :class:`jaxrna.io.source.InputSource` (corrupt or truncated gzip, devices refused,
+    FIFOs read as streams, a file that changes while it is read), ``read(size, line)``."""
 
 
 class _Blocks:
@@ -301,8 +257,7 @@ class _Reader:
         batches."""
         from Bio import SeqIO
 
-        stream = io.TextIOWrapper(io.BufferedReader(_Chain(data, source, before)),
-                                  encoding="utf-8")
+        stream = TextSource(self.path, source=_Chain(data, source, before), lines_before=before)
         tracker = _LineTracker(stream, self.path, self.alphabet)
         tracker.lineno = before
         tracker._seen_header = self.started

@@ -1,0 +1,261 @@
+"""Whole ``jaxrna`` processes timed as a user runs them, cold and warm, with a stage breakdown.
+
+Each job of issue 14's table is generated from a fixed seed, then run as a fresh process
+(``python -m jaxrna ...``): *cold* with an empty ``JAXRNA_CACHE_DIR``, *warm* the runs after it
+with the same cache directory (the median of ``--warm`` runs is reported). Every run writes its
+stage times (``JAXRNA_PROFILE``, :mod:`jaxrna.stages`): ``startup`` is the wall time before
+jaxrna's first module ran (interpreter start), ``imports`` JAX and jaxrna modules, ``compile``
+tracing, lowering and compiling or loading programs from the persistent cache (with the
+number of programs ``compiled`` rather than loaded), ``device`` the host waiting for device
+results, the others the host stages; ``other`` is the rest of the wall time. Outputs of all runs
+of a job must be identical (their sha256 is printed). Where a peer exists it runs on the same
+job in the same call: parasail on every core for ``align`` (``bench/peer_parasail.py``).
+
+    python bench/bench_cli.py --preset cpu                 # this 2-core machine's sizes
+    python bench/bench_cli.py --preset gpu --json out.json # issue 14's sizes (one H200)
+    python bench/bench_cli.py --jobs fold_seq100,align_all --preset cpu --warm 3
+
+The table goes to stdout; ``--json`` keeps every run's numbers, ``--log DIR`` every run's stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SEED = 20261124
+
+#: job -> sizes per preset. Counts and lengths are those of issue 14's table for "gpu".
+PRESETS = {
+    "gpu": {
+        "fold_seq100": {"length": 100},
+        "fold_1000": {"count": 1000, "lo": 50, "hi": 500},
+        "fold_16k": {"length": 16000},
+        "align_zip": {"pairs": 100_000, "length": 1000},
+        "align_all": {"queries": 300, "targets": 300, "lo": 200, "hi": 400},
+        "interact": {"len1": 23, "len2": 20000, "window2": 128},
+        "targets": {"mirnas": 2000, "targets": 30000},
+        "fold_partition": {"length": 2000},
+    },
+    "cpu": {
+        "fold_seq100": {"length": 100},
+        "fold_1000": {"count": 1000, "lo": 50, "hi": 500},
+        "fold_16k": {"length": 2000},
+        "align_zip": {"pairs": 2000, "length": 1000},
+        "align_all": {"queries": 60, "targets": 60, "lo": 200, "hi": 400},
+        "interact": {"len1": 23, "len2": 2000, "window2": 128},
+        "targets": {"mirnas": 16, "targets": 30000},
+        "fold_partition": {"length": 2000},
+    },
+}
+JOBS = list(PRESETS["gpu"])
+STAGES = ["startup", "imports", "setup", "read", "encode", "compile", "device", "traceback",
+          "format", "write"]
+
+
+def _rng(name: str) -> np.random.Generator:
+    return np.random.default_rng([SEED, int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)])
+
+
+def _random_rna(rng: np.random.Generator, n: int) -> str:
+    return np.frombuffer(b"ACGU", np.uint8)[rng.integers(0, 4, n)].tobytes().decode()
+
+
+def _write_fasta(path: str, prefix: str, seqs: list[str]) -> str:
+    with open(path, "w") as fh:
+        for k, s in enumerate(seqs):
+            fh.write(f">{prefix}{k + 1}\n")
+            for i in range(0, len(s), 60):
+                fh.write(s[i:i + 60] + "\n")
+    return path
+
+
+def make_job(name: str, size: dict, data: str, backend: str) -> tuple[list[str], str]:
+    """The CLI arguments of job ``name`` (data written under ``data``) and its output file."""
+    rng = _rng(name)
+    d = os.path.join(data, name)
+    os.makedirs(d, exist_ok=True)
+    out = os.path.join(d, "out.txt")
+    common = ["-q", "-o", out, "--backend", backend]
+    if name == "fold_seq100":
+        return ["fold", "--sequence", _random_rna(rng, size["length"])] + common, out
+    if name == "fold_1000":
+        lens = rng.integers(size["lo"], size["hi"] + 1, size["count"])
+        fa = _write_fasta(os.path.join(d, "seqs.fa"), "s", [_random_rna(rng, int(n)) for n in lens])
+        return ["fold", fa] + common, out
+    if name == "fold_16k":
+        fa = _write_fasta(os.path.join(d, "long.fa"), "long", [_random_rna(rng, size["length"])])
+        return ["fold", fa] + common, out
+    if name == "fold_partition":
+        fa = _write_fasta(os.path.join(d, "one.fa"), "p", [_random_rna(rng, size["length"])])
+        return ["fold", fa, "--partition"] + common, out
+    if name == "align_zip":
+        n, m = size["pairs"], size["length"]
+        q = _write_fasta(os.path.join(d, "q.fa"), "q", [_random_rna(rng, m) for _ in range(n)])
+        t = _write_fasta(os.path.join(d, "t.fa"), "t", [_random_rna(rng, m) for _ in range(n)])
+        return ["align", q, t, "--pairs", "zip", "--score-only", "-f", "tsv"] + common, out
+    if name == "align_all":
+        def many(prefix, count):
+            lens = rng.integers(size["lo"], size["hi"] + 1, count)
+            return [_random_rna(rng, int(k)) for k in lens]
+        q = _write_fasta(os.path.join(d, "q.fa"), "q", many("q", size["queries"]))
+        t = _write_fasta(os.path.join(d, "t.fa"), "t", many("t", size["targets"]))
+        return ["align", q, t, "--mode", "local"] + common, out
+    if name == "interact":
+        a = _write_fasta(os.path.join(d, "a.fa"), "a", [_random_rna(rng, size["len1"])])
+        b = _write_fasta(os.path.join(d, "b.fa"), "b", [_random_rna(rng, size["len2"])])
+        return ["interact", a, b, "--window2", str(size["window2"])] + common, out
+    if name == "targets":
+        tdir = os.path.join(d, "data")
+        if not os.path.exists(os.path.join(tdir, "utrs.fa")):
+            subprocess.run([sys.executable, os.path.join(HERE, "make_targets_data.py"), "--out",
+                            tdir, "--mirnas", str(size["mirnas"]), "--targets",
+                            str(size["targets"])], check=True, stdout=subprocess.DEVNULL)
+        return ["targets", os.path.join(tdir, "mirnas.fa"), os.path.join(tdir, "utrs.fa"),
+                "--no-energy", "--quiet", "-o", out, "--backend", backend], out
+    raise ValueError(name)
+
+
+def _sha(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 24), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def run_cli(args: list[str], cache: str, log: str | None, out: str) -> dict:
+    """One fresh ``python -m jaxrna`` process: wall time, stage times, output hash."""
+    fd, profile = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAXRNA_PROFILE=profile,
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if os.path.exists(out):
+        os.unlink(out)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "jaxrna"] + args, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    if log:
+        with open(log, "ab") as fh:
+            fh.write(f"$ jaxrna {' '.join(args)[:300]}\n".encode() + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"jaxrna {' '.join(args)[:200]} exited {proc.returncode}:\n"
+                           + proc.stderr.decode()[-2000:])
+    with open(profile) as fh:
+        prof = json.load(fh)
+    os.unlink(profile)
+    stages = {k: v for k, v in prof["stages"].items() if not k.startswith("_")}
+    stages["startup"] = wall - prof["in_process_s"]
+    stages["other"] = wall - sum(v for k, v in stages.items() if "(background)" not in k)
+    return {"wall": wall, "stages": stages, "counts": prof["counts"],
+            "compile_parts": {k: v for k, v in prof["stages"].items() if k.startswith("_")},
+            "sha": _sha(out)}
+
+
+def run_peer(name: str, args: list[str], log: str | None) -> dict | None:
+    """The peer on the same job (parasail on every core for align), as one process."""
+    if not name.startswith("align"):
+        return None
+    try:
+        import parasail  # noqa: F401
+    except ImportError:
+        return {"error": "parasail not installed"}
+    q, t = args[1], args[2]
+    cmd = [sys.executable, os.path.join(HERE, "peer_parasail.py"), q, t]
+    cmd += ["--pairs", "zip", "--score-only"] if name == "align_zip" else ["--mode", "local"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        return {"error": proc.stderr.decode()[-500:]}
+    return {"wall": wall, "summary": proc.stdout.decode().strip().splitlines()[-1]}
+
+
+def bench_job(name: str, size: dict, data: str, backend: str, warm: int, log_dir: str | None,
+              peer: bool) -> dict:
+    args, out = make_job(name, size, data, backend)
+    log = os.path.join(log_dir, f"{name}.log") if log_dir else None
+    cache = tempfile.mkdtemp(prefix=f"jaxrna-cache-{name}-")
+    try:
+        cold = run_cli(args, cache, log, out)
+        warms = [run_cli(args, cache, log, out) for _ in range(warm)]
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    shas = {r["sha"] for r in [cold] + warms}
+    if len(shas) != 1:
+        raise RuntimeError(f"{name}: outputs differ between runs: {shas}")
+    result = {"job": name, "size": size, "cold": cold, "warm": warms, "sha": shas.pop()}
+    if warms:
+        result["warm_median"] = statistics.median(r["wall"] for r in warms)
+    if peer:
+        result["peer"] = run_peer(name, args, log)
+    return result
+
+
+def _row(r: dict) -> str:
+    w = min(r["warm"], key=lambda x: abs(x["wall"] - r["warm_median"])) if r["warm"] else r["cold"]
+    st = w["stages"]
+    parts = " ".join(f"{k[:5]}={st[k]:.2f}" for k in STAGES + ["other"] if st.get(k, 0) >= 0.005)
+    bg = " ".join(f"{k.split()[0][:5]}(bg)={v:.2f}" for k, v in st.items() if "(background)" in k)
+    peer = ""
+    if r.get("peer"):
+        peer = f" | peer {r['peer']['wall']:.2f} s" if "wall" in r["peer"] else \
+            f" | peer: {r['peer']['error'][:40]}"
+    warm = f"{r['warm_median']:.2f}" if r["warm"] else "-"
+    return (f"{r['job']:15s} cold {r['cold']['wall']:6.2f} s (compiled {r['cold']['counts'].get('compiled', 0)})"
+            f"  warm {warm} s (compiled {w['counts'].get('compiled', 0)})  [{parts} {bg}]{peer}"
+            f"  sha {r['sha']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", choices=list(PRESETS), default="cpu")
+    ap.add_argument("--jobs", default=",".join(JOBS), help="comma-separated, of: " + ", ".join(JOBS))
+    ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    ap.add_argument("--warm", type=int, default=2, help="warm runs per job (median reported)")
+    ap.add_argument("--data", default=os.path.join(HERE, "data", "cli"))
+    ap.add_argument("--json", default=None, help="write every run's numbers here")
+    ap.add_argument("--log", default=None, help="directory for each job's stderr")
+    ap.add_argument("--no-peer", action="store_true")
+    args = ap.parse_args()
+    if args.log:
+        os.makedirs(args.log, exist_ok=True)
+    jobs = [j for j in args.jobs.split(",") if j]
+    for j in jobs:
+        if j not in JOBS:
+            ap.error(f"unknown job {j}")
+    info = {"date": time.strftime("%Y-%m-%d %H:%M"), "preset": args.preset,
+            "machine": f"{os.uname().nodename} {os.cpu_count()} cores",
+            "python": sys.version.split()[0], "command": " ".join(sys.argv)}
+    try:
+        import jax
+        info["jax"] = jax.__version__
+    except ImportError:
+        pass
+    print(json.dumps(info), flush=True)
+    results = []
+    for name in jobs:
+        r = bench_job(name, PRESETS[args.preset][name], args.data, args.backend, args.warm,
+                      args.log, not args.no_peer)
+        results.append(r)
+        print(_row(r), flush=True)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"info": info, "results": results}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,364 @@
+"""Compiled programs kept on disk as serialized executables, so a warm run neither traces,
+lowers nor compiles.
+
+JAX's persistent compilation cache is keyed by the lowered program, so even a cache hit pays
+for tracing and lowering the Python code (a quarter of a second for the tiled fold of a
+100-nt sequence, seconds for the BPMax fill). Here a program is keyed by what determines it --
+a name, the argument shapes and dtypes, the static arguments, the device, the JAX and jaxlib
+versions, ``XLA_FLAGS``, the x64 switch and a hash of jaxrna's sources -- and kept as
+:func:`jax.experimental.serialize_executable.serialize` bytes under ``<cache>/executables``.
+A file that cannot be read or loaded is ignored and rewritten; the store keeps the
+:data:`MAX_FILES` most recently used. Every subcommand gets its device programs here.
+
+:func:`use_disk` turns the disk store on (the CLI does, with the compilation cache directory
+of :mod:`jaxrna.runtime`); otherwise programs are only kept for this process. The store is
+used for GPU programs only: XLA:CPU executables reloaded in a fresh process failed now and
+then here ("Function ... not found" when run), so CPU runs rely on JAX's own compilation
+cache (which still traces and lowers, but compiles nothing on a warm run).
+
+>>> import jax, jax.numpy as jnp
+>>> f = jax.jit(lambda x, k: x * k, static_argnames="k")
+>>> run = program("doc.scale", f, (jnp.ones(3),), {"k": 2})
+>>> run(jnp.ones(3)).tolist()
+[2.0, 2.0, 2.0]
+>>> program("doc.scale", f, (jnp.zeros(3),), {"k": 2}) is run      # same shapes: same program
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import threading
+from typing import Any, Callable, Sequence
+
+log = logging.getLogger("jaxrna")
+
+_FORMAT = 1
+_lock = threading.Lock()
+_memo: dict[str, Callable] = {}
+_disk: str | None = None
+_source_hash: str | None = None
+
+
+def use_disk(path: str | None) -> None:
+    """Keep serialized executables under ``path/executables`` (None: this process only)."""
+    global _disk
+    _disk = None if path is None else os.path.join(path, "executables")
+
+
+def disk_dir() -> str | None:
+    return _disk
+
+
+def source_hash() -> str:
+    """A hash of every ``.py`` file of the jaxrna package (computed once per process): any
+    change to jaxrna's code invalidates every stored executable."""
+    global _source_hash
+    if _source_hash is None:
+        root = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha256()
+        for base, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(base, name)
+                h.update(os.path.relpath(path, root).encode())
+                try:
+                    with open(path, "rb") as fh:
+                        h.update(fh.read())
+                except OSError:
+                    h.update(b"-")
+        _source_hash = h.hexdigest()[:24]
+    return _source_hash
+
+
+def _leaf_key(x: Any) -> str:
+    if isinstance(x, (bool, int, float, complex)):
+        return f"{type(x).__name__}:scalar"   # a traced Python scalar: any value will do
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        return f"{type(x).__name__}:{x!r}"
+    weak = getattr(x, "weak_type", False)
+    return f"{tuple(shape)}:{dtype}{':w' if weak else ''}"
+
+
+def program_key(name: str, args: tuple, static: dict, device) -> str:
+    import jax
+    import jaxlib
+
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    parts = [f"format={_FORMAT}", name, str(tree), ";".join(_leaf_key(x) for x in leaves),
+             repr(sorted(static.items())), f"{device.platform}:{device.device_kind}",
+             f"jax={jax.__version__}", f"jaxlib={jaxlib.__version__}",
+             f"x64={bool(jax.config.jax_enable_x64)}", os.environ.get("XLA_FLAGS", ""),
+             source_hash()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
+def _load(path: str, device) -> Callable | None:
+    from jax.experimental.serialize_executable import deserialize_and_load
+
+    try:
+        with open(path, "rb") as fh:
+            fmt, payload, in_tree, out_tree = pickle.load(fh)
+        if fmt != _FORMAT:
+            return None
+        loaded = deserialize_and_load(payload, in_tree, out_tree, backend=device.platform,
+                                      execution_devices=[device])
+        try:
+            os.utime(path)                     # recently used: kept by _prune
+        except OSError:
+            pass
+        return loaded
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # a damaged or incompatible file: compile afresh
+        log.debug("ignoring cached executable %s: %s", path, exc)
+        return None
+
+
+#: The store keeps at most this many executables (the least recently used go first).
+MAX_FILES = 512
+
+
+def _save(path: str, compiled) -> None:
+    from jax.experimental.serialize_executable import serialize
+
+    try:
+        from jaxrna.io import cleanup
+    except ImportError:  # pragma: no cover
+        cleanup = None
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        payload, in_tree, out_tree = serialize(compiled)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if cleanup is not None:
+            cleanup.register(tmp)              # a killed run leaves no temporary file
+        with open(tmp, "wb") as fh:
+            pickle.dump((_FORMAT, payload, in_tree, out_tree), fh, protocol=4)
+        os.replace(tmp, path)
+        _prune(os.path.dirname(path))
+    except Exception as exc:  # read-only cache, a backend that cannot serialize, ...
+        log.debug("could not store executable %s: %s", path, exc)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    finally:
+        if cleanup is not None:
+            cleanup.unregister(tmp)
+
+
+def _prune(directory: str) -> None:
+    """Remove the least recently used executables beyond :data:`MAX_FILES`."""
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.endswith(".bin")]
+        if len(entries) <= MAX_FILES:
+            return
+        entries.sort(key=lambda e: e.stat().st_mtime)
+        for e in entries[:len(entries) - MAX_FILES]:
+            os.unlink(e.path)
+    except OSError:
+        pass
+
+
+def program(name: str, jitted, args: tuple, static: dict | None = None,
+            device=None, kwargs: dict | None = None) -> Callable:
+    """The compiled ``jitted(*args, **kwargs, **static)`` for these argument shapes, as a
+    callable taking ``*args, **kwargs`` (arrays of the same shapes and dtypes) only.
+
+    Looked up in this process, then on disk (:func:`use_disk`), else traced, compiled and
+    stored. ``device`` defaults to JAX's default device. Time spent is booked to the
+    ``compile`` stage of :mod:`jaxrna.stages`; loads are counted as ``executables_loaded``.
+    """
+    import jax
+
+    from jaxrna import stages
+
+    static = dict(static or {})
+    if device is None:
+        device = jax.config.jax_default_device or jax.devices()[0]
+        if isinstance(device, str):
+            device = jax.devices(device)[0]
+    kwargs = dict(kwargs or {})
+    key = program_key(name, (args, kwargs) if kwargs else args, static, device)
+    with _lock:
+        hit = _memo.get(key)
+        inflight = key in _inflight
+    if hit is not None:
+        return hit
+    if inflight and not _in_pool():
+        with stages.stage("compile"):
+            return _wait(key)
+    with stages.stage("compile"):
+        path = os.path.join(_disk, f"{key}.bin") if _disk and device.platform != "cpu" else None
+        compiled = _load(path, device) if path else None
+        loaded = compiled is not None
+        if loaded:
+            stages.count("executables_loaded")
+        else:
+            with jax.default_device(device):
+                compiled = jitted.lower(*args, **kwargs, **static).compile()
+            stages.count("executables_compiled")
+            if path:
+                _save(path, compiled)
+        if log.isEnabledFor(logging.DEBUG):
+            shapes = [_leaf_key(x) for x in jax.tree_util.tree_leaves((args, kwargs))]
+            log.debug("program %s %s %s: %s", name, shapes, static,
+                      "loaded" if loaded else "compiled")
+    with _lock:
+        _memo[key] = compiled
+    return compiled
+
+
+def stored_jit(name: str, static_argnames: Sequence[str] = ()) -> Callable:
+    """A decorator like ``jax.jit(fun, static_argnames=...)`` whose compiled programs come from
+    :func:`program` (so a warm GPU run loads them instead of tracing them). Calls with the same
+    argument shapes, static values and device reuse the program; a call from inside another
+    trace (tracer arguments) goes through plain ``jax.jit``. The function's parameters that
+    are not static must come before the static ones (keyword-only ones are passed by name).
+
+    >>> import jax.numpy as jnp
+    >>> @stored_jit("doc.shift", static_argnames=("k",))
+    ... def shift(x, k):
+    ...     return x + k
+    >>> shift(jnp.arange(3), k=2).tolist(), shift(jnp.arange(3), 5).tolist()
+    ([2, 3, 4], [5, 6, 7])
+    """
+    import functools
+    import inspect
+
+    def wrap(fun: Callable) -> Callable:
+        sig = inspect.signature(fun)
+        params = list(sig.parameters)
+        static_set = frozenset(static_argnames)
+        dynamic_names = [p for p in params if p not in static_set]
+        keyword_only = {p for p, v in sig.parameters.items() if v.kind is v.KEYWORD_ONLY}
+        positional = [p for p in dynamic_names if p not in keyword_only]
+        by_keyword = [p for p in dynamic_names if p in keyword_only]
+        if any(params.index(d) > params.index(s) for d in dynamic_names for s in static_set):
+            raise TypeError(f"{name}: static parameters must come after the others")
+        holder: list = []
+        fast: dict = {}
+
+        def jitted():
+            if not holder:
+                import jax
+
+                holder.append(jax.jit(fun, static_argnames=tuple(static_argnames)))
+            return holder[0]
+
+        @functools.wraps(fun)
+        def call(*args, **kwargs):
+            import jax
+
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
+            dynamic = tuple(arguments[p] for p in positional)
+            named = {p: arguments[p] for p in by_keyword}
+            static = {p: arguments[p] for p in params if p in static_set}
+            leaves = jax.tree_util.tree_leaves((dynamic, named))
+            if any(isinstance(x, jax.core.Tracer) for x in leaves):
+                return jitted()(*args, **kwargs)
+            device = _device_of(leaves)
+            key = (tuple(_leaf_key(x) for x in leaves),
+                   jax.tree_util.tree_structure((dynamic, named)), tuple(static.items()), device)
+            compiled = fast.get(key)
+            if compiled is None:
+                compiled = fast[key] = program(name, jitted(), dynamic, static, device, named)
+            return compiled(*dynamic, **named)
+
+        call.jitted = jitted          # the plain jax.jit function (tests, lowering)
+        return call
+
+    return wrap
+
+
+def _device_of(leaves: list):
+    """The device of the first committed array among ``leaves`` (a program runs where its
+    inputs are), else JAX's default device."""
+    import jax
+
+    for x in leaves:
+        if getattr(x, "_committed", False):
+            devices = x.devices()
+            if len(devices) == 1:
+                return next(iter(devices))
+    device = jax.config.jax_default_device or jax.devices()[0]
+    return jax.devices(device)[0] if isinstance(device, str) else device
+
+
+_inflight: dict[str, object] = {}
+_pool = None
+#: Programs are prepared in the background (:func:`prefetch`) on machines with this many
+#: cores or more (XLA compiles one program mostly on one core; a job needs a few).
+PREFETCH_FROM_CORES = 4
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=None) -> None:
+    """Start preparing :func:`program` for these arguments in a background thread (a no-op
+    on machines with few cores, or when it is ready or under way), so the several programs of
+    a cold run compile at once. ``args`` may be :class:`jax.ShapeDtypeStruct`s."""
+    global _pool
+    if _cores() < PREFETCH_FROM_CORES:
+        return
+    import concurrent.futures
+
+    import jax
+
+    static = dict(static or {})
+    if device is None:
+        device = jax.config.jax_default_device or jax.devices()[0]
+        if isinstance(device, str):
+            device = jax.devices(device)[0]
+    key = program_key(name, args, static, device)
+    with _lock:
+        if key in _memo or key in _inflight:
+            return
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max(1, min(4, _cores() // 2)), thread_name_prefix="jaxrna-compile")
+        _inflight[key] = _pool.submit(program, name, jitted, args, static, device)
+
+
+def _wait(key: str):
+    with _lock:
+        future = _inflight.get(key)
+    if future is None:
+        return None
+    return future.result()
+
+
+def ready(name: str, args: tuple, static: dict | None, device) -> bool:
+    """Whether :func:`program` would return at once (the program is in this process)."""
+    key = program_key(name, args, dict(static or {}), device)
+    with _lock:
+        return key in _memo
+
+
+def _in_pool() -> bool:
+    return threading.current_thread().name.startswith("jaxrna-compile")
+
+
+def forget() -> None:
+    """Drop the programs kept in this process (tests)."""
+    with _lock:
+        _memo.clear()
+        _inflight.clear()
+
+
+def memo_size() -> int:
+    """Programs kept in this process."""
+    with _lock:
+        return len(_memo)
