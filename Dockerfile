@@ -31,15 +31,10 @@ RUN if [ -n "$JAX_EXTRA" ]; then pip install --no-cache-dir "jax[${JAX_EXTRA}]";
     && pip install --no-cache-dir . \
     && rm -rf /opt/jaxrna/build
 
-# The pipeline's chunk split/merge script, so tasks find it even where Nextflow's bin/ is not
-# mounted into the container.
-COPY workflows/bin/jaxrna_targets_chunks.py /usr/local/bin/jaxrna_targets_chunks.py
-RUN chmod 755 /usr/local/bin/jaxrna_targets_chunks.py
-
 ENV XLA_PYTHON_CLIENT_PREALLOCATE=false \
     JAXRNA_CACHE_DIR=/tmp/jaxrna-cache \
     PYTHONUNBUFFERED=1
 
 WORKDIR /data
-RUN jaxrna --version && jaxrna_targets_chunks.py --version
+RUN jaxrna --version && jaxrna info
 CMD ["jaxrna", "--help"]

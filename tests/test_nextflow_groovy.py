@@ -532,7 +532,7 @@ def jax_cache(tmp_path_factory):
 
 
 def tool_env(bin_dir: str) -> dict:
-    """Environment in which `jaxrna` (this checkout) and bin/ scripts are on PATH."""
+    """Environment in which `jaxrna` (this checkout) is on PATH: the only command the tasks run."""
     os.makedirs(bin_dir, exist_ok=True)
     shim = os.path.join(bin_dir, "jaxrna")
     if not os.path.exists(shim):
@@ -540,7 +540,7 @@ def tool_env(bin_dir: str) -> dict:
             fh.write(f'#!/bin/sh\nexec "{sys.executable}" -m jaxrna "$@"\n')
         os.chmod(shim, 0o755)
     env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([bin_dir, os.path.join(WORKFLOWS, "bin"), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 

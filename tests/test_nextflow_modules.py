@@ -79,10 +79,12 @@ def test_module_conventions(module):
     for section in (proc.script, proc.stub):
         assert "def args   = task.ext.args   ?: ''" in section or "def args    = task.ext.args   ?: ''" in section
         assert 'task.ext.prefix ?: "${meta.id}"' in section
-    if module in SUBCOMMANDS:
-        vers = [c for c in proc.outputs if c.get("topic") == "versions"][0]
-        assert vers["items"][2]["name"].startswith("jaxrna --version")
-        assert f"jaxrna {module}" in proc.script
+    # every module runs a jaxrna subcommand (targets_split: jaxrna targets-split) and reports
+    # jaxrna's version
+    vers = [c for c in proc.outputs if c.get("topic") == "versions"][0]
+    assert vers["items"][1]["name"] == "jaxrna" and vers["emit"] == "versions_jaxrna"
+    assert vers["items"][2]["name"].startswith("jaxrna --version")
+    assert f"jaxrna {module.replace('_', '-')} " in proc.script
 
 
 @pytest.mark.parametrize("module", PROCESS_DIRS)
@@ -125,10 +127,9 @@ def test_environment_yml(module):
     assert env["channels"] == ["conda-forge", "bioconda"]
     deps = env["dependencies"]
     assert any(isinstance(d, str) and d.startswith("conda-forge::python=") for d in deps)
-    if module in SUBCOMMANDS:
-        pip = [d["pip"] for d in deps if isinstance(d, dict)][0]
-        from jaxrna._version import __version__
-        assert pip == [f"jaxrna=={__version__}"]
+    pip = [d["pip"] for d in deps if isinstance(d, dict)][0]
+    from jaxrna._version import __version__
+    assert pip == [f"jaxrna=={__version__}"]
 
 
 @pytest.mark.parametrize("module", PROCESS_DIRS)
@@ -294,8 +295,16 @@ def test_stub_writes_the_declared_files(module, which, tiny, tmp_path, env):
         assert bool(out["windows"]) == PARAM_SETS[which]["interact_all_windows"]
 
 
-def test_bin_script_is_executable():
-    path = os.path.join(WORKFLOWS, "bin", "jaxrna_targets_chunks.py")
-    assert os.access(path, os.X_OK)
-    assert open(path).readline().startswith("#!/usr/bin/env python3")
+@pytest.mark.parametrize("module", PROCESS_DIRS)
+def test_tasks_call_only_jaxrna(module):
+    """Every command a task script runs is `jaxrna` (the pipeline has no scripts of its own:
+    no bin/ directory, nothing else on the tasks' PATH is needed)."""
+    assert not os.path.exists(os.path.join(WORKFLOWS, "bin"))
+    proc = module_process(module)
+    ext = task_ext(process_name(module), PARAM_SETS["everything"], {"id": "s1"})
+    binding = {"meta": {"id": "s1"}, "task": {"process": proc.name, "ext": ext, "cpus": 1, "attempt": 1},
+               **{item["name"]: "x.fa" for channel in proc.inputs for item in channel["items"][1:]}}
+    commands = [line for line in proc.render("script", binding).replace("\\\n", " ").splitlines()
+                if line.strip()]
+    assert commands and all(shlex.split(c)[0] == "jaxrna" for c in commands), commands
     assert shutil.which("bash")

@@ -1,5 +1,7 @@
-"""The targets pipeline's chunk-and-merge path: splitting a target file, scanning the chunks and
-merging their reports gives, byte for byte, the report of one ``jaxrna targets`` run.
+"""The targets pipeline's chunk-and-merge path (``jaxrna targets-split``, ``jaxrna targets``
+per chunk, ``jaxrna targets-merge``; library code :mod:`jaxrna.targets.chunks`): splitting a
+target file, scanning the chunks and merging their reports gives, byte for byte, the report of
+one ``jaxrna targets`` run.
 
 Inputs: ``test-data/miranda`` (bantam x hid 3'UTR) and ``workflows/assets/test`` (derived from it:
 the hid 3'UTR cut into overlapping pieces, its reverse complement and a 4-nt record as targets;
@@ -7,7 +9,6 @@ bantam, three more miRNAs and a point mutant of bantam under bantam's id as miRN
 """
 
 import gzip
-import importlib.util
 import io
 import os
 import random
@@ -16,17 +17,13 @@ import pytest
 
 from jaxrna.cli import main as jaxrna_main
 from jaxrna.formats.miranda import writer_for
+from jaxrna.targets import chunks
 from jaxrna.targets.records import Hit, PairResult
 from test_nextflow_groovy import (ROOT, WORKFLOWS, Task, jax_cache, module_process,  # noqa: F401
                                   pipeline_params, task_ext, tool_env)
 
 MIRANDA = os.path.join(ROOT, "test-data", "miranda")
 ASSETS = os.path.join(WORKFLOWS, "assets", "test")
-SCRIPT = os.path.join(WORKFLOWS, "bin", "jaxrna_targets_chunks.py")
-
-_spec = importlib.util.spec_from_file_location("jaxrna_targets_chunks", SCRIPT)
-chunks = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(chunks)
 
 
 def scan(mirnas, targets, args, out):
@@ -225,12 +222,36 @@ def test_merge_command_line_matches_reports_by_name(tmp_path, capsys):
     (tmp_path / "x.chunk000002.targets.txt").write_text(
         render("miranda", True, False, mirnas, targets[2:], {(1, 0): hits[(1, 2)]}))
     out = tmp_path / "merged.txt"
-    argv = ["merge", "--manifest", str(tmp_path / "x.chunks.tsv"), "--mirnas", str(tmp_path / "m.fa"),
+    argv = ["targets-merge", "--manifest", str(tmp_path / "x.chunks.tsv"), "--mirnas", str(tmp_path / "m.fa"),
             "-o", str(out), str(tmp_path / "x.chunk000002.targets.txt"), str(tmp_path / "x.chunk000001.targets.txt")]
-    assert chunks.main(argv) == 0
+    assert jaxrna_main(argv) == 0
     assert out.read_text() == render("miranda", True, False, mirnas, targets, hits)
-    assert chunks.main(argv[:-1]) == 2
-    assert "no report for chunk(s) x.chunk000001" in capsys.readouterr().err
+    capsys.readouterr()
+    assert jaxrna_main(argv[:5] + argv[7:]) == 0        # standard output
+    assert capsys.readouterr().out == out.read_text()
+    assert jaxrna_main(argv[:-1]) == 2
+    assert "jaxrna: error: no report for chunk(s) x.chunk000001" in capsys.readouterr().err
+    assert jaxrna_main(argv[:-1] + [str(tmp_path / "missing.txt")]) == 2
+    assert "missing.txt: matches 0 chunks" in capsys.readouterr().err
+
+
+def test_split_command_line_equals_the_library(tmp_path, capsys):
+    """`jaxrna targets-split` writes what :func:`chunks.split` writes, and reports the count."""
+    src = os.path.join(ASSETS, "utrs.fa")
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "lib").mkdir()
+    argv = ["targets-split", "--chunk-nt", "1200", "--chunk-records", "3", "--prefix", "u",
+            "--outdir", str(tmp_path / "cli"), src]
+    assert jaxrna_main(argv) == 0
+    assert "9 records in 5 chunk(s)" in capsys.readouterr().err
+    rows = chunks.split(src, "u", chunk_nt=1200, chunk_records=3, outdir=str(tmp_path / "lib"))
+    names = sorted(os.listdir(tmp_path / "lib"))
+    assert names == sorted(os.listdir(tmp_path / "cli")) and len(names) == len(rows) + 1
+    for name in names:
+        assert (tmp_path / "cli" / name).read_bytes() == (tmp_path / "lib" / name).read_bytes()
+    assert jaxrna_main(["targets-split", "--prefix", "u", str(tmp_path / "none.fa")]) == 2
+    assert "none.fa: No such file or directory" in capsys.readouterr().err
+    assert jaxrna_main(["targets-split", "--prefix", "a/b", src]) == 2
 
 
 # --------------------------------------------------------------------------- the pipeline's processes

@@ -58,7 +58,7 @@ def add_parser(subparsers) -> None:
         "targets", help="miRNA target scanning (miRanda 3.3a, exactly)",
         description="Scan every miRNA against every target (miRNA-major, as miRanda does) and "
                     "report miRanda 3.3a's hits: same scores, coordinates, alignments and "
-                    "energies (ViennaRNA, Turner 1999, 30 C).",
+                    "energies (Turner 1999, 30 C, as ViennaRNA folds miRanda's duplex string).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mirnas", metavar="MIRNAS.fa", help="miRNA FASTA file (plain or gzip)")
     p.add_argument("targets", metavar="TARGETS.fa",
@@ -88,10 +88,40 @@ def add_parser(subparsers) -> None:
                    help="miranda (default), keyval, tsv (one row per hit, clean 1-based spans) or json")
     p.add_argument("--pair-offset", type=positive_int, default=0, metavar="N",
                    help="start miRanda's running pair counter (\"Strand\") at N+1, for pieces of a split run")
+    p.add_argument("--energy-engine", choices=("auto", "device", "cpu", "vienna"), default=None,
+                   help="what folds the hits' energies (the same energies, byte-identical output): "
+                        "jaxrna's energy engine on the run's device (device), the same model "
+                        "vectorised on the CPU (cpu), or ViennaRNA, the reference (vienna); "
+                        "default auto: device on a GPU, cpu on a CPU (or $JAXRNA_ENERGY_ENGINE)")
     p.add_argument("--chunk-nt", type=positive_int, default=None, metavar="NT",
                    help="target nucleotides scanned per chunk (memory vs. speed; default 64,000,000)")
     add_backend_option(p)
     p.set_defaults(func=run)
+
+
+#: ``--backend auto`` scans fewer cells than this on the CPU: it finishes them before a GPU
+#: would have started (CUDA's start-up and program loads take about a second; this CPU scans
+#: ~0.6 G cells/s on 2 cores).
+GPU_CELLS_FROM = 2e8
+
+
+def _scan_size(mirnas: str, targets: str) -> float | None:
+    """Cells of the scan (miRNA nt x target nt), estimated from the sizes of plain files
+    (None when a file is compressed, a stream or unreadable: then it is not taken as small)."""
+    import os
+
+    sizes = []
+    for path in (mirnas, targets):
+        try:
+            if path == "-" or not os.path.isfile(path):
+                return None
+            with open(path, "rb") as fh:
+                if fh.read(2) == b"\x1f\x8b":
+                    return None
+            sizes.append(os.path.getsize(path))
+        except OSError:
+            return None
+    return float(sizes[0]) * float(sizes[1])
 
 
 def run(args) -> int:
@@ -109,12 +139,16 @@ def run(args) -> int:
                             strict=args.strict, no_energy=args.no_energy)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    import jax
+    from jaxrna.stages import stage
 
-    from jaxrna.runtime import enable_compilation_cache, resolve_backend
+    with stage("setup"):
+        from jaxrna.runtime import choose_backend, enable_compilation_cache
 
-    enable_compilation_cache()
-    backend = resolve_backend(args.backend)
+        backend = choose_backend(args.backend, _scan_size(args.mirnas, args.targets),
+                                 GPU_CELLS_FROM)
+        import jax
+
+        enable_compilation_cache()
     chunk_nt = args.chunk_nt or DEFAULT_CHUNK_NT
     bar = progress(None, "targets", unit="pair", quiet=args.quiet)
     start = time.perf_counter()
@@ -124,7 +158,8 @@ def run(args) -> int:
                 writer = writer_for(fmt, out, no_energy=params.no_energy, quiet=args.quiet)
                 stats = write_scan(args.mirnas, args.targets, writer, params, chunk_nt=chunk_nt,
                                    pair_offset=args.pair_offset, progress=bar,
-                                   engine_options={"devices": jax.devices(backend)})
+                                   engine_options={"devices": jax.devices(backend)},
+                                   energy_engine=args.energy_engine)
     finally:
         bar.close()
     elapsed = time.perf_counter() - start

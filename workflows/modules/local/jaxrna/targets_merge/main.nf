@@ -9,7 +9,7 @@ process JAXRNA_TARGETS_MERGE {
 
     output:
     tuple val(meta), path("*.targets.{txt,tsv,json}"), emit: targets
-    tuple val("${task.process}"), val('jaxrna_targets_chunks.py'), eval("jaxrna_targets_chunks.py --version | sed 's/^.* //'"), emit: versions_chunks, topic: versions
+    tuple val("${task.process}"), val('jaxrna'), eval("jaxrna --version | sed 's/^jaxrna //'"), emit: versions_jaxrna, topic: versions
 
     when:
     task.ext.when == null || task.ext.when
@@ -19,7 +19,7 @@ process JAXRNA_TARGETS_MERGE {
     def prefix = task.ext.prefix ?: "${meta.id}"
     def suffix = task.ext.suffix ?: 'txt'
     """
-    jaxrna_targets_chunks.py merge \\
+    jaxrna targets-merge \\
         $args \\
         --manifest $manifest \\
         --mirnas $mirnas \\

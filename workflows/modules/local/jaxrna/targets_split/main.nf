@@ -10,7 +10,7 @@ process JAXRNA_TARGETS_SPLIT {
     output:
     tuple val(meta), path("*.chunk*.fa") , emit: chunks
     tuple val(meta), path("*.chunks.tsv"), emit: manifest
-    tuple val("${task.process}"), val('jaxrna_targets_chunks.py'), eval("jaxrna_targets_chunks.py --version | sed 's/^.* //'"), emit: versions_chunks, topic: versions
+    tuple val("${task.process}"), val('jaxrna'), eval("jaxrna --version | sed 's/^jaxrna //'"), emit: versions_jaxrna, topic: versions
 
     when:
     task.ext.when == null || task.ext.when
@@ -19,7 +19,7 @@ process JAXRNA_TARGETS_SPLIT {
     def args   = task.ext.args   ?: ''
     def prefix = task.ext.prefix ?: "${meta.id}"
     """
-    jaxrna_targets_chunks.py split \\
+    jaxrna targets-split \\
         $args \\
         --prefix ${prefix} \\
         $targets
