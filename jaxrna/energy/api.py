@@ -165,10 +165,15 @@ def fold_batch(sequences: Sequence[str], params: EnergyParams, dangles: int = 2,
     >>> [e for e, _ in fold_batch(["GGGGAAACCCC", "A"], load_params(), batch=8)]
     [-450, 0]
     """
+    return _collect(_launch(sequences, params, dangles, unpaired, with_pairs, length, batch))
+
+
+def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch) -> tuple:
+    """Start :func:`fold_batch`'s device work (asynchronous); :func:`_collect` waits for it."""
     from jaxrna.energy.fill import prepare_batch
 
     if not sequences:
-        return []
+        return sequences, 0, None, with_pairs
     count = len(sequences)
     if batch is not None and batch > count:
         sequences = list(sequences) + [""] * (batch - count)
@@ -176,9 +181,17 @@ def fold_batch(sequences: Sequence[str], params: EnergyParams, dangles: int = 2,
     length = length or bucket_length(max(len(s) for s in sequences))
     stack = prepare_batch(sequences, params, length, unpaired)
     stop = int(stack["n"].max())
-    energy, partner, ok = _program()(stack["s"], stack["allowed"], stack["special"], stack["n"],
-                                     _device_params(params, length), np.int32(dangles),
-                                     np.int32(stop), with_pairs=with_pairs)
+    out = _program()(stack["s"], stack["allowed"], stack["special"], stack["n"],
+                     _device_params(params, length), np.int32(dangles), np.int32(stop),
+                     with_pairs=with_pairs)
+    return sequences, count, out, with_pairs
+
+
+def _collect(launched: tuple) -> list[tuple[int, np.ndarray | None]]:
+    sequences, count, outputs, with_pairs = launched
+    if outputs is None:
+        return []
+    energy, partner, ok = outputs
     energy = np.asarray(energy)
     out = []
     if with_pairs:
@@ -196,16 +209,42 @@ def _pairs(partner: np.ndarray) -> tuple[tuple[int, int], ...]:
 
 
 def _device_batches(lengths: list[int], backend: str, budget: int) -> list[list[int]]:
-    plan = plan_batches(lengths, bytes_per_item=lambda n: BYTES_PER_CELL * (n + 64) ** 2,
-                        budget=budget)
+    """Indices of ``lengths`` grouped by padded length into device batches of at most
+    ``budget`` bytes: on a GPU as many rows as a power of two allows (the batch is padded to
+    one, so no rows are wasted when a group is large); on a CPU :data:`CPU_BATCH` rows, the
+    rest one at a time.
+
+    >>> [len(b) for b in _device_batches([100] * 5000, "gpu", 4096 * BYTES_PER_CELL * 192 ** 2 + 1)]
+    [4096, 904]
+    """
+    per = lambda n: BYTES_PER_CELL * (n + 64) ** 2  # noqa: E731
     if backend != "cpu":
-        return plan
+        groups: dict[int, list[int]] = {}
+        for idx, n in enumerate(lengths):
+            groups.setdefault(bucket_length(n), []).append(idx)
+        out = []
+        for padded, members in groups.items():
+            fit = max(1, budget // per(padded))
+            cap = 1 << (fit.bit_length() - 1)              # a power of two: no padding rows
+            out += [members[k:k + cap] for k in range(0, len(members), cap)]
+        out.sort(key=lambda b: b[0])
+        return out
     out = []
-    for batch in plan:
+    for batch in plan_batches(lengths, bytes_per_item=per, budget=budget):
         full, rest = len(batch) - len(batch) % CPU_BATCH, len(batch) % CPU_BATCH
         out += [batch[k:k + CPU_BATCH] for k in range(0, full, CPU_BATCH)]
         out += [[k] for k in batch[full:full + rest]]
     return out
+
+
+def gpu_budget(device) -> int:
+    """Bytes of one GPU batch: a quarter of the memory JAX may use on ``device``, at least
+    8 GiB (also when the device does not say)."""
+    try:
+        limit = int((device.memory_stats() or {}).get("bytes_limit", 0))
+    except Exception:  # some backends do not report memory
+        limit = 0
+    return max(8 << 30, limit // 4)
 
 
 def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = None,
@@ -216,9 +255,9 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     """Fold a stream of records with the energy model, yielding results in input order.
 
     As :func:`jaxrna.fold.api.fold_records`: ``chunk`` records are read at a time (default
-    4,096 on a CPU, 32,768 on a GPU) and grouped by padded length into device batches of at
-    most ``batch_budget`` bytes (1 GiB on a CPU, 8 GiB on a GPU, where large batches are
-    what makes it fast); ``on_done(k)`` reports progress; a record too large for the memory
+    4,096 on a CPU, 65,536 on a GPU) and grouped by padded length into device batches of at
+    most ``batch_budget`` bytes (1 GiB on a CPU; on a GPU :func:`gpu_budget`, where large
+    batches are what makes it fast), the next batch prepared while one runs; ``on_done(k)`` reports progress; a record too large for the memory
     limit raises :class:`ResourceError` or, with ``on_error(record, error)``, is skipped.
     ``unpaired``: ``{record id: 0-based positions that must not pair}``.
     """
@@ -227,14 +266,23 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     model = model or EnergyModel()
     params = model.load()
     gpu = backend != "cpu"
-    chunk = chunk or (32768 if gpu else 4096)
-    batch_budget = batch_budget or ((8 if gpu else 1) << 30)
+    device = jax.devices(backend)[0]
+    chunk = chunk or (65536 if gpu else 4096)
+    batch_budget = batch_budget or (gpu_budget(device) if gpu else 1 << 30)
     buffer: list[Record] = []
 
     def flush() -> Iterator[EnergyFoldResult]:
         lengths = [len(r) for r in buffer]
         results: dict[int, tuple] = {}
-        with jax.default_device(jax.devices(backend)[0]):
+        pending = None                  # the batch on the device while the next is prepared
+
+        def finish(pending):
+            batch, launched = pending
+            results.update(zip(batch, _collect(launched)))
+            if on_done:
+                on_done(len(batch))
+
+        with jax.default_device(device):
             for batch in _device_batches(lengths, backend, batch_budget):
                 seqs = [buffer[k].sequence for k in batch]
                 if backend == "cpu":
@@ -242,11 +290,12 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                 else:
                     pad = batch_size_bucket(len(batch))
                 ups = [tuple((unpaired or {}).get(buffer[k].id, ())) for k in batch]
-                done = fold_batch(seqs, params, model.dangles, unpaired=ups,
-                                  with_pairs=with_pairs, batch=pad)
-                results.update(zip(batch, done))
-                if on_done:
-                    on_done(len(batch))
+                launched = (batch, _launch(seqs, params, model.dangles, ups, with_pairs, None, pad))
+                if pending is not None:
+                    finish(pending)
+                pending = launched
+            if pending is not None:
+                finish(pending)
         for k, rec in enumerate(buffer):
             energy, partner = results[k]
             yield EnergyFoldResult(id=rec.id, sequence=rec.sequence, energy=energy, model=model,
