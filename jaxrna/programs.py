@@ -39,6 +39,7 @@ log = logging.getLogger("jaxrna")
 _FORMAT = 1
 _lock = threading.Lock()
 _memo: dict[str, Callable] = {}
+_fast_maps: list[dict] = []     # each stored_jit function's programs by call signature
 _disk: str | None = None
 _source_hash: str | None = None
 
@@ -243,6 +244,7 @@ def stored_jit(name: str, static_argnames: Sequence[str] = ()) -> Callable:
             raise TypeError(f"{name}: static parameters must come after the others")
         holder: list = []
         fast: dict = {}
+        _fast_maps.append(fast)
 
         def jitted():
             if not holder:
@@ -352,10 +354,13 @@ def _in_pool() -> bool:
 
 
 def forget() -> None:
-    """Drop the programs kept in this process (tests)."""
+    """Drop the programs kept in this process, those of every :func:`stored_jit` function
+    included (tests)."""
     with _lock:
         _memo.clear()
         _inflight.clear()
+        for fast in _fast_maps:
+            fast.clear()
 
 
 def memo_size() -> int:
