@@ -169,3 +169,33 @@ def test_unbatched_out_of_memory_is_one_line(monkeypatch, capsys):
     assert_one_error((code, err), located=False)
     assert err == ("jaxrna: error: out of device memory (an allocation of 6.0 GiB did not "
                    "fit); use a device with more memory, --backend cpu, or shorter sequences\n")
+
+
+@pytest.mark.parametrize("where", ["launch", "collect"])
+def test_align_cli_engine_batches_are_retried_in_pieces(monkeypatch, capsys, where):
+    """The CLI's alignment engine launches batches ahead: out of memory at launch or when a
+    batch is collected, that batch is aligned again in pieces (halves down to single pairs)
+    and the output is the same, byte for byte."""
+    import jaxrna.align.api as api
+    import jaxrna.align.engine as engine
+
+    q, t = (os.path.join(TEST_DATA, f"align_{x}.fa") for x in ("queries", "targets"))
+    args = ["align", q, t, "--mode", "local", "-f", "tsv", "--backend", "cpu", "-q"]
+    monkeypatch.setenv("JAXRNA_ALIGN_ENGINE", "device")
+    assert main(args) == 0
+    want = capsys.readouterr().out
+    real = getattr(engine.DeviceRunner, where)
+    failed = []
+
+    def no_room(self, b, *rest):
+        if len(b.positions) > 1:
+            failed.append(len(b.positions))
+            raise oom()
+        return real(self, b, *rest)
+
+    monkeypatch.setattr(engine.DeviceRunner, where, no_room)
+    sizes = _inject(monkeypatch, api, "_run_batch", lambda jobs: len(jobs) > 1)
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert out == want and failed and sizes.count(1) >= sum(failed)
+    assert "ran out of device memory" in err and "Traceback" not in err

@@ -48,6 +48,24 @@ def test_missing_directory_is_refused_before_any_work(tmp_path, capsys):
     assert leftovers(tmp_path) == []
 
 
+def test_output_naming_an_input_is_refused(tmp_path, fa, capsys):
+    """``-o`` (or --all-windows, --plot) naming one of the run's inputs, by any path to it, is
+    refused before any work: the rename at the end would replace the input with the output."""
+    link = tmp_path / "link.fa"
+    link.symlink_to(fa)
+    for out in (fa, str(link)):
+        for argv in argvs(fa, out):
+            if argv[-2] == "--plot":
+                continue                      # matplotlib may be missing; same check
+            code = main(argv)
+            err = capsys.readouterr().err
+            assert_one_error((code, err), located=False)
+            assert f"cannot write {argv[-2]}: it is an input of this run" in err, err
+    with open(fa) as fh:
+        assert fh.read() == RECORDS
+    assert leftovers(tmp_path) == []
+
+
 def test_cli_missing_directory(tmp_path):
     out = tmp_path / "missing" / "x.tsv"
     r = run(["interact", "--seq1", "GGGAAAUCCC", "--seq2", "GGGAAAUCCC", "-o", str(out)])

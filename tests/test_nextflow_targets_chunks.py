@@ -250,8 +250,30 @@ def test_split_command_line_equals_the_library(tmp_path, capsys):
     for name in names:
         assert (tmp_path / "cli" / name).read_bytes() == (tmp_path / "lib" / name).read_bytes()
     assert jaxrna_main(["targets-split", "--prefix", "u", str(tmp_path / "none.fa")]) == 2
-    assert "none.fa: No such file or directory" in capsys.readouterr().err
+    assert "none.fa: no such file" in capsys.readouterr().err    # as every subcommand says it
     assert jaxrna_main(["targets-split", "--prefix", "a/b", src]) == 2
+
+
+def test_split_of_a_bad_input_is_one_located_line_and_leaves_no_chunk(tmp_path, capsys):
+    """targets-split reads through jaxrna's input layer: gzip that breaks after some records
+    (or a device) is one located error, exit 2, and the chunks already written are removed."""
+    import gzip
+    import random
+
+    body = "".join(f">t{k}\n{''.join(random.Random(k).choice('ACGU') for _ in range(300))}\n"
+                   for k in range(200)).encode()
+    broken = tmp_path / "utrs.fa.gz"
+    whole = gzip.compress(body)
+    broken.write_bytes(whole[:len(whole) // 2])            # truncated gzip
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["targets-split", "--chunk-records", "5", "--prefix", "u", "--outdir", str(out)]
+    assert jaxrna_main(argv + [str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"jaxrna: error: {broken}") and "gzip" in err
+    assert "Traceback" not in err and os.listdir(out) == []
+    assert jaxrna_main(argv + ["/dev/zero"]) == 2
+    assert "/dev/zero" in capsys.readouterr().err and os.listdir(out) == []
 
 
 # --------------------------------------------------------------------------- the pipeline's processes

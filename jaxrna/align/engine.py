@@ -26,6 +26,7 @@ their order are those of :func:`~jaxrna.align.api.align_records` over the pairs 
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -38,7 +39,10 @@ from jaxrna.batching import bucket_length
 from jaxrna.formats.align_bulk import AlignedBatch, file_parts, format_batch
 from jaxrna.io.bulk import SeqBatch
 from jaxrna.io.errors import InputError
+from jaxrna.oom import is_out_of_memory
 from jaxrna.stages import stage
+
+log = logging.getLogger("jaxrna")
 
 #: Pairs per chunk (a unit of formatting and writing; bounds the memory of results).
 CHUNK_ALIGN = 1 << 14
@@ -521,6 +525,13 @@ def _fill(arr: np.ndarray, lens: np.ndarray, rows: np.ndarray, side: tuple,
     arr[np.repeat(rows, ll), col] = codes[np.repeat(off[records], ll) + col]
 
 
+class _OutOfMemory:
+    """A batch whose launch ran out of device memory (handled when it is collected)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
 class DeviceRunner:
     """Chunks through JAX programs on ``backend`` (see the module docstring)."""
 
@@ -664,6 +675,18 @@ class DeviceRunner:
         return batches
 
     # -- running ------------------------------------------------------------------------------
+    def retry_in_pieces(self, b: _Batch, qi_all: np.ndarray, ti_all: np.ndarray, c: Chunk,
+                        ragged: _Ragged | None, exc: BaseException) -> None:
+        """A batch that ran out of device memory, aligned again through the record path,
+        which splits it in halves down to single pairs (:func:`jaxrna.oom.split_on_oom`); a
+        pair that does not fit alone is refused by name (``on_error``)."""
+        log.warning("align: a batch of %d pairs ran out of device memory (%s); retrying it in "
+                    "smaller pieces", len(b.positions), str(exc).splitlines()[0][:120])
+        pos = b.positions
+        _old_path(self.job, pos, qi_all[pos], ti_all[pos], backend=self.backend,
+                  max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
+                  use_pallas=self.pallas or None)
+
     def launch(self, b: _Batch, qi_all: np.ndarray, ti_all: np.ndarray):
         job = self.job
         from jaxrna.kernels import wavefront
@@ -920,12 +943,24 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
             if b is None:
                 return None
             _, _, _, qi, ti = state[ci]
-            return runner.launch(b, qi, ti)
+            try:
+                return runner.launch(b, qi, ti)
+            except Exception as exc:  # out of device memory: retried in pieces below
+                if not is_out_of_memory(exc):
+                    raise
+                return _OutOfMemory(exc)
 
         for (ci, b), pend in pipeline.launch_ahead(batches(), launch, depth=2):
             entry = state[ci]
             if b is not None:
-                runner.collect(b, pend, entry[0], entry[1])
+                try:
+                    if isinstance(pend, _OutOfMemory):
+                        raise pend.exc
+                    runner.collect(b, pend, entry[0], entry[1])
+                except Exception as exc:
+                    if not is_out_of_memory(exc):
+                        raise
+                    runner.retry_in_pieces(b, entry[3], entry[4], entry[0], entry[1], exc)
                 entry[2] -= 1
             if entry[2] <= 0:
                 c, ragged = entry[0], entry[1]

@@ -92,12 +92,31 @@ OUTPUT_OPTIONS = {"output": "-o", "all_windows": "--all-windows", "plot": "--plo
 
 
 def _check_outputs(args) -> None:
-    from jaxrna.io.atomic import check_output
+    import os
 
+    from jaxrna.io.atomic import check_output
+    from jaxrna.io.errors import OutputError
+
+    inputs = []                     # every other option naming an existing file is read
+    for attr, value in vars(args).items():
+        if attr in OUTPUT_OPTIONS:
+            continue
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, str) and v != "-" and os.path.isfile(v):
+                inputs.append(v)
     for attr, option in OUTPUT_OPTIONS.items():
         value = getattr(args, attr, None)
         if isinstance(value, str):
             check_output(value, option)
+            if value != "-" and os.path.exists(value):
+                for v in inputs:
+                    try:
+                        same = os.path.samefile(v, value)
+                    except OSError:
+                        same = False
+                    if same:  # the rename at the end would replace the input
+                        raise OutputError(f"cannot write {option}: it is an input of this run "
+                                          f"({v}); write the output elsewhere", path=value)
 
 
 def _check_numbers(parser: argparse.ArgumentParser, args) -> None:

@@ -34,11 +34,9 @@ large they are. Only the standard library and :mod:`jaxrna.io` are used: no JAX.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
-import sys
 from array import array
 
 from jaxrna.io.atomic import atomic_output
@@ -57,25 +55,35 @@ class MergeError(JaxrnaError):
 # --------------------------------------------------------------------------- FASTA
 
 
-def open_bytes(path):
-    """A binary handle on a plain or gzip file ('-' is standard input)."""
-    if path == "-":
-        raw = sys.stdin.buffer
-        head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-        return gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
-    with open(path, "rb") as probe:
-        head = probe.read(2)
-    return gzip.open(path, "rb") if head == b"\x1f\x8b" else open(path, "rb")
+def byte_lines(path):
+    """The lines (bytes, with their ends) of a plain or gzip file ('-' is standard input),
+    read through :class:`jaxrna.io.source.InputSource`: a file that is not what it claims
+    (corrupt or truncated gzip, a device, unreadable, changed while read) is one located
+    :class:`~jaxrna.io.errors.InputError`."""
+    from jaxrna.io.source import InputSource
+
+    with InputSource(path) as src:
+        rest, line = b"", 1
+        while True:
+            block = src.read(line=line)
+            if not block:
+                break
+            parts = (rest + block).split(b"\n")
+            rest = parts.pop()
+            line += len(parts)
+            for part in parts:
+                yield part + b"\n"
+        if rest:
+            yield rest
 
 
 def fasta_ids(path):
     """Record ids as jaxrna reads them: the header's first blank-separated word."""
     ids = []
-    with open_bytes(path) as fh:
-        for line in fh:
-            if line[:1] == b">":
-                title = line[1:].strip().decode("utf-8", "replace")
-                ids.append(title.split(None, 1)[0] if title else "")
+    for line in byte_lines(path):
+        if line[:1] == b">":
+            title = line[1:].strip().decode("utf-8", "replace")
+            ids.append(title.split(None, 1)[0] if title else "")
     return ids
 
 
@@ -108,8 +116,8 @@ def split(path, prefix, chunk_nt=0, chunk_records=0, outdir="."):
         return ((chunk_nt and state["nt"] >= chunk_nt)
                 or (chunk_records and state["records"] >= chunk_records))
 
-    with open_bytes(path) as src:
-        for line in src:
+    try:
+        for line in byte_lines(path):
             if line[:1] == b">":
                 if state["fh"] is not None and state["records"] and full():
                     close()
@@ -121,6 +129,16 @@ def split(path, prefix, chunk_nt=0, chunk_records=0, outdir="."):
             elif state["records"]:
                 state["nt"] += len(line.translate(None, _BLANKS))
             state["fh"].write(line)
+    except BaseException:  # a bad input: no chunk is left behind
+        if state["fh"] is not None:
+            state["fh"].close()
+            rows.append((state["name"], 0, 0))
+        for name, _, _ in rows:
+            try:
+                os.unlink(os.path.join(outdir, name))
+            except OSError:
+                pass
+        raise
     if state["fh"] is None and not rows:
         start()  # an empty file: one empty chunk, so the scan reports it
     close()
