@@ -12,9 +12,11 @@ A file that cannot be read or loaded is ignored and rewritten; the store keeps t
 
 :func:`use_disk` turns the disk store on (the CLI does, with the compilation cache directory
 of :mod:`jaxrna.runtime`); otherwise programs are only kept for this process. The store is
-used for GPU programs only: XLA:CPU executables reloaded in a fresh process failed now and
-then here ("Function ... not found" when run), so CPU runs rely on JAX's own compilation
-cache (which still traces and lowers, but compiles nothing on a warm run).
+used for GPU programs, and for CPU programs that ask for it (``cpu_store``: the energy model's,
+whose tracing is most of a small CPU run): XLA:CPU executables reloaded in a fresh process
+failed now and then here ("Function ... not found" when run), so a reloaded CPU program's first
+call is watched and the program compiled afresh if it fails; the other CPU programs rely on
+JAX's own compilation cache (which still traces and lowers, but compiles nothing on a warm run).
 
 >>> import jax, jax.numpy as jnp
 >>> f = jax.jit(lambda x, k: x * k, static_argnames="k")
@@ -167,13 +169,15 @@ def _prune(directory: str) -> None:
 
 
 def program(name: str, jitted, args: tuple, static: dict | None = None,
-            device=None, kwargs: dict | None = None) -> Callable:
+            device=None, kwargs: dict | None = None, cpu_store: bool = False) -> Callable:
     """The compiled ``jitted(*args, **kwargs, **static)`` for these argument shapes, as a
     callable taking ``*args, **kwargs`` (arrays of the same shapes and dtypes) only.
 
     Looked up in this process, then on disk (:func:`use_disk`), else traced, compiled and
     stored. ``device`` defaults to JAX's default device. Time spent is booked to the
     ``compile`` stage of :mod:`jaxrna.stages`; loads are counted as ``executables_loaded``.
+    ``cpu_store``: keep this program on disk for CPUs too (programs checked to reload there;
+    a loaded CPU program that fails on its first call is compiled afresh instead).
     """
     import jax
 
@@ -195,17 +199,25 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
         with stages.stage("compile"):
             return _wait(key)
     with stages.stage("compile"):
-        path = os.path.join(_disk, f"{key}.bin") if _disk and device.platform != "cpu" else None
+        path = os.path.join(_disk, f"{key}.bin") \
+            if _disk and (device.platform != "cpu" or cpu_store) else None
         compiled = _load(path, device) if path else None
         loaded = compiled is not None
-        if loaded:
-            stages.count("executables_loaded")
-        else:
+
+        def compile_and_store():
             with jax.default_device(device):
-                compiled = jitted.lower(*args, **kwargs, **static).compile()
+                fresh = jitted.lower(*args, **kwargs, **static).compile()
             stages.count("executables_compiled")
             if path:
-                _save(path, compiled)
+                _save(path, fresh)
+            return fresh
+
+        if loaded:
+            stages.count("executables_loaded")
+            if device.platform == "cpu":
+                compiled = _checked_first_call(name, compiled, compile_and_store)
+        else:
+            compiled = compile_and_store()
         if log.isEnabledFor(logging.DEBUG):
             shapes = [_leaf_key(x) for x in jax.tree_util.tree_leaves((args, kwargs))]
             log.debug("program %s %s %s: %s", name, shapes, static,
@@ -215,12 +227,39 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
     return compiled
 
 
-def stored_jit(name: str, static_argnames: Sequence[str] = ()) -> Callable:
+def _checked_first_call(name: str, loaded: Callable, recompile: Callable) -> Callable:
+    """``loaded`` (an executable reloaded on a CPU), whose first call is watched: if it fails
+    (XLA:CPU has failed to run some reloaded programs, "Function ... not found"), the program
+    is compiled afresh and the call made again."""
+    import jax
+
+    state: dict = {"run": loaded, "checked": False}
+    lock = threading.Lock()
+
+    def call(*args, **kwargs):
+        if state["checked"]:
+            return state["run"](*args, **kwargs)
+        with lock:
+            try:
+                out = jax.block_until_ready(state["run"](*args, **kwargs))
+            except Exception as exc:  # noqa: BLE001 - any failure of a reloaded program
+                log.debug("reloaded program %s failed (%s); compiling it afresh", name, exc)
+                state["run"] = recompile()
+                out = state["run"](*args, **kwargs)
+            state["checked"] = True
+            return out
+
+    return call
+
+
+def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool = False
+               ) -> Callable:
     """A decorator like ``jax.jit(fun, static_argnames=...)`` whose compiled programs come from
     :func:`program` (so a warm GPU run loads them instead of tracing them). Calls with the same
     argument shapes, static values and device reuse the program; a call from inside another
     trace (tracer arguments) goes through plain ``jax.jit``. The function's parameters that
     are not static must come before the static ones (keyword-only ones are passed by name).
+    ``cpu_store``: see :func:`program`.
 
     >>> import jax.numpy as jnp
     >>> @stored_jit("doc.shift", static_argnames=("k",))
@@ -271,7 +310,8 @@ def stored_jit(name: str, static_argnames: Sequence[str] = ()) -> Callable:
                    jax.tree_util.tree_structure((dynamic, named)), tuple(static.items()), device)
             compiled = fast.get(key)
             if compiled is None:
-                compiled = fast[key] = program(name, jitted(), dynamic, static, device, named)
+                compiled = fast[key] = program(name, jitted(), dynamic, static, device, named,
+                                               cpu_store=cpu_store)
             return compiled(*dynamic, **named)
 
         call.jitted = jitted          # the plain jax.jit function (tests, lowering)

@@ -143,3 +143,28 @@ def test_nextflow_turner_parameters_become_these_options():
     assert energy_model(parsed) == EnergyModel("turner1999", 30.0, 1)
     default = task_ext("JAXRNA_FOLD", pipeline_params(), {"id": "x"})["args"].split()
     assert energy_model(build_parser().parse_args(["fold", *default, "a.fa"])) is None
+
+
+def test_warm_cpu_run_loads_the_stored_program(fasta, tmp_path):
+    """A second ``fold --model turner`` process with the same cache loads the energy program
+    from jaxrna's store, also on a CPU (tracing it is most of a small run): nothing compiled,
+    nothing traced for it, the same output."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, JAXRNA_CACHE_DIR=str(tmp_path / "cache"), JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    outs, profiles = [], []
+    for run_ in ("cold", "warm"):
+        env["JAXRNA_PROFILE"] = str(tmp_path / f"{run_}.json")
+        r = subprocess.run([sys.executable, "-m", "jaxrna", "fold", "--model", "turner", fasta,
+                            "--backend", "cpu"], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+        with open(env["JAXRNA_PROFILE"]) as fh:
+            profiles.append(json.load(fh)["counts"])
+    assert outs[0] == outs[1] and outs[0].count(">") == len(SEQS)
+    assert profiles[0].get("executables_compiled", 0) >= 1
+    assert profiles[1].get("executables_loaded", 0) >= 1
+    assert profiles[1].get("executables_compiled", 0) == 0, profiles[1]

@@ -162,3 +162,26 @@ def test_batched_host_preparation_matches_the_plain_one():
             assert (batch["special"][row] == np.stack([sp[3], sp[4], sp[6]])).all(), seq
             assert (batch["s"][row, SEQ_LEFT:SEQ_LEFT + len(seq)] == encode(seq)).all()
             assert batch["n"][row] == len(seq) and batch["allowed"][row].sum() == max(len(seq) - 1, 0)
+
+
+def test_a_reloaded_cpu_program_that_fails_is_compiled_afresh():
+    """programs._checked_first_call: a reloaded CPU program that fails on its first call is
+    replaced by a fresh compile (once); one that works is kept and never rechecked."""
+    from jaxrna import programs
+
+    calls = []
+
+    def broken(x):
+        calls.append("broken")
+        raise RuntimeError("INTERNAL: Function fused_computation not found")
+
+    def fresh():
+        calls.append("compiled")
+        return lambda x: x + 1
+
+    run = programs._checked_first_call("t", broken, fresh)
+    assert run(1) == 2 and run(2) == 3
+    assert calls == ["broken", "compiled"]
+    calls.clear()
+    run = programs._checked_first_call("t", lambda x: x * 10, fresh)
+    assert run(1) == 10 and run(3) == 30 and calls == []

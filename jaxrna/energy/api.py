@@ -139,11 +139,11 @@ def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs: bool):
 
 @functools.lru_cache(maxsize=1)
 def _program():
-    """The batch program, kept by :mod:`jaxrna.programs` (a warm GPU run loads it from disk
-    instead of tracing the energy model again)."""
+    """The batch program, kept by :mod:`jaxrna.programs` (a warm run loads it from disk instead
+    of tracing the energy model again; on CPUs too, where tracing it is most of a small run)."""
     from jaxrna.programs import stored_jit
 
-    return stored_jit("energy.fold_batch", static_argnames=("with_pairs",))(_batch)
+    return stored_jit("energy.fold_batch", static_argnames=("with_pairs",), cpu_store=True)(_batch)
 
 
 @functools.lru_cache(maxsize=64)
