@@ -94,7 +94,9 @@ def program_key(name: str, args: tuple, static: dict, device) -> str:
 
     leaves, tree = jax.tree_util.tree_flatten(args)
     parts = [f"format={_FORMAT}", name, str(tree), ";".join(_leaf_key(x) for x in leaves),
-             repr(sorted(static.items())), f"{device.platform}:{device.device_kind}",
+             repr(sorted(static.items())),
+             # the device itself: a program runs on the device it was compiled (or loaded) for
+             f"{device.platform}:{device.device_kind}:{device.id}",
              f"jax={jax.__version__}", f"jaxlib={jaxlib.__version__}",
              f"x64={bool(jax.config.jax_enable_x64)}", os.environ.get("XLA_FLAGS", ""),
              source_hash()]

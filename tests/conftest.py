@@ -15,22 +15,50 @@ def test_data():
     return TEST_DATA
 
 
+def _memory_maps() -> int:
+    try:
+        with open("/proc/self/maps") as fh:
+            return sum(1 for _ in fh)
+    except OSError:  # not Linux
+        return 0
+
+
+def _max_memory_maps() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 0
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _no_state_across_modules():
     """After each test module: drop the programs jaxrna kept in this process and turn off a
     compilation cache that an in-process CLI run turned on (its directory goes with the test's
-    temporary directory), so that no module runs on another's leftovers. A full run had XLA
-    crash while compiling in a process holding every earlier module's programs."""
+    temporary directory), so that no module runs on another's leftovers.
+
+    And when the process holds many memory mappings, drop every compiled program (JAX's caches
+    too). Each XLA:CPU executable keeps ~18 mappings, and a whole run compiles thousands of
+    programs: past the kernel's ``vm.max_map_count`` (65,530 by default) XLA's compiler dies with
+    a segmentation fault (it did, twice, three quarters into a full run)."""
     yield
     programs = sys.modules.get("jaxrna.programs")
     if programs is not None:
         programs.forget()
         programs.use_disk(None)
     jax = sys.modules.get("jax")
-    if jax is not None and jax.config.jax_compilation_cache_dir:
+    if jax is None:
+        return
+    if jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", None)
         try:
             from jax._src import compilation_cache
             compilation_cache.reset_cache()
         except Exception:  # a JAX without it: the cache stays as it is
             pass
+    limit = _max_memory_maps()
+    if limit and _memory_maps() > limit // 3:
+        import gc
+
+        jax.clear_caches()
+        gc.collect()
