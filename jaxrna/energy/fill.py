@@ -115,6 +115,25 @@ def _pack(text: bytes) -> int:
     return int.from_bytes(text.ljust(8, b"\0")[:8], "little")
 
 
+def special_hairpin_hits(letters: np.ndarray, lengths: np.ndarray, params, size: int
+                         ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where the special hairpins of ``size`` (3, 4 or 6 unpaired) of ``params`` are, in a
+    batch of letter rows (uint8 ``(B, L)``, uppercase, 0 past each row's ``lengths``): ``(hit,
+    energy)``, both ``(B, L - size - 1)``, for the loop closed by (i, i + size + 1); None when
+    the set has none of that size or the rows are too short."""
+    keys, values = _special_keys(params, size)
+    width = size + 2
+    starts = letters.shape[1] - width + 1
+    if not len(keys) or starts <= 0:
+        return None
+    packed = np.zeros((letters.shape[0], starts), np.uint64)
+    for k in range(width):
+        packed |= letters[:, k:k + starts].astype(np.uint64) << np.uint64(8 * k)
+    pos = np.minimum(np.searchsorted(keys, packed), len(keys) - 1)
+    hit = (keys[pos] == packed) & (np.arange(starts)[None, :] + width <= np.asarray(lengths)[:, None])
+    return hit, values[pos]
+
+
 def prepare_batch(sequences: Sequence[str], params, length: int,
                   unpaired: Sequence[Iterable[int]] | None = None) -> dict:
     """:func:`prepare` of many sequences at once, stacked (vectorised with NumPy: the host
@@ -139,17 +158,10 @@ def prepare_batch(sequences: Sequence[str], params, length: int,
             allowed[row, SEQ_LEFT + k] = False
     special = np.full((count, 3, length + COL_PAD), INF, np.int32)
     for idx, size in enumerate((3, 4, 6)):
-        keys, values = _special_keys(params, size)
-        width = size + 2
-        starts = length - width + 1
-        if not len(keys) or starts <= 0:
-            continue
-        packed = np.zeros((count, starts), np.uint64)
-        for k in range(width):
-            packed |= letters[:, k:k + starts].astype(np.uint64) << np.uint64(8 * k)
-        pos = np.minimum(np.searchsorted(keys, packed), len(keys) - 1)
-        hit = (keys[pos] == packed) & (np.arange(starts)[None, :] + width <= n[:, None])
-        special[:, idx, :starts] = np.where(hit, values[pos], INF)
+        found = special_hairpin_hits(letters, n, params, size)
+        if found is not None:
+            hit, energy = found
+            special[:, idx, :hit.shape[1]] = np.where(hit, energy, INF)
     return {"s": s, "allowed": allowed, "special": special, "n": n}
 
 

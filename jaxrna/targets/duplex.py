@@ -73,7 +73,6 @@ class DuplexFolder:
         self.au = np.array([0, 0, 0] + [int(p.terminal_au)] * 5, np.int32)
         self.ml_base, self.ml_closing, self.ml_intern = int(p.ml_base), int(p.ml_closing), int(p.ml_intern)
         self.bulge1 = int(p.bulge[1])
-        self.special = {size: self._special_keys(size) for size in (3, 4, 6)}
         # interior-loop groups: per loop size u, the (cost, [u1, ...]) classes of each group
         self.classes: dict[str, list[list[tuple[int, list[int]]]]] = {g: [] for g in GROUPS}
         for u in range(MAXLOOP + 1):
@@ -92,14 +91,6 @@ class DuplexFolder:
         if group == "C23":
             return int(p.interior[5]) + int(p.ninio)
         return int(p.interior[u1 + u2]) + min(int(p.max_ninio), abs(u1 - u2) * int(p.ninio))
-
-    def _special_keys(self, size: int):
-        table = self.params.special_hairpins(size)
-        keys = np.array([int.from_bytes(k.encode("latin-1", "replace").ljust(8, b"\0")[:8], "little")
-                         for k in table], np.uint64)
-        values = np.array(list(table.values()), np.int32)
-        order = np.argsort(keys)
-        return keys[order], values[order]
 
     def hairpin_length(self, u: int) -> int:
         p = self.params
@@ -308,22 +299,16 @@ class DuplexFolder:
         """The special hairpins of a batch (``letters`` as for :meth:`fold`), matched on the
         letters as ViennaRNA matches them: arrays ``(row, kind, i, energy)`` for the loop
         closed by (i, i + size + 1), kind 0, 1, 2 for sizes 3, 4, 6."""
-        B, L = letters.shape
+        from jaxrna.energy.fill import special_hairpin_hits
+
         found = []
-        lengths = np.asarray(lengths)
         for kind, size in enumerate((3, 4, 6)):
-            keys, values = self.special[size]
-            width = size + 2
-            starts = L - width + 1
-            if not len(keys) or starts <= 0:
+            hits = special_hairpin_hits(letters, lengths, self.params, size)
+            if hits is None:
                 continue
-            packed = np.zeros((B, starts), np.uint64)
-            for k in range(width):
-                packed |= letters[:, k:k + starts].astype(np.uint64) << np.uint64(8 * k)
-            pos = np.minimum(np.searchsorted(keys, packed), len(keys) - 1)
-            hit = (keys[pos] == packed) & (np.arange(starts)[None, :] + width <= lengths[:, None])
+            hit, energy = hits
             rows, cols = np.nonzero(hit)
-            found.append((rows, np.full(len(rows), kind), cols, values[pos[rows, cols]]))
+            found.append((rows, np.full(len(rows), kind), cols, energy[rows, cols]))
         if not found:
             return tuple(np.zeros(0, np.int64) for _ in range(4))
         return tuple(np.concatenate([f[k] for f in found]).astype(np.int64) for k in range(4))
