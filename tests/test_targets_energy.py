@@ -298,3 +298,19 @@ def test_gpu_batch_follows_device_memory():
     assert E.gpu_batch(Device(None)) == E.DEVICE_BATCH
     assert E.DeviceEngine(batch=7).batch_rows("gpu", Device(140 * gib)) == 7
     assert E.DeviceEngine().batch_rows("cpu") == E.DEVICE_BATCH_CPU
+
+
+def test_vienna_engine_leaves_viennas_global_parameters_alone():
+    """The ViennaRNA path folds with the recipe's parameters without leaving them loaded:
+    code folding with ViennaRNA in the same process afterwards gets its own set (Turner 2004)."""
+    import RNA
+
+    def rna_fold(seq):
+        return RNA.fold_compound(seq, RNA.md()).mfe()
+
+    seq = "GGGGAAACCCCAUCGAAAGAUU"
+    E._model.cache_clear()                          # the recipe is loaded afresh below
+    before = rna_fold(seq)
+    assert round(before[1] * 100) == -650           # Turner 2004, ViennaRNA's default set
+    assert E.fold_energy("gtCGAAAGTTTTACTAGAGTgXXXXXXXtACTCTAGTTATTACTATaaat") < 0
+    assert rna_fold(seq) == before

@@ -96,11 +96,23 @@ def _model():
 
         raise JaxrnaError("the energy step needs the ViennaRNA package (pip install ViennaRNA); "
                           "or run with --no-energy") from exc
-    RNA.params_load_from_string(_turner1999_vienna1(RNA), "turner1999-vienna1")
+    import tempfile
+
     md = RNA.md()
     md.temperature = 30.0
     md.dangles = 1
-    return RNA, md
+    # ViennaRNA keeps one global parameter set: the recipe's is loaded only long enough to
+    # take its scaled parameters, then the caller's set is restored (code that folds with
+    # ViennaRNA in the same process must not find Turner 1999 there afterwards)
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = os.path.join(tmp, "saved.par")
+        RNA.params_save(saved)
+        try:
+            RNA.params_load_from_string(_turner1999_vienna1(RNA), "turner1999-vienna1")
+            params = RNA.param(md)
+        finally:
+            RNA.params_load(saved)
+    return RNA, md, params
 
 
 #: Below this many folds a batch is folded in this process; above, in a pool of processes.
@@ -147,11 +159,12 @@ def fold_energies(fold_strings: list[str], energy=None) -> list[float]:
 
 def fold_energy(fold_string: str) -> float:
     """Minimum free energy (kcal/mol) of miRanda's fold string, as a C float widened to double."""
-    RNA, md = _model()
+    RNA, md, params = _model()
     s = fold_string.upper()
     linker = s.find(LINKER)
     s = s.replace("X", "G").replace("-", "N")
     fc = RNA.fold_compound(s, md)
+    fc.params_subst(params)
     if linker >= 0:
         for k in range(linker, linker + len(LINKER)):
             fc.hc_add_up(k + 1)
