@@ -35,6 +35,8 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
@@ -168,8 +170,15 @@ def run_duplex_engine(count: int, seed: int) -> dict:
     engine.fold(encode(seqs[:20000]))                                # compile or load
     t = time.perf_counter()
     inputs = encode(seqs)
-    dcal = engine.fold(inputs, special_hairpins(inputs)) if gpu else engine.fold(inputs)
+    special = special_hairpins(inputs) if gpu else None
+    t_encode = time.perf_counter() - t
+    t1 = time.perf_counter()
+    dcal = engine.fold(inputs, special) if gpu else engine.fold(inputs)
+    t_engine = time.perf_counter() - t1
     t_ours = time.perf_counter() - t
+    device_rate = None
+    if gpu:   # the device program alone: one batch already on the device, called again
+        device_rate = _device_rate(engine, inputs, special)
     t = time.perf_counter()          # the peer: targets' ViennaRNA path on every core
     with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
         want = pool.map(fold_energy, seqs, chunksize=max(1, count // ((os.cpu_count() or 1) * 16)))
@@ -177,7 +186,30 @@ def run_duplex_engine(count: int, seed: int) -> dict:
     exact = [int(x) for x in dcal] == [int(round(w * 100)) for w in want]
     return {"workload": f"duplex {count} x 50-60 nt, targets' {engine.name} engine",
             "jaxrna_s": t_ours, "peer_s": t_peer, "peer": f"ViennaRNA, {os.cpu_count()} cores",
-            "per_s": count / t_ours, "exact": exact}
+            "per_s": count / t_ours, "exact": exact, "encode_s": t_encode, "engine_s": t_engine,
+            "engine_per_s": count / t_engine, "device_per_s": device_rate}
+
+
+def _device_rate(engine, inputs, special, calls: int = 5) -> dict:
+    """Folds per second of the device program alone: one batch of the engine's size, its
+    inputs put on the device once, the program called ``calls`` times (median)."""
+    import jax
+
+    from jaxrna.targets import energy as E
+
+    device = jax.devices()[0]
+    size = engine.batch_rows(device.platform, device)
+    part = np.arange(min(size, len(inputs)))
+    program, args = engine.call(inputs, special, part, E.DEVICE_LENGTH, size, device.platform)
+    args = jax.device_put(args)
+    jax.block_until_ready(program(*args))
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        jax.block_until_ready(program(*args))
+        times.append(time.perf_counter() - t)
+    best = sorted(times)[len(times) // 2]
+    return {"batch": size, "median_s": best, "per_s": size / best}
 
 
 def run_duplex(count: int, seed: int, batch: int) -> dict:
@@ -258,6 +290,12 @@ def main(argv=None) -> int:
         cold = f"{r['jaxrna_cold_s']:8.2f}" if "jaxrna_cold_s" in r else f"{'-':>8s}"
         print(f"{r['workload']:58s} {r['jaxrna_s']:9.2f} {cold} {r['peer_s']:9.2f} "
               f"{r['peer_s'] / r['jaxrna_s']:8.2f}x {r['per_s']:10.4g}  {str(r['exact']):5s}  {r['peer']}")
+        if "engine_per_s" in r:
+            dev = r.get("device_per_s")
+            print(f"    encoding {r['encode_s']:.2f} s, engine {r['engine_s']:.2f} s "
+                  f"({r['engine_per_s']:,.0f}/s)" + (
+                      f", device program alone {dev['per_s']:,.0f}/s ({dev['batch']:,} a call)"
+                      if dev else ""))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"device": device, "cores": os.cpu_count(), "rows": rows}, fh, indent=1)

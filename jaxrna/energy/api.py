@@ -116,11 +116,11 @@ def check_memory(length: int, max_bytes: int | None = None) -> None:
             "--max-memory")
 
 
-def _one(s, allowed, special, n, dp, dangles, stop, with_pairs: bool):
+def _one(s, allowed, special, n, dp, dangles, stop, with_pairs: bool, interior: str = "jax"):
     from jaxrna.energy.fill import fill
     from jaxrna.energy.traceback import traceback
 
-    tables = fill(s, allowed, special, n, dp, dangles, stop)
+    tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior)
     energy = tables["F"][n]
     if not with_pairs:
         return energy, None, None
@@ -128,11 +128,11 @@ def _one(s, allowed, special, n, dp, dangles, stop, with_pairs: bool):
     return energy, partner, ok
 
 
-def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs: bool):
+def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs: bool, interior: str = "jax"):
     """:func:`_one` ``vmap``-ped over a batch (one program per shape, see :func:`_program`)."""
     import jax
 
-    fn = functools.partial(_one, with_pairs=with_pairs)
+    fn = functools.partial(_one, with_pairs=with_pairs, interior=interior)
     return jax.vmap(fn, in_axes=(0, 0, 0, 0, None, None, None))(s, allowed, special, n, dp,
                                                                  dangles, stop)
 
@@ -143,7 +143,8 @@ def _program():
     of tracing the energy model again; on CPUs too, where tracing it is most of a small run)."""
     from jaxrna.programs import stored_jit
 
-    return stored_jit("energy.fold_batch", static_argnames=("with_pairs",), cpu_store=True)(_batch)
+    return stored_jit("energy.fold_batch", static_argnames=("with_pairs", "interior"),
+                      cpu_store=True)(_batch)
 
 
 @functools.lru_cache(maxsize=64)
@@ -168,9 +169,13 @@ def fold_batch(sequences: Sequence[str], params: EnergyParams, dangles: int = 2,
     return _collect(_launch(sequences, params, dangles, unpaired, with_pairs, length, batch))
 
 
-def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch) -> tuple:
-    """Start :func:`fold_batch`'s device work (asynchronous); :func:`_collect` waits for it."""
-    from jaxrna.energy.fill import prepare_batch
+def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
+            platform: str | None = None) -> tuple:
+    """Start :func:`fold_batch`'s device work (asynchronous) on JAX's default device, whose
+    ``platform`` picks the fill's interior-loop kernel; :func:`_collect` waits for it."""
+    import jax
+
+    from jaxrna.energy.fill import interior_mode, prepare_batch
 
     if not sequences:
         return sequences, 0, None, with_pairs
@@ -183,8 +188,16 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch) -> 
     stop = int(stack["n"].max())
     out = _program()(stack["s"], stack["allowed"], stack["special"], stack["n"],
                      _device_params(params, length), np.int32(dangles), np.int32(stop),
-                     with_pairs=with_pairs)
+                     with_pairs=with_pairs,
+                     interior=interior_mode(platform or _default_platform(jax)))
     return sequences, count, out, with_pairs
+
+
+def _default_platform(jax) -> str:
+    device = jax.config.jax_default_device
+    if device is None or isinstance(device, str):
+        return jax.devices(device)[0].platform if device else jax.devices()[0].platform
+    return device.platform
 
 
 def _collect(launched: tuple) -> list[tuple[int, np.ndarray | None]]:
@@ -290,7 +303,8 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                 else:
                     pad = batch_size_bucket(len(batch))
                 ups = [tuple((unpaired or {}).get(buffer[k].id, ())) for k in batch]
-                launched = (batch, _launch(seqs, params, model.dangles, ups, with_pairs, None, pad))
+                launched = (batch, _launch(seqs, params, model.dangles, ups, with_pairs, None, pad,
+                                           device.platform))
                 if pending is not None:
                     finish(pending)
                 pending = launched

@@ -426,7 +426,8 @@ class DeviceEngine:
         with jax.default_device(device):
             for k in range(0, len(rows), size):
                 part = rows[k:k + size]
-                pending.append((part, self._launch(inputs, special, part, DEVICE_LENGTH, size)))
+                pending.append((part, self._launch(inputs, special, part, DEVICE_LENGTH, size,
+                                                   device.platform)))
             longer = np.flatnonzero(inputs.lengths > DEVICE_LENGTH)
             if len(longer):  # while the device works
                 out[longer] = CpuEngine(threads=1).fold(inputs.take(longer))
@@ -434,9 +435,18 @@ class DeviceEngine:
                 out[part] = np.asarray(result)[:len(part)]
         return out
 
-    def _launch(self, inputs: FoldInputs, special: tuple, part: np.ndarray, length: int, size: int):
+    def _launch(self, inputs: FoldInputs, special: tuple, part: np.ndarray, length: int, size: int,
+                platform: str = "cpu"):
         """Start one device call (asynchronous): ``part``'s strings padded to ``length`` and
         to ``size`` rows."""
+        program, args = self.call(inputs, special, part, length, size, platform)
+        return program(*args)
+
+    def call(self, inputs: FoldInputs, special: tuple, part: np.ndarray, length: int, size: int,
+             platform: str = "cpu") -> tuple:
+        """The device program for ``platform`` and its arguments (host arrays) for ``part``'s
+        strings padded to ``length`` and to ``size`` rows (``bench/bench_turner.py`` times
+        the program alone with them)."""
         from jaxrna.targets.duplex import CODES
 
         codes = np.zeros((size, length), np.int8)
@@ -452,8 +462,8 @@ class DeviceEngine:
         local[part] = np.arange(len(part))
         pick = local[rows] >= 0
         sp[local[rows[pick]], kinds[pick], pos[pick]] = energy[pick]
-        program, dp = _device_program(length)
-        return program(codes, n, linker, sp, dp, np.int32(n.max()))
+        program, dp = _device_program(length, platform)
+        return program, (codes, n, linker, sp, dp, np.int32(n.max()))
 
 
 def gpu_batch(device=None) -> int:
@@ -482,14 +492,16 @@ def special_hairpins(inputs: FoldInputs) -> tuple:
 _PROGRAM_LOCK = threading.Lock()
 
 
-def _device_program(length: int):
-    """The batch program (energies only) and the parameters for ``length``, made once (device
-    threads ask for it at the same time)."""
+def _device_program(length: int, platform: str = "cpu"):
+    """The batch program (energies only) for devices of ``platform`` and the parameters for
+    ``length``, made once (device threads ask for it at the same time)."""
+    from jaxrna.energy.fill import interior_mode
+
     with _PROGRAM_LOCK:
-        return _make_device_program(length)
+        return _make_device_program(length, interior_mode(platform))
 
 
-def _fold_batch(codes, n, linker, special, dp, stop, length: int):
+def _fold_batch(codes, n, linker, special, dp, stop, length: int, interior: str = "jax"):
     """Energies of a batch of encoded fold strings padded to ``length`` (the device program,
     kept by :mod:`jaxrna.programs`: a warm GPU run loads it instead of tracing it)."""
     import jax
@@ -510,15 +522,17 @@ def _fold_batch(codes, n, linker, special, dp, stop, length: int):
         sp = jnp.where(special == _NOT_SPECIAL, INF, special.astype(jnp.int32))
         sp = jnp.concatenate([sp, jnp.full((3, COL_PAD), INF, jnp.int32)], axis=1)
         # keywords: the engine's own argument order has changed before
-        return fill(s, allowed, sp, n, dp, stop=stop, dangles=DANGLES)["F"][n]
+        return fill(s, allowed, sp, n, dp, stop=stop, dangles=DANGLES, interior=interior)["F"][n]
 
     return jax.vmap(one, in_axes=(0, 0, 0, 0, None, None))(codes, n, linker, special, dp, stop)
 
 
 @functools.lru_cache(maxsize=None)
-def _make_device_program(length: int):
+def _make_device_program(length: int, interior: str = "jax"):
     from jaxrna.energy.terms import device_params
     from jaxrna.programs import stored_jit
 
-    program = stored_jit("targets.energy.fold_batch", static_argnames=("length",))(_fold_batch)
-    return functools.partial(program, length=length), device_params(recipe_params(), length)
+    program = stored_jit("targets.energy.fold_batch",
+                         static_argnames=("length", "interior"))(_fold_batch)
+    return (functools.partial(program, length=length, interior=interior),
+            device_params(recipe_params(), length))
