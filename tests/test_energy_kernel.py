@@ -67,6 +67,7 @@ def test_tap_table_pads_groups_with_taps_that_cannot_win():
 def test_interior_mode_picks_the_kernel_on_gpus_only(monkeypatch):
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR", raising=False)
     assert interior_mode("cpu") == "jax" and interior_mode("gpu") == "pallas"
+    assert interior_mode("gpu", 256) == "pallas" and interior_mode("gpu", 320) == "jax"
     monkeypatch.setenv("JAXRNA_ENERGY_INTERIOR", "interpret")
     assert interior_mode("gpu") == "interpret"
 

@@ -189,7 +189,7 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     out = _program()(stack["s"], stack["allowed"], stack["special"], stack["n"],
                      _device_params(params, length), np.int32(dangles), np.int32(stop),
                      with_pairs=with_pairs,
-                     interior=interior_mode(platform or _default_platform(jax)))
+                     interior=interior_mode(platform or _default_platform(jax), length))
     return sequences, count, out, with_pairs
 
 

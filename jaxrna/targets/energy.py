@@ -498,7 +498,7 @@ def _device_program(length: int, platform: str = "cpu"):
     from jaxrna.energy.fill import interior_mode
 
     with _PROGRAM_LOCK:
-        return _make_device_program(length, interior_mode(platform))
+        return _make_device_program(length, interior_mode(platform, length))
 
 
 def _fold_batch(codes, n, linker, special, dp, stop, length: int, interior: str = "jax"):
