@@ -89,15 +89,18 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
     from jaxrna.cli.common import RunSummary
     from jaxrna.energy.api import fold_energy_records
     from jaxrna.formats.fold import WRITERS
-    from jaxrna.io import atomic_output, read_fasta, sequence_record
+    from jaxrna.io import atomic_output, sequence_record
     from jaxrna.progress import progress
     from jaxrna.runtime import enable_compilation_cache, resolve_backend
 
     def records():
+        from jaxrna.io.bulk import iter_batches   # bulk reading: no parser object per record
+
         if args.sequence is not None:
             yield sequence_record(args.sequence)
         for path in args.fasta:
-            yield from read_fasta(path)
+            for block in iter_batches(path):
+                yield from block.records()
 
     enable_compilation_cache()
     backend = resolve_backend(args.backend)

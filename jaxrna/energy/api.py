@@ -200,25 +200,46 @@ def _default_platform(jax) -> str:
     return device.platform
 
 
-def _collect(launched: tuple) -> list[tuple[int, np.ndarray | None]]:
+def _collect(launched: tuple, as_pairs: bool = False) -> list[tuple[int, object]]:
+    """Wait for a :func:`_launch` and return ``(energy, partner array or None)`` per sequence,
+    or with ``as_pairs`` ``(energy, pairs tuple or None)`` (:func:`_batch_pairs`)."""
     sequences, count, outputs, with_pairs = launched
     if outputs is None:
         return []
     energy, partner, ok = outputs
-    energy = np.asarray(energy)
-    out = []
-    if with_pairs:
-        partner, ok = np.asarray(partner), np.asarray(ok)
-        if not ok.all():
-            bad = [sequences[k] for k in np.flatnonzero(~ok)][:1]
-            raise AssertionError(f"energy traceback failed (a bug) for {bad}")
-    for k, s in enumerate(sequences[:count]):
-        out.append((int(energy[k]), partner[k, :len(s)] if with_pairs else None))
-    return out
+    energy = np.asarray(energy)[:count].tolist()
+    if not with_pairs:
+        return [(e, None) for e in energy]
+    partner, ok = np.asarray(partner), np.asarray(ok)
+    if not ok.all():
+        bad = [sequences[k] for k in np.flatnonzero(~ok)][:1]
+        raise AssertionError(f"energy traceback failed (a bug) for {bad}")
+    if as_pairs:
+        lengths = [len(s) for s in sequences[:count]]
+        return list(zip(energy, _batch_pairs(partner[:count], np.asarray(lengths, np.int64))))
+    return [(e, partner[k, :len(s)]) for k, (e, s) in enumerate(zip(energy, sequences[:count]))]
+
+
+def _batch_pairs(partner: np.ndarray, lengths: np.ndarray | None = None
+                 ) -> list[tuple[tuple[int, int], ...]]:
+    """The pairs ``(i, j)``, ``i < j < lengths[row]``, of each row of a partner matrix (-1:
+    unpaired), for the whole batch at once.
+
+    >>> _batch_pairs(np.array([[2, -1, 0, -1], [-1, -1, -1, -1], [3, 2, 1, 0]]))
+    [((0, 2),), (), ((0, 3), (1, 2))]
+    """
+    position = np.arange(partner.shape[1])[None, :]
+    inside = partner > position
+    if lengths is not None:
+        inside &= partner < lengths[:, None]
+    rows, cols = np.nonzero(inside)
+    pairs = list(zip(cols.tolist(), partner[rows, cols].tolist()))
+    bounds = np.searchsorted(rows, np.arange(partner.shape[0] + 1)).tolist()
+    return [tuple(pairs[bounds[k]:bounds[k + 1]]) for k in range(partner.shape[0])]
 
 
 def _pairs(partner: np.ndarray) -> tuple[tuple[int, int], ...]:
-    return tuple((int(i), int(j)) for i, j in enumerate(partner) if j > i)
+    return _batch_pairs(np.asarray(partner)[None, :])[0]
 
 
 def _device_batches(lengths: list[int], backend: str, budget: int) -> list[list[int]]:
@@ -291,7 +312,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
 
         def finish(pending):
             batch, launched = pending
-            results.update(zip(batch, _collect(launched)))
+            results.update(zip(batch, _collect(launched, as_pairs=True)))
             if on_done:
                 on_done(len(batch))
 
@@ -311,9 +332,9 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
             if pending is not None:
                 finish(pending)
         for k, rec in enumerate(buffer):
-            energy, partner = results[k]
+            energy, pairs = results[k]
             yield EnergyFoldResult(id=rec.id, sequence=rec.sequence, energy=energy, model=model,
-                                   pairs=None if partner is None else _pairs(partner),
+                                   pairs=pairs,
                                    description=rec.description)
 
     for rec in records:
