@@ -98,6 +98,7 @@ class EnergyFoldResult:
         return obj
 
 
+@functools.lru_cache(maxsize=4096)
 def estimate_bytes(length: int) -> int:
     """Memory needed to fold one sequence of ``length`` nt."""
     n = bucket_length(length)
@@ -337,6 +338,10 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                                    pairs=pairs,
                                    description=rec.description)
 
+    if max_bytes is None:                 # the machine's memory, asked once per run
+        from jaxrna.runtime import memory_bytes
+
+        max_bytes = int(0.8 * memory_bytes()) or None
     for rec in records:
         try:
             check_memory(len(rec), max_bytes)
