@@ -15,9 +15,11 @@ per block of ``width`` cells, every tap one contiguous vector load (coalesced al
 window's rows stay in L1), one add and one ``min`` in registers, the costs read once per program
 rather than once per cell, :data:`PER_THREAD` cells per GPU thread. The taps are a table the
 kernel loops over, :data:`UNROLL` a trip: unrolling all of them made the kernel ~20% faster but
-took Triton over a minute to compile (H200, 2026-11-25: 65,536 duplex strings of ``targets``
-folded at 430k/s, against 290k/s with the slices and 480k/s fully unrolled). Under ``jax.vmap`` (the fill is written for one sequence) Pallas
-adds the batch as a grid axis: one program per sequence and block of cells.
+took Triton over a minute to compile. Under ``jax.vmap`` (the fill is written for one
+sequence) Pallas adds the batch as a grid axis: one program per sequence and block of cells.
+:func:`split_min` is the multiloop split of the same fill, ``min_t M(i, i + t) + M(i + t + 1,
+i + d)``, two loads per split point. H200, 65,536 ``targets`` duplex strings, 2026-11-25: the
+energy program at 515k folds/s with both kernels against 270k/s with slices (BENCHMARKS.md).
 
 On CPU the kernel runs in Pallas' interpret mode (``interpret=True``), which is how the tests
 compare it with the reference. Values must stay far from the int32 limits (energies in
