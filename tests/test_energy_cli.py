@@ -168,3 +168,15 @@ def test_warm_cpu_run_loads_the_stored_program(fasta, tmp_path):
     assert profiles[0].get("executables_compiled", 0) >= 1
     assert profiles[1].get("executables_loaded", 0) >= 1
     assert profiles[1].get("executables_compiled", 0) == 0, profiles[1]
+
+
+def test_a_record_too_large_for_the_memory_limit_is_left_out_by_name(tmp_path, capsys):
+    """--max-memory (GiB) is checked per record before any folding: the record that needs
+    more is named and left out, the others are folded, exit status 2."""
+    path = tmp_path / "two.fa"
+    path.write_text(">small\nGGGGAAACCCC\n>big\n" + "GGGAAACCCU" * 40 + "\n")
+    code, out, err = run(["fold", "--model", "turner", str(path), "--max-memory", "0.01"], capsys)
+    assert code == 2
+    assert out.splitlines()[:3] == [">small", "GGGGAAACCCC", "((((...)))) ( -4.50)"]
+    assert "big" not in out
+    assert "record 'big' skipped: 400 nt need about" in err and "--max-memory" in err
