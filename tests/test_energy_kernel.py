@@ -65,9 +65,14 @@ def test_tap_table_pads_groups_with_taps_that_cannot_win():
 
 
 def test_interior_mode_picks_the_kernel_on_gpus_only(monkeypatch):
+    import jaxrna.energy.fill as fill_module
+
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR", raising=False)
+    monkeypatch.setattr(fill_module, "_cuda", lambda: True)
     assert interior_mode("cpu") == "jax" and interior_mode("gpu") == "pallas"
     assert interior_mode("gpu", 256) == "pallas" and interior_mode("gpu", 320) == "jax"
+    monkeypatch.setattr(fill_module, "_cuda", lambda: False)      # e.g. ROCm
+    assert interior_mode("gpu") == "jax"
     monkeypatch.setenv("JAXRNA_ENERGY_INTERIOR", "interpret")
     assert interior_mode("gpu") == "interpret"
 

@@ -551,12 +551,22 @@ def interior_mode(platform: str, length: int = 64) -> str:
     programs per diagonal left the GPU idle (4,000 nt: 2.9 s against 0.54 s with slices, H200).
     ``JAXRNA_ENERGY_INTERIOR`` (one of :data:`INTERIOR_MODES`) overrides it, for comparisons.
 
-    >>> interior_mode("cpu"), interior_mode("gpu", 128), interior_mode("gpu", 4096)
-    ('jax', 'pallas', 'jax')
+    >>> interior_mode("cpu"), interior_mode("gpu", 4096)
+    ('jax', 'jax')
     """
     import os
 
     forced = os.environ.get("JAXRNA_ENERGY_INTERIOR", "")
     if forced in INTERIOR_MODES:
         return forced
-    return "pallas" if platform == "gpu" and length <= KERNEL_MAX_LENGTH else "jax"
+    return "pallas" if platform == "gpu" and length <= KERNEL_MAX_LENGTH and _cuda() else "jax"
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda() -> bool:
+    """Whether JAX's GPUs are NVIDIA's (the kernels are built and measured with Triton for
+    CUDA; a ROCm GPU keeps the slices)."""
+    try:
+        return "rocm" not in jax.devices("gpu")[0].client.platform_version.lower()
+    except Exception:  # no GPU backend, or a client that does not say
+        return False
