@@ -153,3 +153,20 @@ def test_split_kernel_equals_reference_under_vmap(height, cols, d):
     by_hand = min(int(T[1, 3 + t, 1, i]) + (int(T[1, 3 + d - 1 - t, 1, i + t + 1])
                                              if i + t + 1 < cols else INF) for t in range(d))
     assert int(want[1, i]) == by_hand
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU (CI has none)")
+def test_compiled_kernels_on_the_gpu_equal_the_slices():
+    """On a GPU: the fill with the Triton-compiled kernels equals the fill without them on
+    every cell, for short sequences in a batch (what ``interior_mode`` picks there)."""
+    rng = random.Random("gpu-kernels")
+    cases = [random_case(rng, 1, 120) for _ in range(64)]
+    params = load_params("turner1999", 30.0)
+    stack = prepare_batch([s for s, _ in cases], params, 128, [u for _, u in cases])
+    dp = device_params(params, 128)
+    for dangles in (0, 1, 2):
+        T_jax, F_jax = _fill_all(stack, dp, dangles, "jax")
+        T_ker, F_ker = _fill_all(stack, dp, dangles, "pallas")
+        np.testing.assert_array_equal(T_ker, T_jax)
+        np.testing.assert_array_equal(F_ker, F_jax)
+    assert interior_mode("gpu", 128) == "pallas"
