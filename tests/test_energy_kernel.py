@@ -2,6 +2,7 @@
 Pallas' interpret mode on the CPU, against its pure-JAX form and through the whole fill against
 the fill without it and ViennaRNA."""
 
+import functools
 import random
 
 import jax
@@ -77,12 +78,18 @@ def test_interior_mode_picks_the_kernel_on_gpus_only(monkeypatch):
     assert interior_mode("gpu") == "interpret"
 
 
+@functools.lru_cache(maxsize=None)
+def _batched_fill(interior):
+    """The fill of a batch, compiled once per ``interior`` and shape (``dangles`` traced)."""
+    return jax.jit(jax.vmap(
+        lambda s, a, sp, n, dp, dangles, stop: fill(s, a, sp, n, dp, dangles, stop,
+                                                     interior=interior),
+        in_axes=(0, 0, 0, 0, None, None, None)))
+
+
 def _fill_all(stack, dp, dangles, interior):
-    fn = jax.jit(jax.vmap(
-        lambda s, a, sp, n, dp, stop: fill(s, a, sp, n, dp, dangles, stop, interior=interior),
-        in_axes=(0, 0, 0, 0, None, None)))
-    out = fn(stack["s"], stack["allowed"], stack["special"], stack["n"], dp,
-             np.int32(stack["n"].max()))
+    out = _batched_fill(interior)(stack["s"], stack["allowed"], stack["special"], stack["n"],
+                                  dp, np.int32(dangles), np.int32(stack["n"].max()))
     return np.asarray(out["T"]), np.asarray(out["F"])
 
 
