@@ -239,9 +239,6 @@ def _batch_pairs(partner: np.ndarray, lengths: np.ndarray | None = None
     return [tuple(pairs[bounds[k]:bounds[k + 1]]) for k in range(partner.shape[0])]
 
 
-def _pairs(partner: np.ndarray) -> tuple[tuple[int, int], ...]:
-    return _batch_pairs(np.asarray(partner)[None, :])[0]
-
 
 def _device_batches(lengths: list[int], backend: str, budget: int) -> list[list[int]]:
     """Indices of ``lengths`` grouped by padded length into device batches of at most
