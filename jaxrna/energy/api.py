@@ -239,7 +239,6 @@ def _batch_pairs(partner: np.ndarray, lengths: np.ndarray | None = None
     return [tuple(pairs[bounds[k]:bounds[k + 1]]) for k in range(partner.shape[0])]
 
 
-
 def _device_batches(lengths: list[int], backend: str, budget: int) -> list[list[int]]:
     """Indices of ``lengths`` grouped by padded length into device batches of at most
     ``budget`` bytes: on a GPU as many rows as a power of two allows (the batch is padded to
