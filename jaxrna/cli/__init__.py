@@ -85,6 +85,11 @@ def _main(argv: list[str] | None) -> int:
         return status
     except BaseException as exc:  # noqa: BLE001 - every ending is one line and a status
         return _failure(exc)
+    finally:
+        if getattr(args, "verbose", False):  # a run that ended before choosing a device
+            from jaxrna import runtime       # leaves nothing for the next call in this process
+
+            runtime.announce_device(None)
 
 
 #: Options naming files a run writes, checked before any work (:func:`check_output`).
