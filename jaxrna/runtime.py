@@ -244,6 +244,28 @@ def _no_preallocation() -> None:
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 
 
+def device_memory_bytes(device=None) -> int:
+    """Bytes JAX may allocate on ``device`` (a JAX device; a backend name such as ``"gpu"``
+    for that backend's first device; default JAX's first device), 0 when it does not say
+    (CPUs and some plugins report no memory statistics). The one place the package asks.
+
+    >>> class Device:
+    ...     def memory_stats(self):
+    ...         return {"bytes_limit": 1 << 30}
+    >>> device_memory_bytes(Device())
+    1073741824
+    """
+    try:
+        if device is None or isinstance(device, str):
+            import jax
+
+            device = jax.devices(device)[0] if device else jax.devices()[0]
+        stats = device.memory_stats() or {}
+    except Exception:  # noqa: BLE001 - no such backend, or a device that cannot say
+        return 0
+    return int(stats.get("bytes_limit", 0) or 0)
+
+
 def memory_bytes() -> int:
     """Physical memory of this machine in bytes (0 if unknown)."""
     try:

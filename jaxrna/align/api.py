@@ -38,7 +38,7 @@ from jaxrna.kernels.wavefront import (batch_align, batch_sweep, block_dirs,
                                       pallas_scores, tile_wavefront)
 from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores
 from jaxrna.oom import split_on_oom
-from jaxrna.runtime import human_bytes, memory_bytes
+from jaxrna.runtime import device_memory_bytes, human_bytes, memory_bytes
 from jaxrna.weights import ScoredResult
 
 __all__ = ["Alignment", "align", "align_records", "pair_sweep", "batch_sweep", "make_scoring"]
@@ -178,14 +178,8 @@ def _encode(rec: Record, scoring: Scoring, cache: dict) -> np.ndarray:
 def _memory_limit(backend: str, max_bytes: int | None) -> int:
     if max_bytes is not None:
         return max_bytes
-    if backend == "gpu":
-        try:
-            stats = jax.devices("gpu")[0].memory_stats() or {}
-            if stats.get("bytes_limit"):
-                return int(0.8 * stats["bytes_limit"])
-        except (RuntimeError, AttributeError):
-            pass
-    return int(0.8 * memory_bytes())
+    limit = device_memory_bytes("gpu") if backend == "gpu" else 0
+    return int(0.8 * (limit or memory_bytes()))
 
 
 def _bucket(n: int) -> int:

@@ -58,12 +58,11 @@ def device_record(device) -> dict:
     """One device as a plain dict: id, platform, kind, name and (GPUs) memory in bytes."""
     rec = {"id": int(device.id), "platform": device.platform, "kind": str(device.device_kind),
            "name": str(device)}
-    try:
-        stats = device.memory_stats() or {}
-    except Exception:  # noqa: BLE001 - CPU devices and some plugins do not report memory
-        stats = {}
-    if stats.get("bytes_limit"):
-        rec["memory_bytes"] = int(stats["bytes_limit"])
+    from jaxrna.runtime import device_memory_bytes
+
+    memory = device_memory_bytes(device)
+    if memory:
+        rec["memory_bytes"] = memory
     return rec
 
 

@@ -271,11 +271,9 @@ def _device_batches(lengths: list[int], backend: str, budget: int) -> list[list[
 def gpu_budget(device) -> int:
     """Bytes of one GPU batch: a quarter of the memory JAX may use on ``device``, at least
     8 GiB (also when the device does not say)."""
-    try:
-        limit = int((device.memory_stats() or {}).get("bytes_limit", 0))
-    except Exception:  # some backends do not report memory
-        limit = 0
-    return max(8 << 30, limit // 4)
+    from jaxrna.runtime import device_memory_bytes
+
+    return max(8 << 30, device_memory_bytes(device) // 4)
 
 
 def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = None,

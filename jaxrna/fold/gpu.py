@@ -453,11 +453,9 @@ def estimate_gpu_bytes(length: int, config: GpuFoldConfig | None = None) -> int:
 
 def device_memory_limit() -> int:
     """Bytes the default JAX device may allocate (0 if unknown)."""
-    try:
-        stats = jax.devices()[0].memory_stats() or {}
-    except Exception:  # pragma: no cover - backends without memory stats
-        stats = {}
-    return int(stats.get("bytes_limit", 0))
+    from jaxrna.runtime import device_memory_bytes
+
+    return device_memory_bytes()
 
 
 class GpuMemoryError(MemoryError):

@@ -432,18 +432,12 @@ def estimate_bytes(length: int, method: str = "auto") -> int:
 
 def memory_limit(backend: str = "cpu", max_bytes: int | None = None) -> int:
     """``max_bytes``, else 80% of the GPU's memory (``backend="gpu"``) or of this machine's."""
-    from jaxrna.runtime import memory_bytes
+    from jaxrna.runtime import device_memory_bytes, memory_bytes
 
     if max_bytes is not None:
         return max_bytes
-    if backend == "gpu":
-        try:
-            stats = jax.devices("gpu")[0].memory_stats() or {}
-        except (RuntimeError, AttributeError):
-            stats = {}
-        if stats.get("bytes_limit"):
-            return int(0.8 * stats["bytes_limit"])
-    return int(0.8 * memory_bytes())
+    limit = device_memory_bytes("gpu") if backend == "gpu" else 0
+    return int(0.8 * (limit or memory_bytes()))
 
 
 def check_memory(length: int, record_id: str, max_bytes: int | None = None,

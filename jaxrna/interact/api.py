@@ -39,7 +39,7 @@ from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 from jaxrna.oom import split_on_oom
 from jaxrna.pipeline import launch_ahead
-from jaxrna.runtime import human_bytes, memory_bytes
+from jaxrna.runtime import device_memory_bytes, human_bytes, memory_bytes
 from jaxrna.stages import stage
 from jaxrna.weights import WeightSet, format_number, parse_weights, user_number
 
@@ -162,13 +162,7 @@ def make_problem(rec1: Record, rec2: Record, window1: int | None = None,
 
 def device_memory(backend: str) -> int:
     """Memory JAX may use on ``backend`` (bytes; 0 if unknown)."""
-    if backend == "gpu":
-        try:
-            stats = jax.devices("gpu")[0].memory_stats() or {}
-            return int(stats.get("bytes_limit", 0))
-        except (RuntimeError, AttributeError):
-            return 0
-    return memory_bytes()
+    return device_memory_bytes("gpu") if backend == "gpu" else memory_bytes()
 
 
 def check_memory(problem: Problem, max_bytes: int | None = None, backend: str = "cpu") -> None:

@@ -469,13 +469,9 @@ class DeviceEngine:
 def gpu_batch(device=None) -> int:
     """The largest of :data:`DEVICE_BATCHES` whose two calls fit in 60% of the memory JAX may
     use on ``device`` (default: JAX's first device); :data:`DEVICE_BATCH` when it does not say."""
-    import jax
+    from jaxrna.runtime import device_memory_bytes
 
-    device = device or jax.devices()[0]
-    try:
-        limit = int((device.memory_stats() or {}).get("bytes_limit", 0))
-    except Exception:  # some backends do not report memory
-        limit = 0
+    limit = device_memory_bytes(device)
     for rows in DEVICE_BATCHES:
         if 2 * rows * DEVICE_BYTES_PER_STRING <= 0.6 * limit:
             return rows
