@@ -187,9 +187,7 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
 
     static = dict(static or {})
     if device is None:
-        device = jax.config.jax_default_device or jax.devices()[0]
-        if isinstance(device, str):
-            device = jax.devices(device)[0]
+        device = default_device()
     kwargs = dict(kwargs or {})
     key = program_key(name, (args, kwargs) if kwargs else args, static, device)
     with _lock:
@@ -325,13 +323,19 @@ def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool =
 def _device_of(leaves: list):
     """The device of the first committed array among ``leaves`` (a program runs where its
     inputs are), else JAX's default device."""
-    import jax
-
     for x in leaves:
         if getattr(x, "_committed", False):
             devices = x.devices()
             if len(devices) == 1:
                 return next(iter(devices))
+    return default_device()
+
+
+def default_device():
+    """JAX's default device: ``jax.default_device``'s (a device or a platform name), else the
+    first device."""
+    import jax
+
     device = jax.config.jax_default_device or jax.devices()[0]
     return jax.devices(device)[0] if isinstance(device, str) else device
 
@@ -359,13 +363,9 @@ def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=
         return
     import concurrent.futures
 
-    import jax
-
     static = dict(static or {})
     if device is None:
-        device = jax.config.jax_default_device or jax.devices()[0]
-        if isinstance(device, str):
-            device = jax.devices(device)[0]
+        device = default_device()
     key = program_key(name, args, static, device)
     with _lock:
         if key in _memo or key in _inflight:

@@ -174,9 +174,8 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
             platform: str | None = None) -> tuple:
     """Start :func:`fold_batch`'s device work (asynchronous) on JAX's default device, whose
     ``platform`` picks the fill's interior-loop kernel; :func:`_collect` waits for it."""
-    import jax
-
     from jaxrna.energy.fill import interior_mode, prepare_batch
+    from jaxrna.programs import default_device
 
     if not sequences:
         return sequences, 0, None, with_pairs
@@ -190,15 +189,8 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     out = _program()(stack["s"], stack["allowed"], stack["special"], stack["n"],
                      _device_params(params, length), np.int32(dangles), np.int32(stop),
                      with_pairs=with_pairs,
-                     interior=interior_mode(platform or _default_platform(jax), length))
+                     interior=interior_mode(platform or default_device().platform, length))
     return sequences, count, out, with_pairs
-
-
-def _default_platform(jax) -> str:
-    device = jax.config.jax_default_device
-    if device is None or isinstance(device, str):
-        return jax.devices(device)[0].platform if device else jax.devices()[0].platform
-    return device.platform
 
 
 def _collect(launched: tuple, as_pairs: bool = False) -> list[tuple[int, object]]:
