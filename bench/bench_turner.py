@@ -213,8 +213,8 @@ def _device_rate(engine, inputs, special, calls: int = 5) -> dict:
         t = time.perf_counter()
         jax.block_until_ready(program(*args))
         times.append(time.perf_counter() - t)
-    best = sorted(times)[len(times) // 2]
-    return {"batch": size, "median_s": best, "per_s": size / best}
+    median = sorted(times)[len(times) // 2]
+    return {"batch": size, "median_s": median, "per_s": size / median}
 
 
 def run_duplex(count: int, seed: int, batch: int) -> dict:

@@ -48,7 +48,7 @@ from jaxrna.kernels.tropical_pallas import compiler_params, plgpu
 
 #: Impossible value (the energy model's INF); columns past the table read as this.
 INF = 10_000_000
-#: Cells per program at most (one GPU thread each).
+#: Cells per program at most (:data:`PER_THREAD` to a GPU thread).
 MAX_WIDTH = 128
 
 Taps = tuple  # ((table index, ((dd, di, cost index), ...)), ...) per group
