@@ -573,9 +573,7 @@ def _packed_call(codes: np.ndarray, wm: np.ndarray, length: np.ndarray, min_loop
     global _kernel_walk_failed
     from jaxrna import programs
 
-    device = jax.config.jax_default_device or jax.devices()[0]
-    if isinstance(device, str):
-        device = jax.devices(device)[0]
+    device = programs.default_device()
     args = (codes, wm, length)
     static = dict(min_loop=min_loop, config=config, interpret=interpret, with_pairs=with_pairs,
                   walk="xla")

@@ -254,9 +254,7 @@ def _solve_call(codes: np.ndarray, wm: np.ndarray, temperature: np.ndarray, min_
     (:mod:`jaxrna.programs`)."""
     from jaxrna import programs
 
-    device = jax.config.jax_default_device or jax.devices()[0]
-    if isinstance(device, str):
-        device = jax.devices(device)[0]
+    device = programs.default_device()
     groups = SOLVE_GROUPS.get(device.platform) if method == "blocked" else None
     static = dict(min_loop=min_loop, method=method, tile=tile, groups=groups)
     run = programs.program("fold.partition", _solve_jit, (codes, wm, temperature), static, device)

@@ -271,9 +271,9 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
     """Compute every problem (same weights), batching those that share a geometry: one
     program per batch, the next batch dispatched while the last one is read and traced back."""
     wm = np.asarray(weights.matrix(), np.int32)
-    device = jax.config.jax_default_device or jax.devices()[0]
-    if isinstance(device, str):
-        device = jax.devices(device)[0]
+    from jaxrna.programs import default_device
+
+    device = default_device()
     out: list[InteractResult | None] = [None] * len(problems)
     batches = _batches(problems, batch_budget)
     # one batch ahead only while two batches' tables fit in the budget
