@@ -77,6 +77,38 @@ def test_one_and_two_devices_match(files):  # noqa: F811
     assert text == expected_report(files, ScanParams(score_threshold=120, no_energy=True))
 
 
+NO_JAX_SCRIPT = """
+import io, sys
+from jaxrna.formats.miranda import writer_for
+from jaxrna.pipeline import worker_pool
+from jaxrna.targets.api import write_scan
+from jaxrna.targets.scoring import ScanParams
+
+out = io.StringIO()
+params = ScanParams(score_threshold=120, no_energy=True)
+stats = write_scan(sys.argv[1], sys.argv[2], writer_for("miranda", out, no_energy=True, quiet=True),
+                   params, chunk_nt=700, host_workers=1, engine_options=dict(query_block=3))
+seen = worker_pool(1).submit(eval, "sorted(m for m in __import__('sys').modules "
+                                   "if m.split('.')[0] in ('jax', 'jaxlib'))").result(timeout=120)
+print(stats["hits"], seen)
+sys.stdout.write(out.getvalue())
+"""
+
+
+def test_host_workers_never_import_jax(files):  # noqa: F811
+    """The worker processes that select hits and write their text (no energies) import no
+    JAX: on a 16-core GPU host fifteen workers importing it at start-up cost ~20 CPU seconds
+    beside the device's first blocks. Same report as the reference."""
+    env = dict(os.environ, PYTHONPATH=ROOT, JAXRNA_CACHE_DIR="off", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", NO_JAX_SCRIPT, files["mirnas"], files["utrs"]],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    head, _, text = proc.stdout.partition("\n")
+    hits, seen = head.split(" ", 1)
+    assert int(hits) >= 10 and seen == "[]", head
+    assert text == expected_report(files, ScanParams(score_threshold=120, no_energy=True), quiet=True)
+
+
 def test_workers_read_candidates_from_files_and_they_are_removed(files, monkeypatch):  # noqa: F811
     """With worker processes the device side writes each block's candidates to a file
     (SpilledRows) that the workers read; every file is gone once its jobs are done."""

@@ -77,3 +77,38 @@ def test_chunks_match(tmp_path):
             bulk.append((ids, seqs, last))
             assert known == sum(len(c[0]) for c in stream)
         assert bulk == stream, chunk_nt
+
+
+def test_read_ahead_gives_the_file_as_it_is_when_taken(tmp_path):
+    """The CLI starts reading the target file in a thread (read_ahead); the chunks are what
+    the file holds when they are taken: the read-ahead's result if the file is unchanged,
+    else a fresh read; streams and missing files are left to the usual readers."""
+    from jaxrna.targets import sequences
+
+    p = tmp_path / "t.fa"
+    p.write_text(">a x\nACGU\n>b\nGG\n")
+    sequences.read_ahead(str(p))
+    assert len(sequences._AHEAD) == 1
+    ids, desc, letters, lengths = sequences.read_bulk_once(str(p))
+    assert (ids, desc, letters.tobytes(), lengths.tolist()) == (["a", "b"], ["a x", "b"], b"ACGUGG", [4, 2])
+    assert sequences._AHEAD == {}                       # taken once
+    sequences.read_ahead(str(p))
+    p.write_text(">c\nUUUUU\n")                         # changed after the read-ahead started
+    ids, _, letters, lengths = sequences.read_bulk_once(str(p))
+    assert (ids, letters.tobytes()) == (["c"], b"UUUUU") and sequences._AHEAD == {}
+    for name in ("-", str(tmp_path / "missing.fa"), str(tmp_path)):
+        sequences.read_ahead(name)
+    assert sequences._AHEAD == {}
+    sequences.read_ahead(str(p))
+    chunks = list(_target_chunks(str(p), 1000))         # what the scan reads
+    assert [c[0] for c in chunks] == [["c"]] and sequences._AHEAD == {}
+
+
+def test_read_ahead_of_a_bad_file_reports_as_the_reader_does(tmp_path):
+    from jaxrna.targets import sequences
+
+    p = tmp_path / "bad.fa"
+    p.write_text(">a\nAC*GU\n")
+    sequences.read_ahead(str(p))
+    with pytest.raises(InputError, match=r"bad.fa:2: record .a.: character .\*. at column 3"):
+        list(_target_chunks(str(p), 1000))

@@ -126,6 +126,9 @@ def _scan_size(mirnas: str, targets: str) -> float | None:
 
 def run(args) -> int:
     setup_logging(args.quiet)
+    from jaxrna.targets.sequences import read_ahead
+
+    read_ahead(args.targets)  # the target file is read while JAX starts
     from jaxrna.formats.miranda import writer_for
     from jaxrna.targets.api import DEFAULT_CHUNK_NT, write_scan
     from jaxrna.targets.scoring import ScanParams

@@ -199,7 +199,7 @@ def refill_pallas(qidx, profile, gap_open, gap_extend, seed, lanes, *, lead: int
 
     Returns ``best`` (L - lead, H, B) int32, the best scores of the last ``L - lead`` columns
     (those whose candidates are wanted) and ``code`` (L, H, B) int8 packed track codes of every
-    column (:func:`jaxrna.targets.scan.unpack_track`)."""
+    column (:func:`jaxrna.targets.track.unpack_track`)."""
     height = profile.shape[2]
     length, width = lanes.shape
     if width % block or qidx.shape != (width // block,) or not 0 <= lead < length:

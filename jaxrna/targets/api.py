@@ -32,7 +32,7 @@ from jaxrna.stages import stage, staged
 from jaxrna.targets.engine import Engine, make_target, prepare_query
 from jaxrna.targets.records import PairResult
 from jaxrna.targets.scoring import ScanParams
-from jaxrna.targets.sequences import LETTERS, count_records, read_bulk, read_records
+from jaxrna.targets.sequences import LETTERS, count_records, read_bulk_once, read_records
 
 log = logging.getLogger("jaxrna")
 
@@ -201,10 +201,11 @@ def _chunks_and_last(records: Iterable[Record], chunk_nt: int) -> Iterator[tuple
 def _target_chunks(path: str, chunk_nt: int):
     """``(ids, descriptions, TargetText, last, records in the file or None)`` per chunk of at
     least ``chunk_nt`` nucleotides (the record that reaches it ends the chunk): read in bulk
-    where the file allows (:func:`~jaxrna.targets.sequences.read_bulk`), else streamed."""
+    where the file allows (:func:`~jaxrna.targets.sequences.read_bulk`, or what a
+    :func:`~jaxrna.targets.sequences.read_ahead` of it has read), else streamed."""
     from jaxrna.targets.select import TargetText
 
-    bulk = read_bulk(path)
+    bulk = read_bulk_once(path)
     if bulk is None:
         for records, last in _chunks_and_last(read_records(path), chunk_nt):
             yield ([r.id for r in records], [r.description for r in records],

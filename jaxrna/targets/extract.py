@@ -104,7 +104,7 @@ def refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, t
     first base) after ``front`` filler columns; ``qidx`` (B / 128,) each lane block's miRNA (row
     of the tables ``profile`` (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H)), -1 for
     none. Returns ``best`` (32, H, B) of the tile columns and ``code`` (lead + 32, H, B) packed
-    track codes of every column (:func:`jaxrna.targets.scan.unpack_track`)."""
+    track codes of every column (:func:`jaxrna.targets.track.unpack_track`)."""
     length = lead + WORD
     lanes = stream[front + (p0 - lead)[None, :] + jnp.arange(length, dtype=jnp.int32)[:, None]]
     if pallas:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jaxrna.targets.scan import T0_MASK, T1_SHIFT, T2_BIT, T3_BIT
+from jaxrna.targets.track import T0_MASK, T1_SHIFT, T2_BIT, T3_BIT
 from jaxrna.targets.scoring import DIAGONAL_SPREAD, SEED_FIRST, SEED_LAST, SPAN_OVERLAP
 
 

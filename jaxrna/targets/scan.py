@@ -42,24 +42,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.programs import stored_jit
+from jaxrna.targets.track import T0_MASK, T1_SHIFT, T2_BIT, T3_BIT, unpack_track  # noqa: F401
 
 #: Bit flag on a lane code: this column is the first base of a new target.
 RESET = 8
 #: Seed positions 2..8: the rows pinned to c = -1, just above the last row.
 SEED_SPAN = 7
-#: Track codes packed in one byte: bits 0-1 best's state (0 none, 1 a, 2 b, 3 c), bits 2-3 a's
-#: predecessor state, bit 4 b came from b (else from a), bit 5 c came from c (else from a).
-T0_MASK, T1_SHIFT, T2_BIT, T3_BIT = 0x3, 2, 0x10, 0x20
-
-
-def unpack_track(code: np.ndarray):
-    """``(t0, t1, t2, t3)`` state codes (1 a, 2 b, 3 c, 0 none) from packed track bytes."""
-    code = np.asarray(code).astype(np.int32)
-    t0 = code & T0_MASK
-    t1 = (code >> T1_SHIFT) & 0x3
-    t2 = np.where(code & T2_BIT, 2, 1)
-    t3 = np.where(code & T3_BIT, 3, 1)
-    return t0, t1, t2, t3
 
 
 def _down(x, fill=0):

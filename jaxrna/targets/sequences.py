@@ -16,7 +16,9 @@ are allowed, as in miRanda. Plain or gzip files; ``-`` reads standard input.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import threading
 from typing import Iterator
 
 import numpy as np
@@ -182,6 +184,59 @@ def read_bulk(path: str | os.PathLike):
     return ids, descriptions, np.frombuffer(letters, np.uint8), lengths.astype(np.int64)
 
 
+_AHEAD: dict[tuple, concurrent.futures.Future] = {}
+
+
+def _file_key(path: str | os.PathLike) -> tuple | None:
+    """What identifies a plain file's contents for :func:`read_ahead` (None: not a plain file)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not os.path.isfile(path):
+        return None
+    return (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def read_ahead(path: str | os.PathLike) -> None:
+    """Start :func:`read_bulk` of ``path`` in a thread, for :func:`read_bulk_once` to take
+    later (the CLI reads the target file while JAX imports and starts its GPU client; the read
+    is mostly I/O and NumPy, outside the interpreter lock). Nothing for a stream or a missing
+    file; an error is raised where the result is taken, as the read itself would raise it."""
+    key = _file_key(path)
+    if key is None or key in _AHEAD:
+        return
+    future: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(read_bulk(path))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever takes the result
+            future.set_exception(exc)
+
+    _AHEAD[key] = future
+    threading.Thread(target=run, daemon=True, name="jaxrna-read-ahead").start()
+
+
+def read_bulk_once(path: str | os.PathLike):
+    """:func:`read_bulk` of ``path``, taken from a :func:`read_ahead` of the same unchanged file
+    when one was started (and forgotten then), else read now.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "t.fa")
+    >>> _ = open(p, "w").write(">u1\\nACGU\\n>u2\\nGG\\n")
+    >>> read_ahead(p)
+    >>> ids, descriptions, letters, lengths = read_bulk_once(p)
+    >>> ids, letters.tobytes(), lengths.tolist()
+    (['u1', 'u2'], b'ACGUGG', [4, 2])
+    """
+    key = _file_key(path)
+    future = _AHEAD.pop(key, None) if key is not None else None
+    for stale in [k for k in _AHEAD if key is not None and k[0] == key[0]]:
+        del _AHEAD[stale]                 # the file changed since: its read is not wanted
+    return future.result() if future is not None else read_bulk(path)
+
+
 def count_records(path: str) -> int:
     """Number of FASTA records (lines starting with '>') in a plain or gzip file."""
     count, last = 0, "\n"
@@ -195,4 +250,5 @@ def count_records(path: str) -> int:
     return count
 
 
-__all__ = ["read_records", "read_bulk", "count_records", "LETTERS", "Record"]
+__all__ = ["read_records", "read_bulk", "read_ahead", "read_bulk_once", "count_records", "LETTERS",
+           "Record"]
