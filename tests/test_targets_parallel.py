@@ -133,6 +133,30 @@ def test_workers_read_candidates_from_files_and_they_are_removed(files, monkeypa
     assert len(written) >= 4 and left == []
 
 
+def test_a_blocks_file_outlives_its_first_jobs(files, monkeypatch):  # noqa: F811
+    """A block's jobs (here a miRNA each) read one candidates file and are handed out one by
+    one: a job that is done, and collected, before the next is submitted must not remove the
+    file under the next (it did once workers got fast: FileNotFoundError in a worker)."""
+    import concurrent.futures
+
+    from jaxrna.targets import api, output
+
+    real = output.OrderedReport.submit
+
+    def submit_and_finish(self, c, bi, job, last):
+        real(self, c, bi, job, last)
+        done = self.jobs[(c, bi)]
+        if isinstance(done, concurrent.futures.Future):
+            done.result(timeout=120)
+        self.flush(wait=False)        # collects it: the worst case for the next part
+
+    monkeypatch.setattr(output.OrderedReport, "submit", submit_and_finish)
+    monkeypatch.setattr(api, "JOB_MIRNAS", 1)
+    params = ScanParams(score_threshold=120, no_energy=True)
+    got, _ = report(files, params, "miranda", True, 2, 700, query_block=3)
+    assert got == expected_report(files, params, quiet=True)
+
+
 def test_spilled_rows_load_what_was_written(tmp_path):
     """SpilledRows.write / part / RowsRef.load round-trip rows, q counted from the part."""
     import numpy as np

@@ -283,15 +283,20 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
             for bi, (ks, traced) in enumerate(
                     staged("device", engine.iter_traced(queries, targets, progress=progress))):
                 t0 = clock()
-                for part in _job_parts(ks, bi, len(blocks), engine):
-                    s = part[0] - ks[0]
-                    sub = traced.part(s, s + len(part))  # the candidates come by miRNA
-                    job = BlockJob(shared, part, [mirna_records[k].id for k in part],
-                                   [mirna_records[k].description for k in part],
-                                   [queries[k].sequence for k in part], sub, spec if spec[0] else writer,
-                                   pair_offset, c == 0, params, engine.energy)
-                    report.submit(c, ji, job, last)
-                    ji += 1
+                report.hold(traced)          # its file stays until every part is handed out
+                try:
+                    for part in _job_parts(ks, bi, len(blocks), engine):
+                        s = part[0] - ks[0]
+                        sub = traced.part(s, s + len(part))  # the candidates come by miRNA
+                        job = BlockJob(shared, part, [mirna_records[k].id for k in part],
+                                       [mirna_records[k].description for k in part],
+                                       [queries[k].sequence for k in part], sub,
+                                       spec if spec[0] else writer, pair_offset, c == 0, params,
+                                       engine.energy)
+                        report.submit(c, ji, job, last)
+                        ji += 1
+                finally:
+                    report.release(traced)
                 engine.timings["select"] += clock() - t0
             chunk_total = int(targets.lengths.sum())
             seen += len(targets)

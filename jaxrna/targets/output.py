@@ -438,11 +438,28 @@ class OrderedReport:
             self.timeline.mark("job", key, at=start, run=end - start, cpu=cpu)
             path = self.spills.pop(key, None)
             if path is not None:
-                self.readers[path] -= 1
-                if not self.readers[path]:
-                    del self.readers[path]
-                    os.unlink(path)
+                self._unread(path)
         return job
+
+    def hold(self, traced) -> None:
+        """Keep a block's candidates file (a :class:`SpilledRows`) until :meth:`release`,
+        while its jobs are handed out one by one: a job that is done before the next one is
+        submitted must not remove the file under it."""
+        path = getattr(traced, "path", None)
+        if path is not None:
+            self.readers[path] = self.readers.get(path, 0) + 1
+
+    def release(self, traced) -> None:
+        """The end of a :meth:`hold`: the file goes once every job reading it is done."""
+        path = getattr(traced, "path", None)
+        if path is not None and path in self.readers:
+            self._unread(path)
+
+    def _unread(self, path: str) -> None:
+        self.readers[path] -= 1
+        if not self.readers[path]:
+            del self.readers[path]
+            os.unlink(path)
 
     def flush(self, wait: bool) -> None:
         """Write every block that can be written (``wait``: wait for them all)."""
