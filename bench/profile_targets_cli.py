@@ -7,8 +7,9 @@ interpreter's start-up included, read from ``/proc``). Run it twice with the sam
     JAXRNA_CACHE_DIR=/tmp/c PYTHONPATH=. python3 bench/profile_targets_cli.py \\
         MIRNAS UTRS --no-energy --quiet -o /tmp/out.txt [--json-out tl.json]
 
-``--workers N`` and ``--threads N`` (experiments) set the host worker processes and the device
-threads per GPU instead of the defaults.
+``--workers N``, ``--threads N`` and ``--energy-threads N`` (experiments) set the host worker
+processes, the scan's device threads per GPU and the energy folding threads per GPU instead of
+the defaults.
 
 The summary says when the first target chunk was ready, when the device blocks ran, when the
 host jobs ran and how long they waited, when the last block was written, and when ``main``
@@ -63,6 +64,7 @@ def main() -> int:
 
     json_out = option("--json-out")
     workers, threads = option("--workers"), option("--threads")   # experiments
+    energy_threads = option("--energy-threads")
     marks = {"bench module": T_MAIN - origin}
     import jaxrna.targets.api as api
     from bench_targets import StallProbe, timeline_summary
@@ -97,6 +99,10 @@ def main() -> int:
             marks["rename end"] = time.perf_counter() - origin
 
     api.write_scan, os.replace = write_scan, replace
+    if energy_threads:
+        from jaxrna.targets.output import DeviceEnergies
+
+        DeviceEnergies.THREADS_PER_DEVICE = int(energy_threads)
     if workers:
         import jaxrna.pipeline
 
@@ -112,6 +118,12 @@ def main() -> int:
     events = timeline.as_records(origin)
     print(f"process: {', '.join(f'{k} {v:.3f}' for k, v in marks.items())} (s since exec; MB)")
     print(timeline_summary(events) + "\n  " + stalls)
+    folds = sorted((e["t"], e["run"], e["rows"]) for e in events if e["event"] == "fold")
+    if folds:                                          # the energy engine's device calls
+        busy = sum(r for _, r, _ in folds)
+        print(f"  energy: {len(folds)} device calls, {folds[0][0]:.3f}-{folds[-1][0] + folds[-1][1]:.3f} s, "
+              f"{sum(n for _, _, n in folds):,} strings, median call {sorted(r for _, r, _ in folds)[len(folds) // 2] * 1e3:.0f} ms, "
+              f"thread-busy {busy:.2f} s")
     print("stages: " + ", ".join(f"{k} {v:.2f}" for k, v in stages.report()["stages"].items()))
     if json_out:
         with open(json_out, "w") as fh:

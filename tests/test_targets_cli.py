@@ -63,8 +63,9 @@ def files(tmp_path_factory):
     return {"mirnas": str(mirna_fa), "utrs": str(utr_fa), "gz": str(gz), "targets": targets}
 
 
-def expected_report(files, params, fmt="miranda", quiet=False, offset=0):
-    """The report built pair by pair from the slow reference, in miRanda's order."""
+def expected_report(files, params, fmt="miranda", quiet=False, offset=0, energy=None):
+    """The report built pair by pair from the slow reference, in miRanda's order
+    (``energy``: a function folding a duplex string, default ViennaRNA's recipe)."""
     out = io.StringIO()
     w = writer_for(fmt, out, no_energy=params.no_energy, quiet=quiet)
     w.begin()
@@ -72,7 +73,7 @@ def expected_report(files, params, fmt="miranda", quiet=False, offset=0):
     for k, (qid, qdesc, q) in enumerate(MIRNAS):
         w.write(w.mirna_text(qid, f"{qid} {qdesc}".strip(), len(q)))
         for t, (tid, tdesc, tseq) in enumerate(targets):
-            hits = reference.scan_pair(q.upper(), tseq.upper(), params)
+            hits = reference.scan_pair(q.upper(), tseq.upper(), params, energy)
             if hits or w.pairs_need_text():
                 w.write(w.pair_text(PairResult(qid, tid, len(q), len(tseq),
                                                offset + k * len(targets) + t + 1, hits,
@@ -111,6 +112,41 @@ def test_energy_and_strict_through_the_cli(files, capsys):
     code, out, _ = run([files["mirnas"], files["utrs"], "-sc", "130", "-strict", "-en", "-5", "-quiet"], capsys)
     assert code == 0
     assert out == expected_report(files, params, quiet=True)
+
+
+def _fake_energy(fold_string: str) -> float:
+    """A stand-in energy, a function of the string, with values where miRanda's report has its
+    corner cases: 0 and positive energies below the threshold (a pair whose energies sum to 0
+    or more gets no summary line), negative ones, repeated values."""
+    import zlib
+
+    return (0.0, 0.5, 2.0, -0.25, -3.5, -7.75, -12.0)[zlib.crc32(fold_string.encode()) % 7]
+
+
+@pytest.mark.parametrize("fmt,quiet", [("miranda", True), ("miranda", False), ("keyval", True)])
+def test_report_with_energies_in_bulk_equals_the_pair_by_pair_text(files, monkeypatch, fmt, quiet):
+    """With energies the miranda writer formats a miRNA's hits in bulk (the energy filter,
+    the hit lines and each pair's sums at once); the text equals the reference's, built a
+    pair at a time by the slow path, for energies of every sign."""
+    from jaxrna.formats.miranda import MirandaWriter
+
+    monkeypatch.setattr(api, "_energy", lambda params, engine, name: _fake_energy)
+    params = ScanParams(score_threshold=120, energy_threshold=3)
+    out = io.StringIO()
+    with monkeypatch.context() as m:     # the bulk path: no pair formatted on its own
+        m.setattr(MirandaWriter, "pair_text", lambda *a: pytest.fail("pair_text called"))
+        api.write_scan(files["mirnas"], files["utrs"], writer_for(fmt, out, quiet=quiet), params,
+                       host_workers=0, chunk_nt=700)
+    expected = expected_report(files, params, fmt=fmt, quiet=quiet, energy=_fake_energy)
+    assert out.getvalue() == expected
+    shown = [e for e in (0.0, 0.5, 2.0, -0.25, -3.5, -7.75, -12.0)
+             if (f"Energy:  {e:f} kCal/Mol" if fmt == "miranda" else f"energy={e:f}") in expected]
+    assert 0.0 in shown and {0.5, 2.0} & set(shown) and min(shown) < 0, shown
+    if fmt == "miranda":                 # some pair has hits but no summary (sum of energies >= 0)
+        hit_pairs = {line.split("\t")[:2][1] + line.split("\t")[0]
+                     for line in expected.splitlines() if line.startswith(">") and not line.startswith(">>")}
+        summaries = [line for line in expected.splitlines() if line.startswith(">>")]
+        assert len(summaries) < len(hit_pairs)
 
 
 def test_targets_from_stdin(files):

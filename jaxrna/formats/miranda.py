@@ -78,8 +78,11 @@ class TargetsWriter:
         (format "" for writers it cannot build)."""
         return (self.name if type(self) in _BUILT else "", self.no_energy, self.quiet)
 
+    #: :meth:`table_text` takes the rows' energies (else it renders only without energies)
+    table_energies = False
+
     def table_text(self, mirna_id: str, mirna_len: int, table, lo: int, hi: int, targets,
-                   pair_base: int) -> str | None:
+                   pair_base: int, energies=None, energy_threshold: float = 0.0) -> str | None:
         """The text of one miRNA's pairs straight from rows ``lo..hi`` of a
         :class:`~jaxrna.targets.select.HitTable` (sorted by target, hits in accepted order;
         ``targets`` has ``ids``, ``descriptions`` and ``text.lengths``; pair ``t`` is number
@@ -89,6 +92,8 @@ class TargetsWriter:
 
 class MirandaWriter(TargetsWriter):
     """miRanda 3.3a's report (``keyval=True``: its ``-keyval`` hit lines)."""
+
+    table_energies = True
 
     def __init__(self, out: IO[str], *, no_energy: bool = False, quiet: bool = False,
                  keyval: bool = False) -> None:
@@ -167,41 +172,68 @@ class MirandaWriter(TargetsWriter):
                 f"({target_len} nt)\n{RULE}Performing Scan: {mirna_id} vs {target_id}\n{RULE}")
 
     def table_text(self, mirna_id: str, mirna_len: int, table, lo: int, hi: int, targets,
-                   pair_base: int) -> str | None:
-        """:meth:`pair_text` for every pair of one miRNA at once (without energies), from a
-        hit table: the same text, formatted a hit at a time rather than a record at a time."""
-        if not self.no_energy:
+                   pair_base: int, energies: np.ndarray | None = None,
+                   energy_threshold: float = 0.0) -> str | None:
+        """:meth:`pair_text` for every pair of one miRNA at once, from a hit table: the same
+        text, formatted a hit at a time rather than a record at a time. With energies,
+        ``energies`` holds each row's (kcal/mol, as folded) and only rows below
+        ``energy_threshold`` are hits; without them (None) this writer must be ``no_energy``."""
+        if energies is None and not self.no_energy:
             return None
-        t = table.t[lo:hi]
-        n, i, i0 = table.n[lo:hi], table.i[lo:hi], table.i0[lo:hi]
-        aln, matches = table.aln_len[lo:hi], table.matches[lo:hi]
+        if energies is not None:
+            keep = np.flatnonzero(np.asarray(energies) < energy_threshold) + lo
+            energies = np.asarray(energies, np.float64)[keep - lo]
+        else:
+            keep = slice(lo, hi)
+        t = table.t[keep]
+        n, i, i0 = table.n[keep], table.i[keep], table.i0[keep]
+        aln, matches = table.aln_len[keep], table.matches[keep]
         # percentages formatted once per distinct (count, length); scores are whole numbers,
         # so "%f" and "%2.2f" of a score are its digits and zeros
         fmt = "%f" if self.keyval else "%3.2f"
         identity = _percentages(matches, aln, fmt)
-        similarity = _percentages(matches + table.wobbles[lo:hi], aln, fmt)
+        similarity = _percentages(matches + table.wobbles[keep], aln, fmt)
         q_start, q_end = (n - i + 1).tolist(), (n - i0 + 1).tolist()
-        r_start, r_end = table.ref_start[lo:hi].tolist(), table.ref_end[lo:hi].tolist()
-        scores, aln = table.score[lo:hi].tolist(), aln.tolist()
+        r_start, r_end = table.ref_start[keep].tolist(), table.ref_end[keep].tolist()
+        sc = table.score[keep]
+        scores, aln = sc.tolist(), aln.tolist()
         tids = [targets.ids[x] for x in t.tolist()]
-        am, mp, at = table.aln_mirna[lo:hi], table.aln_map[lo:hi], table.aln_target[lo:hi]
+        if energies is None:
+            am, mp, at = table.aln_mirna[lo:hi], table.aln_map[lo:hi], table.aln_target[lo:hi]
+            e6 = e2 = ["0.000000" if self.keyval else "0.00"] * len(scores)
+        else:
+            rows = keep.tolist()
+            am, mp, at = ([strings[k] for k in rows] for strings in
+                          (table.aln_mirna, table.aln_map, table.aln_target))
+            e6 = _formatted(energies, "%f")
+            e2 = _formatted(energies, "%2.2f")
         m = mirna_id
         if self.keyval:
-            hit_texts = [f"//hit_info\tquery_id={m}\treference_id={tid}\tscore={s}.000000\tenergy=0.000000"
+            hit_texts = [f"//hit_info\tquery_id={m}\treference_id={tid}\tscore={s}.000000\tenergy={ef}"
                          f"\tquery_start={qs}\tquery_end={qe}\tref_start={rs}\tref_end={re}\taln_length={al}"
                          f"\tidentity={idn}\tsimilarity={sim}\taln_mirna={a}\taln_map={b}\taln_utr={c}\n"
+                         for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c, ef
+                         in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
+                                similarity, am, mp, at, e6)]
+        elif energies is None:
+            # one f-string per hit (compiled once; ~1.5x faster than a %-template per hit)
+            hit_texts = [f"\n   Forward:\tScore: {s}.000000  Q:{qs} to {qe}  R:{rs} to {re} Align Len "
+                         f"({al}) ({idn}%) ({sim}%)\n\n   Query:    3' {a} 5'\n                {b}\n"
+                         f"   Ref:      5' {c} 3'\n\n\nScores for this hit:\n>{m}\t{tid}\t{s}.00\t0.00\t"
+                         f"{qs} {qe}\t{rs} {re}\t{al}\t{idn}%\t{sim}%\n\n"
                          for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c
                          in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
                                 similarity, am, mp, at)]
         else:
-            hit = _HIT_TEXT.replace("{m}", m.replace("%", "%%"))  # one %-template per miRNA
-            hit_texts = [hit % (s, qs, qe, rs, re, al, idn, sim, a, b, c, tid, s, qs, qe, rs, re, al, idn, sim)
-                         for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c
+            hit_texts = [f"\n   Forward:\tScore: {s}.000000  Q:{qs} to {qe}  R:{rs} to {re} Align Len "
+                         f"({al}) ({idn}%) ({sim}%)\n\n   Query:    3' {a} 5'\n                {b}\n"
+                         f"   Ref:      5' {c} 3'\n\n   Energy:  {ef} kCal/Mol\n\nScores for this hit:\n"
+                         f">{m}\t{tid}\t{s}.00\t{e}\t{qs} {qe}\t{rs} {re}\t{al}\t{idn}%\t{sim}%\n\n"
+                         for tid, s, qs, qe, rs, re, al, idn, sim, a, b, c, ef, e
                          in zip(tids, scores, q_start, q_end, r_start, r_end, aln, identity,
-                                similarity, am, mp, at)]
+                                similarity, am, mp, at, e6, e2)]
         heads = np.flatnonzero(np.diff(t, prepend=-1)) if len(t) else np.zeros(0, np.int64)
         ends = np.append(heads[1:], len(t)).tolist()
-        sc = table.score[lo:hi]
         totals = np.add.reduceat(sc, heads).tolist() if len(t) else []
         bests = np.maximum.reduceat(sc, heads).tolist() if len(t) else []
         pair_t = t[heads].tolist()
@@ -210,9 +242,25 @@ class MirandaWriter(TargetsWriter):
         lead = ("" if self.quiet else "Score for this Scan:\n") + _SCAN_HEADER
         heads = heads.tolist()
         lens = lengths[pair_t].tolist() if pair_t else []
-        trailers = [f"{lead}>>{m}\t{tids[a]}\t{total}.00\t0.0\t{best}.00\t0.0\t{pair_base + x}\t"
-                    f"{mirna_len}\t{ln}\t{''.join(positions[a:b])}\nComplete\n\n"
-                    for a, b, x, total, best, ln in zip(heads, ends, pair_t, totals, bests, lens)]
+        if energies is None:
+            trailers = [f"{lead}>>{m}\t{tids[a]}\t{total}.00\t0.0\t{best}.00\t0.0\t{pair_base + x}\t"
+                        f"{mirna_len}\t{ln}\t{''.join(positions[a:b])}\nComplete\n\n"
+                        for a, b, x, total, best, ln in zip(heads, ends, pair_t, totals, bests, lens)]
+        else:
+            trailers = []
+            values = energies.tolist()
+            for a, b, x, total, best, ln in zip(heads, ends, pair_t, totals, bests, lens):
+                scan, low = 0.0, 0.0           # miRanda's running sums, in its order
+                for e in values[a:b]:
+                    scan += e * -1
+                    if e < low:
+                        low = e
+                if scan > 0.0:
+                    trailers.append(f"{lead}>>{m}\t{tids[a]}\t{total}.00\t-{scan:2.2f}\t{best}.00\t"
+                                    f"{low:2.2f}\t{pair_base + x}\t{mirna_len}\t{ln}\t"
+                                    f"{''.join(positions[a:b])}\nComplete\n\n")
+                else:                          # energies summing to 0 or more: no summary
+                    trailers.append("" if self.quiet else _NO_HITS)
         parts = []
         if self.quiet:
             for a, b, trailer in zip(heads, ends, trailers):
@@ -237,12 +285,17 @@ class MirandaWriter(TargetsWriter):
 _KEYVAL = ("//hit_info\tquery_id=%s\treference_id=%s\tscore=%f\tenergy=%f\tquery_start=%d\t"
            "query_end=%d\tref_start=%d\tref_end=%d\taln_length=%d\tidentity=%f\t"
            "similarity=%f\taln_mirna=%s\taln_map=%s\taln_utr=%s\n")
-#: One hit of :meth:`MirandaWriter.table_text` without energies ("{m}": the miRNA id)
-_HIT_TEXT = ("\n   Forward:\tScore: %s.000000  Q:%s to %s  R:%s to %s Align Len (%s) (%s%%) (%s%%)\n\n"
-             "   Query:    3' %s 5'\n                %s\n   Ref:      5' %s 3'\n\n\n"
-             "Scores for this hit:\n>{m}\t%s\t%s.00\t0.00\t%s %s\t%s %s\t%s\t%s%%\t%s%%\n\n")
 _NO_HITS = "Score for this Scan:\nNo Hits Found above Threshold\nComplete\n\n"
 _SCAN_HEADER = "Seq1,Seq2,Tot Score,Tot Energy,Max Score,Max Energy,Strand,Len1,Len2,Positions\n"
+
+
+def _formatted(values: np.ndarray, fmt: str) -> list[str]:
+    """``fmt % v`` for every value, formatted once per distinct value."""
+    if not len(values):
+        return []
+    uniq, inverse = np.unique(values, return_inverse=True)
+    text = [fmt % v for v in uniq.tolist()]
+    return [text[k] for k in inverse.reshape(-1).tolist()]
 
 
 def _percentages(count: np.ndarray, length: np.ndarray, fmt: str) -> list[str]:

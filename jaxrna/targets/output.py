@@ -105,15 +105,30 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
         writer = job.writer
     table = _table(job, chunk)
     bounds = table.q.searchsorted(range(len(job.ks) + 1)).tolist() if len(table) else [0] * (len(job.ks) + 1)
+    energies = None                  # each table row's energy, for a writer that takes them
+    if not job.params.no_energy and writer.table_energies:
+        energies = job.energies
+        if energies is None:
+            from jaxrna.targets.energy import fold_energies
+            from jaxrna.targets.select import fold_strings
+
+            energies = fold_energies(fold_strings(table), job.energy)
+        energies = np.asarray(energies, np.float64)
+        if len(energies) != len(table):
+            raise AssertionError(f"{len(energies)} energies for {len(table)} hits (a bug)")
+    threshold = job.params.energy_threshold
     per_q = None
     texts, hits = [], []
     for x, k in enumerate(job.ks):
         n = len(job.sequences[x])
         head = writer.mirna_text(job.ids[x], job.descriptions[x], n) if job.first_chunk else ""
         pair_base = job.pair_offset + k * chunk.total + chunk.seen + 1
-        text = writer.table_text(job.ids[x], n, table, bounds[x], bounds[x + 1], chunk, pair_base)
+        lo, hi = bounds[x], bounds[x + 1]
+        mine = None if energies is None else energies[lo:hi]
+        text = writer.table_text(job.ids[x], n, table, lo, hi, chunk, pair_base, energies=mine,
+                                 energy_threshold=threshold)
         if text is not None:
-            hits.append(bounds[x + 1] - bounds[x])
+            hits.append(hi - lo if mine is None else int((mine < threshold).sum()))
         else:  # energies, or a format rendered a record at a time
             if per_q is None:
                 per_q = {}
