@@ -87,7 +87,11 @@ def test_read_ahead_gives_the_file_as_it_is_when_taken(tmp_path):
 
     p = tmp_path / "t.fa"
     p.write_text(">a x\nACGU\n>b\nGG\n")
-    sequences.read_ahead(str(p))
+    sequences.read_ahead(str(tmp_path / "other.fa"))  # missing: nothing
+    q = tmp_path / "q.fa"
+    q.write_text(">q\nAAA\n")
+    sequences.read_ahead(str(q))
+    sequences.read_ahead(str(p))                     # one at a time: q's is dropped
     assert len(sequences._AHEAD) == 1
     ids, desc, letters, lengths = sequences.read_bulk_once(str(p))
     assert (ids, desc, letters.tobytes(), lengths.tolist()) == (["a", "b"], ["a x", "b"], b"ACGUGG", [4, 2])
@@ -102,6 +106,9 @@ def test_read_ahead_gives_the_file_as_it_is_when_taken(tmp_path):
     sequences.read_ahead(str(p))
     chunks = list(_target_chunks(str(p), 1000))         # what the scan reads
     assert [c[0] for c in chunks] == [["c"]] and sequences._AHEAD == {}
+    sequences.read_ahead(str(p))
+    sequences.forget_read_ahead()                   # a run that ended before its targets
+    assert sequences._AHEAD == {}
 
 
 def test_read_ahead_of_a_bad_file_reports_as_the_reader_does(tmp_path):
@@ -112,3 +119,14 @@ def test_read_ahead_of_a_bad_file_reports_as_the_reader_does(tmp_path):
     sequences.read_ahead(str(p))
     with pytest.raises(InputError, match=r"bad.fa:2: record .a.: character .\*. at column 3"):
         list(_target_chunks(str(p), 1000))
+
+
+def test_a_cli_run_leaves_no_read_ahead_behind(tmp_path, capsys):
+    """A run that stops before reading its targets (a bad miRNA file) drops the read-ahead."""
+    from jaxrna.cli import main
+    from jaxrna.targets import sequences
+
+    (tmp_path / "m.fa").write_text(">m\nAC*GU\n")
+    (tmp_path / "t.fa").write_text(">t\nACGUACGU\n")
+    assert main(["targets", str(tmp_path / "m.fa"), str(tmp_path / "t.fa")]) == 2
+    assert "m.fa:2" in capsys.readouterr().err and sequences._AHEAD == {}

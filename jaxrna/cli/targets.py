@@ -126,9 +126,16 @@ def _scan_size(mirnas: str, targets: str) -> float | None:
 
 def run(args) -> int:
     setup_logging(args.quiet)
-    from jaxrna.targets.sequences import read_ahead
+    from jaxrna.targets.sequences import forget_read_ahead, read_ahead
 
     read_ahead(args.targets)  # the target file is read while JAX starts
+    try:
+        return _run(args)
+    finally:
+        forget_read_ahead()
+
+
+def _run(args) -> int:
     from jaxrna.formats.miranda import writer_for
     from jaxrna.targets.api import DEFAULT_CHUNK_NT, write_scan
     from jaxrna.targets.scoring import ScanParams

@@ -106,7 +106,7 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
     table = _table(job, chunk)
     bounds = table.q.searchsorted(range(len(job.ks) + 1)).tolist() if len(table) else [0] * (len(job.ks) + 1)
     energies = None                  # each table row's energy, for a writer that takes them
-    if not job.params.no_energy and writer.table_energies:
+    if not job.params.no_energy and getattr(writer, "table_energies", False):
         energies = job.energies
         if energies is None:
             from jaxrna.targets.energy import fold_energies
@@ -129,7 +129,7 @@ def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
                                  energy_threshold=threshold)
         if text is not None:
             hits.append(hi - lo if mine is None else int((mine < threshold).sum()))
-        else:  # energies, or a format rendered a record at a time
+        else:  # a format rendered a record at a time (tsv, json)
             if per_q is None:
                 per_q = {}
                 for (q, t), h in accepted_hits(table, job.params, job.energy, job.energies).items():

@@ -206,6 +206,7 @@ def read_ahead(path: str | os.PathLike) -> None:
     key = _file_key(path)
     if key is None or key in _AHEAD:
         return
+    forget_read_ahead()                   # one at a time: a run's file, not every run's
     future: concurrent.futures.Future = concurrent.futures.Future()
 
     def run() -> None:
@@ -216,6 +217,12 @@ def read_ahead(path: str | os.PathLike) -> None:
 
     _AHEAD[key] = future
     threading.Thread(target=run, daemon=True, name="jaxrna-read-ahead").start()
+
+
+def forget_read_ahead() -> None:
+    """Drop what :func:`read_ahead` read and nobody took (a run that ended before reading its
+    targets); a read still going on finishes into nothing."""
+    _AHEAD.clear()
 
 
 def read_bulk_once(path: str | os.PathLike):
@@ -250,5 +257,5 @@ def count_records(path: str) -> int:
     return count
 
 
-__all__ = ["read_records", "read_bulk", "read_ahead", "read_bulk_once", "count_records", "LETTERS",
-           "Record"]
+__all__ = ["read_records", "read_bulk", "read_ahead", "read_bulk_once", "forget_read_ahead",
+           "count_records", "LETTERS", "Record"]
