@@ -51,6 +51,34 @@ def dirty_mb() -> float:
         return -1.0
 
 
+def time_energy_calls() -> dict:
+    """Split the energy engine's device calls (summed over its threads): building the
+    arguments on the host (``call``), starting the program (``launch``, asynchronous), and
+    the rest of ``fold`` (waiting for the device, copying the energies back)."""
+    from jaxrna.targets.energy import DeviceEngine
+
+    split = {"calls": 0, "host arguments": 0.0, "launch": 0.0, "fold": 0.0}
+    real_call, real_launch, real_fold = DeviceEngine.call, DeviceEngine._launch, DeviceEngine.fold
+
+    def timed(name, fn):
+        def run(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                split[name] += time.perf_counter() - t0
+        return run
+
+    def fold(self, *args, **kwargs):
+        split["calls"] += 1
+        return timed("fold", real_fold)(self, *args, **kwargs)
+
+    DeviceEngine.call = timed("host arguments", real_call)
+    DeviceEngine._launch = timed("launch", real_launch)
+    DeviceEngine.fold = fold
+    return split
+
+
 def main() -> int:
     origin = time.perf_counter() - process_age()       # perf_counter time of the exec
     argv = sys.argv[1:]
@@ -103,6 +131,7 @@ def main() -> int:
         from jaxrna.targets.output import DeviceEnergies
 
         DeviceEnergies.THREADS_PER_DEVICE = int(energy_threads)
+    energy_split = time_energy_calls()
     if workers:
         import jaxrna.pipeline
 
@@ -118,6 +147,8 @@ def main() -> int:
     events = timeline.as_records(origin)
     print(f"process: {', '.join(f'{k} {v:.3f}' for k, v in marks.items())} (s since exec; MB)")
     print(timeline_summary(events) + "\n  " + stalls)
+    if energy_split["calls"]:
+        print("  energy calls, thread seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in energy_split.items()))
     folds = sorted((e["t"], e["run"], e["rows"]) for e in events if e["event"] == "fold")
     if folds:                                          # the energy engine's device calls
         busy = sum(r for _, r, _ in folds)
