@@ -39,7 +39,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxrna.programs import stored_jit
 from jaxrna.targets.track import T0_MASK, T1_SHIFT, T2_BIT, T3_BIT, unpack_track  # noqa: F401
