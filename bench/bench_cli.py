@@ -16,6 +16,13 @@ job in the same call: parasail on every core for ``align`` (``bench/peer_parasai
     python bench/bench_cli.py --jobs fold_seq100,align_all --preset cpu --warm 3
 
 The table goes to stdout; ``--json`` keeps every run's numbers, ``--log DIR`` every run's stderr.
+
+Processes run as from an installed package: jaxrna's modules are byte-compiled first and the
+children may write bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment), as
+``pip install`` leaves a package. With it set (the lent GPU machines set it) every process
+compiles every module from source: on an H200 machine 0.2-0.4 s more per warm process and
+0.5-2.0 s more cold (BENCHMARKS.md; ``--source-only`` keeps that, to compare with figures taken
+so).
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SEED = 20261124
+#: Run the CLI as an installed package runs: with bytecode (see the module docstring).
+BYTECODE = True
 
 #: job -> sizes per preset. Counts and lengths are those of issue 14's table for "gpu".
 PRESETS = {
@@ -142,6 +151,8 @@ def run_cli(args: list[str], cache: str, log: str | None, out: str) -> dict:
     os.close(fd)
     env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAXRNA_PROFILE=profile,
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     if os.path.exists(out):
         os.unlink(out)
     start = time.perf_counter()
@@ -230,7 +241,15 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write every run's numbers here")
     ap.add_argument("--log", default=None, help="directory for each job's stderr")
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--source-only", action="store_true",
+                    help="no bytecode: every process compiles jaxrna's modules from source")
     args = ap.parse_args()
+    global BYTECODE
+    BYTECODE = not args.source_only
+    if BYTECODE:                 # as pip install leaves the package
+        import compileall
+
+        compileall.compile_dir(os.path.join(ROOT, "jaxrna"), quiet=1)
     if args.log:
         os.makedirs(args.log, exist_ok=True)
     jobs = [j for j in args.jobs.split(",") if j]
@@ -239,7 +258,8 @@ def main() -> None:
             ap.error(f"unknown job {j}")
     info = {"date": time.strftime("%Y-%m-%d %H:%M"), "preset": args.preset,
             "machine": f"{os.uname().nodename} {os.cpu_count()} cores",
-            "python": sys.version.split()[0], "command": " ".join(sys.argv)}
+            "python": sys.version.split()[0], "command": " ".join(sys.argv),
+            "bytecode": BYTECODE}
     try:
         import jax
         info["jax"] = jax.__version__
