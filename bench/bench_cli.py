@@ -41,6 +41,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from as_installed import installed_env  # noqa: E402
 ROOT = os.path.dirname(HERE)
 SEED = 20261124
 #: Run the CLI as an installed package runs: with bytecode (see the module docstring).
@@ -151,8 +154,7 @@ def run_cli(args: list[str], cache: str, log: str | None, out: str) -> dict:
     os.close(fd)
     env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAXRNA_PROFILE=profile,
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    if BYTECODE:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = installed_env(env, BYTECODE)
     if os.path.exists(out):
         os.unlink(out)
     start = time.perf_counter()
@@ -246,10 +248,6 @@ def main() -> None:
     args = ap.parse_args()
     global BYTECODE
     BYTECODE = not args.source_only
-    if BYTECODE:                 # as pip install leaves the package
-        import compileall
-
-        compileall.compile_dir(os.path.join(ROOT, "jaxrna"), quiet=1)
     if args.log:
         os.makedirs(args.log, exist_ok=True)
     jobs = [j for j in args.jobs.split(",") if j]

@@ -46,6 +46,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 import make_targets_data  # noqa: E402
+from as_installed import installed_env  # noqa: E402
 
 T0 = time.perf_counter()
 
@@ -194,8 +195,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     mirnas, utrs = ensure_data(args.data)
     work = tempfile.mkdtemp(prefix="bench-targets-energy-")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               JAXRNA_CACHE_DIR=os.environ.get("JAXRNA_CACHE_DIR") or os.path.join(work, "cache"))
+    env = installed_env(dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                             JAXRNA_CACHE_DIR=os.environ.get("JAXRNA_CACHE_DIR") or os.path.join(work, "cache")))
     env.pop("JAXRNA_ENERGY_ENGINE", None)
     sub = first_mirnas(mirnas, args.subset, os.path.join(work, f"mirnas{args.subset}.fa"))
     record = {"preset": args.preset, "machine": platform.node(), "cpus": os.cpu_count(),

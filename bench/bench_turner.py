@@ -39,6 +39,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from as_installed import installed_env  # noqa: E402
 
 LINKER = 7
 
@@ -119,7 +122,7 @@ def run_batch(count: int, length: int, seed: int, log_dir: str | None = None) ->
             for k, s in enumerate(seqs):
                 fh.write(f">s{k}\n{s}\n")
         path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)  # keep the caller's
-        env = dict(os.environ, PYTHONPATH=path, JAXRNA_CACHE_DIR=os.path.join(tmp, "cache"))
+        env = installed_env(dict(os.environ, PYTHONPATH=path, JAXRNA_CACHE_DIR=os.path.join(tmp, "cache")))
         times, stages, failed = [], [], None
         out = os.path.join(tmp, "out.tsv")
         for run in ("cold", "warm"):
