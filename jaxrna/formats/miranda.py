@@ -294,14 +294,9 @@ def _formatted(values: np.ndarray, fmt: str) -> list[str]:
 
 
 def _percentages(count: np.ndarray, length: np.ndarray, fmt: str) -> list[str]:
-    """``fmt % (count / length * 100.0)`` for every row, formatted once per distinct pair."""
-    if not len(count):
-        return []
-    key = count.astype(np.int64) * (int(length.max()) + 1) + length
-    uniq, inverse = np.unique(key, return_inverse=True)
-    width = int(length.max()) + 1
-    text = [fmt % (int(k // width) / int(k % width) * 100.0) for k in uniq.tolist()]
-    return [text[k] for k in inverse.tolist()]
+    """``fmt % (count / length * 100.0)`` for every row (the same doubles as Python's int
+    division), formatted once per distinct value."""
+    return _formatted(np.asarray(count, np.int64) / np.asarray(length, np.int64) * 100.0, fmt)
 
 
 TSV_COLUMNS = ("mirna_id", "target_id", "score", "energy", "mirna_start", "mirna_end",

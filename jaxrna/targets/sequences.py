@@ -239,8 +239,7 @@ def read_bulk_once(path: str | os.PathLike):
     """
     key = _file_key(path)
     future = _AHEAD.pop(key, None) if key is not None else None
-    for stale in [k for k in _AHEAD if key is not None and k[0] == key[0]]:
-        del _AHEAD[stale]                 # the file changed since: its read is not wanted
+    forget_read_ahead()                   # any other is of a file changed since: not wanted
     return future.result() if future is not None else read_bulk(path)
 
 
