@@ -1,8 +1,11 @@
 """Whole ``jaxrna`` processes timed as a user runs them, cold and warm, with a stage breakdown.
 
-Each job of issue 14's table is generated from a fixed seed, then run as a fresh process
+Each job of issue 14's and issue 26's tables is generated from a fixed seed, then run as a fresh process
 (``python -m jaxrna ...``): *cold* with an empty ``JAXRNA_CACHE_DIR``, *warm* the runs after it
-with the same cache directory (the median of ``--warm`` runs is reported). Every run writes its
+with the same cache directory (the median of ``--warm`` runs is reported). Issue 26's first-run
+jobs (``turner_*``, ``fold_200``, ``interact_small``, ``align_all``, ``targets_energy``) also run
+*then*: right after the cold run, another length mix and other numeric options on the same
+cache, which should compile nothing. Every run writes its
 stage times (``JAXRNA_PROFILE``, :mod:`jaxrna.stages`): ``startup`` is the wall time before
 jaxrna's first module ran (interpreter start), ``imports`` JAX and jaxrna modules, ``compile``
 tracing, lowering and compiling or loading programs from the persistent cache (with the
@@ -60,6 +63,12 @@ PRESETS = {
         "interact": {"len1": 23, "len2": 20000, "window2": 128},
         "targets": {"mirnas": 2000, "targets": 30000},
         "fold_partition": {"length": 2000},
+        # issue 26's first-run jobs
+        "turner_1000": {"count": 1000, "lo": 50, "hi": 500},
+        "turner_404": {"count": 404, "lo": 1, "hi": 2600},
+        "fold_200": {"count": 200, "lo": 20, "hi": 2000},
+        "interact_small": {"pairs": 40, "hi1": 30, "hi2": 45},
+        "targets_energy": {"mirnas": 2000, "targets": 30000},
     },
     "cpu": {
         "fold_seq100": {"length": 100},
@@ -70,6 +79,11 @@ PRESETS = {
         "interact": {"len1": 23, "len2": 2000, "window2": 128},
         "targets": {"mirnas": 16, "targets": 30000},
         "fold_partition": {"length": 2000},
+        "turner_1000": {"count": 100, "lo": 50, "hi": 500},
+        "turner_404": {"count": 40, "lo": 1, "hi": 2600},
+        "fold_200": {"count": 200, "lo": 20, "hi": 2000},
+        "interact_small": {"pairs": 40, "hi1": 30, "hi2": 45},
+        "targets_energy": {"mirnas": 16, "targets": 30000},
     },
 }
 JOBS = list(PRESETS["gpu"])
@@ -94,49 +108,82 @@ def _write_fasta(path: str, prefix: str, seqs: list[str]) -> str:
     return path
 
 
-def make_job(name: str, size: dict, data: str, backend: str) -> tuple[list[str], str]:
-    """The CLI arguments of job ``name`` (data written under ``data``) and its output file."""
+def _mix(rng: np.random.Generator, d: str, fname: str, prefix: str, count: int, lo: int,
+         hi: int) -> str:
+    lens = rng.integers(lo, hi + 1, count)
+    return _write_fasta(os.path.join(d, fname), prefix, [_random_rna(rng, int(n)) for n in lens])
+
+
+def make_job(name: str, size: dict, data: str, backend: str
+             ) -> tuple[list[str], str, list[str] | None]:
+    """The CLI arguments of job ``name`` (data written under ``data``), its output file, and
+    for issue 26's first-run jobs the arguments of a *then* run: another length mix and other
+    numeric options on the same cache right after the cold run (it should compile nothing)."""
     rng = _rng(name)
     d = os.path.join(data, name)
     os.makedirs(d, exist_ok=True)
     out = os.path.join(d, "out.txt")
     common = ["-q", "-o", out, "--backend", backend]
     if name == "fold_seq100":
-        return ["fold", "--sequence", _random_rna(rng, size["length"])] + common, out
+        return ["fold", "--sequence", _random_rna(rng, size["length"])] + common, out, None
     if name == "fold_1000":
-        lens = rng.integers(size["lo"], size["hi"] + 1, size["count"])
-        fa = _write_fasta(os.path.join(d, "seqs.fa"), "s", [_random_rna(rng, int(n)) for n in lens])
-        return ["fold", fa] + common, out
+        fa = _mix(rng, d, "seqs.fa", "s", size["count"], size["lo"], size["hi"])
+        return ["fold", fa] + common, out, None
     if name == "fold_16k":
         fa = _write_fasta(os.path.join(d, "long.fa"), "long", [_random_rna(rng, size["length"])])
-        return ["fold", fa] + common, out
+        return ["fold", fa] + common, out, None
     if name == "fold_partition":
         fa = _write_fasta(os.path.join(d, "one.fa"), "p", [_random_rna(rng, size["length"])])
-        return ["fold", fa, "--partition"] + common, out
+        return ["fold", fa, "--partition"] + common, out, None
+    if name == "fold_200":
+        fa = _mix(rng, d, "seqs.fa", "s", size["count"], size["lo"], size["hi"])
+        fb = _mix(rng, d, "other.fa", "o", size["count"] // 2, size["lo"], size["hi"])
+        return (["fold", fa] + common, out,
+                ["fold", fb, "--weights", "integer", "--min-loop", "2"] + common)
+    if name in ("turner_1000", "turner_404"):
+        fa = _mix(rng, d, "seqs.fa", "s", size["count"], size["lo"], size["hi"])
+        fb = _mix(rng, d, "other.fa", "o", max(1, size["count"] // 3), size["lo"], size["hi"])
+        return (["fold", "--model", "turner", fa] + common, out,
+                ["fold", "--model", "turner", fb, "-T", "30", "--dangles", "0",
+                 "--params", "turner1999"] + common)
     if name == "align_zip":
         n, m = size["pairs"], size["length"]
         q = _write_fasta(os.path.join(d, "q.fa"), "q", [_random_rna(rng, m) for _ in range(n)])
         t = _write_fasta(os.path.join(d, "t.fa"), "t", [_random_rna(rng, m) for _ in range(n)])
-        return ["align", q, t, "--pairs", "zip", "--score-only", "-f", "tsv"] + common, out
+        return ["align", q, t, "--pairs", "zip", "--score-only", "-f", "tsv"] + common, out, None
     if name == "align_all":
-        def many(prefix, count):
-            lens = rng.integers(size["lo"], size["hi"] + 1, count)
-            return [_random_rna(rng, int(k)) for k in lens]
-        q = _write_fasta(os.path.join(d, "q.fa"), "q", many("q", size["queries"]))
-        t = _write_fasta(os.path.join(d, "t.fa"), "t", many("t", size["targets"]))
-        return ["align", q, t, "--mode", "local"] + common, out
+        q = _mix(rng, d, "q.fa", "q", size["queries"], size["lo"], size["hi"])
+        t = _mix(rng, d, "t.fa", "t", size["targets"], size["lo"], size["hi"])
+        q2 = _mix(rng, d, "q2.fa", "q", max(1, size["queries"] // 3), 20, 1000)
+        t2 = _mix(rng, d, "t2.fa", "t", max(1, size["targets"] // 3), 20, 1000)
+        return (["align", q, t, "--mode", "local"] + common, out,
+                ["align", q2, t2, "--mode", "local", "--match", "1", "--mismatch", "-2",
+                 "--gap-open", "4", "--gap-extend", "1"] + common)
     if name == "interact":
         a = _write_fasta(os.path.join(d, "a.fa"), "a", [_random_rna(rng, size["len1"])])
         b = _write_fasta(os.path.join(d, "b.fa"), "b", [_random_rna(rng, size["len2"])])
-        return ["interact", a, b, "--window2", str(size["window2"])] + common, out
-    if name == "targets":
-        tdir = os.path.join(d, "data")
+        return ["interact", a, b, "--window2", str(size["window2"])] + common, out, None
+    if name == "interact_small":
+        a = _mix(rng, d, "a.fa", "a", size["pairs"], 1, size["hi1"])
+        b = _mix(rng, d, "b.fa", "b", size["pairs"], 1, size["hi2"])
+        return (["interact", a, b, "--pairs", "zip"] + common, out,
+                ["interact", a, b, "--pairs", "zip", "--window1", "12", "--window2", "9"]
+                + common)
+    if name in ("targets", "targets_energy"):
+        tdir = os.path.join(data, "targets_data", f"{size['mirnas']}x{size['targets']}")
         if not os.path.exists(os.path.join(tdir, "utrs.fa")):
             subprocess.run([sys.executable, os.path.join(HERE, "make_targets_data.py"), "--out",
                             tdir, "--mirnas", str(size["mirnas"]), "--targets",
                             str(size["targets"])], check=True, stdout=subprocess.DEVNULL)
-        return ["targets", os.path.join(tdir, "mirnas.fa"), os.path.join(tdir, "utrs.fa"),
-                "--no-energy", "--quiet", "-o", out, "--backend", backend], out
+        mir, utr = os.path.join(tdir, "mirnas.fa"), os.path.join(tdir, "utrs.fa")
+        common = ["--quiet", "-o", out, "--backend", backend]
+        energy = [] if name == "targets_energy" else ["--no-energy"]
+        then = None
+        if name == "targets_energy":
+            small = os.path.join(d, "utrs_small.fa")
+            _mix(rng, d, "utrs_small.fa", "u", 300, 200, 5000)
+            then = ["targets", mir, small, "-sc", "150", "-en", "-15"] + common
+        return ["targets", mir, utr] + energy + common, out, then
     raise ValueError(name)
 
 
@@ -199,18 +246,22 @@ def run_peer(name: str, args: list[str], log: str | None) -> dict | None:
 
 def bench_job(name: str, size: dict, data: str, backend: str, warm: int, log_dir: str | None,
               peer: bool) -> dict:
-    args, out = make_job(name, size, data, backend)
+    args, out, then_args = make_job(name, size, data, backend)
     log = os.path.join(log_dir, f"{name}.log") if log_dir else None
     cache = tempfile.mkdtemp(prefix=f"jaxrna-cache-{name}-")
+    then = None
     try:
         cold = run_cli(args, cache, log, out)
+        if then_args:      # new data and options on the same cache: should compile nothing
+            then = run_cli(then_args, cache, log, out)
         warms = [run_cli(args, cache, log, out) for _ in range(warm)]
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     shas = {r["sha"] for r in [cold] + warms}
     if len(shas) != 1:
         raise RuntimeError(f"{name}: outputs differ between runs: {shas}")
-    result = {"job": name, "size": size, "cold": cold, "warm": warms, "sha": shas.pop()}
+    result = {"job": name, "size": size, "cold": cold, "warm": warms, "sha": shas.pop(),
+              "then": then, "then_args": then_args}
     if warms:
         result["warm_median"] = statistics.median(r["wall"] for r in warms)
     if peer:
@@ -228,7 +279,13 @@ def _row(r: dict) -> str:
         peer = f" | peer {r['peer']['wall']:.2f} s" if "wall" in r["peer"] else \
             f" | peer: {r['peer']['error'][:40]}"
     warm = f"{r['warm_median']:.2f}" if r["warm"] else "-"
-    return (f"{r['job']:15s} cold {r['cold']['wall']:6.2f} s (compiled {r['cold']['counts'].get('compiled', 0)})"
+    then = ""
+    if r.get("then"):
+        then = (f"  then {r['then']['wall']:6.2f} s (compiled "
+                f"{r['then']['counts'].get('compiled', 0)})")
+    cc = r["cold"]["stages"].get("compile", 0.0)
+    return (f"{r['job']:15s} cold {r['cold']['wall']:6.2f} s (compiled {r['cold']['counts'].get('compiled', 0)}, "
+            f"compile {cc:.1f} s){then}"
             f"  warm {warm} s (compiled {w['counts'].get('compiled', 0)})  [{parts} {bg}]{peer}"
             f"  sha {r['sha']}")
 

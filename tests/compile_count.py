@@ -1,0 +1,71 @@
+"""Count the programs a whole ``jaxrna`` process compiles (issue 26: tests count, not time).
+
+:func:`run_counted` runs ``python -m jaxrna ARGS`` as a fresh process on the CPU with a given
+compile cache directory and ``JAXRNA_PROFILE`` set, and returns its output and the counters of
+:mod:`jaxrna.stages`: ``programs`` (every XLA backend compilation JAX reported, a load from the
+persistent cache included), ``cache_hits``, ``compiled`` (= programs - cache_hits: programs
+really compiled by XLA in that process), ``executables_compiled`` / ``executables_loaded``
+(jaxrna's own store, :mod:`jaxrna.programs`).
+
+A second run with the same cache directory that compiles nothing shows a job's programs are
+fixed by its plan, not by its data or numeric options::
+
+    first = run_counted(["fold", a_fa], cache)
+    second = run_counted(["fold", other_fa, "--some-option", "3"], cache)
+    assert second.counts["compiled"] == 0
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import sys
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class CountedRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    counts: dict
+
+    @property
+    def compiled(self) -> int:
+        """Programs XLA compiled in the process (not found in the persistent cache)."""
+        return int(self.counts.get("compiled", 0))
+
+
+def run_counted(args: list[str], cache_dir: str, *, env: dict | None = None,
+                stdin: str | None = None, devices: int | None = None) -> CountedRun:
+    """Run ``python -m jaxrna *args`` on the CPU with ``JAXRNA_CACHE_DIR=cache_dir``.
+
+    ``devices``: force that many host CPU devices (``--xla_force_host_platform_device_count``).
+    """
+    fd, profile = tempfile.mkstemp(prefix="jaxrna-profile-", suffix=".json")
+    os.close(fd)
+    full_env = dict(os.environ)
+    full_env.update(JAXRNA_CACHE_DIR=cache_dir, JAXRNA_PROFILE=profile, JAX_PLATFORMS="cpu",
+                    PYTHONPATH=os.pathsep.join(
+                        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    if devices:
+        full_env["XLA_FLAGS"] = (full_env.get("XLA_FLAGS", "") +
+                                 f" --xla_force_host_platform_device_count={devices}").strip()
+    if env:
+        full_env.update(env)
+    r = subprocess.run([sys.executable, "-m", "jaxrna", *args], env=full_env,
+                       capture_output=True, text=True, input=stdin)
+    counts: dict = {}
+    try:
+        with open(profile) as fh:
+            counts = json.load(fh)["counts"]
+    except (OSError, ValueError, KeyError):
+        pass
+    finally:
+        if os.path.exists(profile):
+            os.unlink(profile)
+    return CountedRun(r.returncode, r.stdout, r.stderr, counts)
