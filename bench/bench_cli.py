@@ -51,6 +51,8 @@ ROOT = os.path.dirname(HERE)
 SEED = 20261124
 #: Run the CLI as an installed package runs: with bytecode (see the module docstring).
 BYTECODE = True
+#: The jaxrna tree the CLI runs from (``--root``: another checkout, for before/after in one call).
+JAXRNA_ROOT = ROOT
 
 #: job -> sizes per preset. Counts and lengths are those of issue 14's table for "gpu".
 PRESETS = {
@@ -200,8 +202,12 @@ def run_cli(args: list[str], cache: str, log: str | None, out: str) -> dict:
     fd, profile = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAXRNA_PROFILE=profile,
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=JAXRNA_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env = installed_env(env, BYTECODE)
+    if BYTECODE and JAXRNA_ROOT != ROOT:
+        import compileall
+
+        compileall.compile_dir(os.path.join(JAXRNA_ROOT, "jaxrna"), quiet=1)
     if os.path.exists(out):
         os.unlink(out)
     start = time.perf_counter()
@@ -300,11 +306,15 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write every run's numbers here")
     ap.add_argument("--log", default=None, help="directory for each job's stderr")
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--root", default=ROOT,
+                    help="run the jaxrna package of this tree (default: this checkout), to time "
+                         "an older version in the same call")
     ap.add_argument("--source-only", action="store_true",
                     help="no bytecode: every process compiles jaxrna's modules from source")
     args = ap.parse_args()
-    global BYTECODE
+    global BYTECODE, JAXRNA_ROOT
     BYTECODE = not args.source_only
+    JAXRNA_ROOT = os.path.abspath(args.root)
     if args.log:
         os.makedirs(args.log, exist_ok=True)
     jobs = [j for j in args.jobs.split(",") if j]
@@ -314,7 +324,7 @@ def main() -> None:
     info = {"date": time.strftime("%Y-%m-%d %H:%M"), "preset": args.preset,
             "machine": f"{os.uname().nodename} {os.cpu_count()} cores",
             "python": sys.version.split()[0], "command": " ".join(sys.argv),
-            "bytecode": BYTECODE}
+            "bytecode": BYTECODE, "root": JAXRNA_ROOT}
     try:
         import jax
         info["jax"] = jax.__version__
