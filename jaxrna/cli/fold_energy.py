@@ -84,14 +84,54 @@ def energy_model(args: argparse.Namespace):
                        2 if args.dangles is None else int(args.dangles))
 
 
+def energy_engine(requested: str) -> str:
+    """``vienna`` or ``jax``: which engine folds ``--model turner`` for ``--backend
+    requested``, decided without importing JAX where it can be.
+
+    ``--backend auto`` on a machine without a GPU folds with ViennaRNA's MFE on every core
+    (:mod:`jaxrna.energy.vienna`: the same energies, no program to compile); ``--backend cpu``
+    or ``gpu`` means jaxrna's own (JAX) engine on that backend. ``JAXRNA_ENERGY_ENGINE=vienna``
+    or ``jax`` forces one (for comparisons); unset or ``auto``: as above. Without the
+    ViennaRNA package, always jaxrna's engine.
+    """
+    from jaxrna.energy import vienna
+    from jaxrna.runtime import gpu_possible
+
+    forced = vienna.engine_choice()
+    if forced != "auto":
+        return forced if forced == "jax" or vienna.available() else "jax"
+    if requested != "auto" or not vienna.available():
+        return "jax"
+    if not gpu_possible():
+        return "vienna"
+    from jaxrna.runtime import has_gpu   # a GPU plugin is installed: ask JAX
+
+    return "jax" if has_gpu() else "vienna"
+
+
+def _announce_vienna(how: str, workers: int) -> None:
+    """``-v``: the line :func:`jaxrna.runtime.announce_device` asked for, for ViennaRNA."""
+    import sys
+
+    from jaxrna import runtime
+
+    command = getattr(runtime, "_announce_for", None)
+    if command is None:
+        return
+    runtime.announce_device(None)
+    where = "in this process" if workers <= 1 else f"on up to {workers} processes"
+    print(f"jaxrna: {command} runs on cpu ({how}): ViennaRNA's MFE {where}, without JAX",
+          file=sys.stderr, flush=True)
+
+
 def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
-    """Fold every record with the energy model and write them in ``args.format``."""
+    """Fold every record with the energy model and write them in ``args.format``: with
+    ViennaRNA on a machine without a GPU (``--backend auto``, :func:`energy_engine`), else
+    with jaxrna's engine."""
     from jaxrna.cli.common import RunSummary
-    from jaxrna.energy.api import fold_energy_records
     from jaxrna.formats.fold import WRITERS
     from jaxrna.io import atomic_output, sequence_record
     from jaxrna.progress import progress
-    from jaxrna.runtime import enable_compilation_cache, resolve_backend
 
     def records():
         from jaxrna.io.bulk import iter_batches   # bulk reading: no parser object per record
@@ -102,14 +142,29 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
             for block in iter_batches(path):
                 yield from block.records()
 
-    enable_compilation_cache()
-    backend = resolve_backend(args.backend)
+    engine = energy_engine(args.backend)
     bar = progress(None, "fold", quiet=args.quiet)
     summary = RunSummary("folded", "record")
     try:
-        results = fold_energy_records(records(), model, with_pairs=not args.score_only,
-                                      max_bytes=max_bytes, on_done=bar.update, backend=backend,
-                                      on_error=lambda rec, exc: summary.skip(rec.id, exc))
+        if engine == "vienna":
+            from jaxrna.energy import vienna
+
+            how = f"--backend {args.backend}" + (
+                f", {vienna.ENGINE_ENV}=vienna" if vienna.engine_choice() == "vienna" else "")
+            _announce_vienna(how, vienna.cpu_count())
+            results = vienna.fold_records(records(), model, with_pairs=not args.score_only,
+                                          max_bytes=max_bytes, on_done=bar.update,
+                                          on_error=lambda rec, exc: summary.skip(rec.id, exc))
+        else:
+            from jaxrna.energy.api import fold_energy_records
+            from jaxrna.runtime import enable_compilation_cache, resolve_backend
+
+            enable_compilation_cache()
+            backend = resolve_backend(args.backend)
+            results = fold_energy_records(records(), model, with_pairs=not args.score_only,
+                                          max_bytes=max_bytes, on_done=bar.update,
+                                          backend=backend,
+                                          on_error=lambda rec, exc: summary.skip(rec.id, exc))
         with atomic_output(args.output) as out:
             WRITERS[args.format](summary.count(results), out)
     finally:

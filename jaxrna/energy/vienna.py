@@ -1,0 +1,323 @@
+"""ViennaRNA's minimum free energy folding as jaxrna's engine on machines without a GPU.
+
+``jaxrna fold --model turner --backend auto`` on a CPU folds with ViennaRNA
+(``RNA.fold_compound(seq, md).mfe()``, the library jaxrna's energies are tested against) on
+every core, without importing JAX: no program to compile, so the first run is as fast as the
+later ones. The results are :class:`~jaxrna.energy.api.EnergyFoldResult` objects built exactly
+as :func:`~jaxrna.energy.api.fold_energy_records` builds them (the same energy in integer
+dcal/mol, the pairs 0-based in order of their 5' base, no pairs with ``with_pairs=False``),
+refusals by ``--max-memory`` included (the same estimate, :func:`~jaxrna.energy.api.check_memory`).
+
+The model details are jaxrna's :class:`~jaxrna.energy.api.EnergyModel`: the parameter set
+(``turner2004`` and ``turner1999`` as ViennaRNA's ``params_load_RNA_Turner2004/1999``; a
+``.par`` file read on top of Turner 2004, as jaxrna reads it), the temperature and the dangle
+model; ViennaRNA's other defaults (lonely pairs allowed, GU pairs, special hairpins, no span
+limit) are the ones jaxrna's engine implements. ViennaRNA keeps one global parameter set: the
+set is loaded once per worker process (processes of this module's pool); in the calling
+process it is taken into a parameter object under the caller's set, which is then restored,
+and given to every fold compound (``params_subst``), so code that folds with ViennaRNA in the
+same process never finds another set there.
+
+Energies are always those of jaxrna's engine (both are ViennaRNA's). Structures are the same
+except where several structures share the minimum energy and the two tracebacks break the tie
+differently (see :data:`TIES`).
+
+>>> from jaxrna.energy.api import EnergyModel
+>>> from jaxrna.io.fasta import Record
+>>> [(r.structure, r.energy) for r in fold_records([Record("a", "GGGGAAACCCCAUCGAAAGAUU")],
+...                                                 EnergyModel(), processes=1)]
+[('((((...))))(((....))).', -650)]
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+from typing import Iterable, Iterator
+
+from jaxrna.energy.api import EnergyFoldResult, EnergyModel, check_memory
+from jaxrna.io.errors import ResourceError
+from jaxrna.io.fasta import Record
+
+#: What the tests measured about structures: where several structures share the minimum
+#: free energy, ViennaRNA's traceback and jaxrna's may pick different ones (the energy is
+#: the same). Documented, not used.
+TIES = "co-optimal structures may differ from jaxrna's engine's; energies never do"
+
+#: Environment variable choosing the engine of ``fold --model turner`` (shared with
+#: ``targets --energy-engine``): ``vienna`` always ViennaRNA; ``jax`` (or ``device``/``cpu``,
+#: targets' names for jaxrna's own engines) always jaxrna's JAX engine; ``auto`` or unset:
+#: ViennaRNA for ``--backend auto`` without a GPU, jaxrna's engine otherwise.
+ENGINE_ENV = "JAXRNA_ENERGY_ENGINE"
+
+#: A task of the pool: at most this many records or letters (order is kept; small tasks keep
+#: every core busy to the end of a small job).
+TASK_RECORDS = 64
+TASK_LETTERS = 4000
+#: Below this many letters in all a job is folded in this process (no pool to start).
+INPROCESS_LETTERS = 2000
+
+_LOADERS = {"turner2004": "params_load_RNA_Turner2004",
+            "turner1999": "params_load_RNA_Turner1999"}
+
+
+def available() -> bool:
+    """Whether the ViennaRNA package can be imported."""
+    try:
+        import RNA  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def engine_choice() -> str:
+    """``auto``, ``vienna`` or ``jax`` from :data:`ENGINE_ENV` (unknown values: ``auto``)."""
+    value = (os.environ.get(ENGINE_ENV) or "auto").strip().lower()
+    if value == "vienna":
+        return "vienna"
+    if value in ("jax", "device", "cpu"):
+        return "jax"
+    return "auto"
+
+
+def cpu_count() -> int:
+    """Cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+# --------------------------------------------------------------------------- the model
+
+def _load_set(RNA, params: str) -> None:
+    """Make ``params`` ViennaRNA's global parameter set (as tests/energy_oracle.py does)."""
+    key = params.lower()
+    if key in _LOADERS:
+        getattr(RNA, _LOADERS[key])()
+        return
+    RNA.params_load_RNA_Turner2004()
+    if not RNA.params_load(params):
+        from jaxrna.io.errors import InputError
+
+        raise InputError(f"{params}: ViennaRNA cannot read this parameter file")
+
+
+def _model_details(RNA, model: EnergyModel):
+    md = RNA.md()
+    md.temperature = float(model.temperature)
+    md.dangles = int(model.dangles)
+    md.noLP = 0
+    md.noGU = 0
+    md.special_hp = 1
+    md.circ = 0
+    md.gquad = 0
+    md.max_bp_span = -1
+    return md
+
+
+_STATE: dict = {}   # this process: ViennaRNA, model details, parameter object (or None)
+
+
+def _setup(model: EnergyModel, own_set: bool) -> None:
+    """Prepare this process to fold with ``model``: ``own_set`` (a worker of our pool) loads
+    the set globally; otherwise a parameter object is made under the set and the caller's
+    global set is restored."""
+    import RNA
+
+    params = model.params if model.params.lower() in _LOADERS else os.path.abspath(model.params)
+    key = (params, model.temperature, model.dangles, own_set)
+    if _STATE.get("key") == key:
+        return
+    md = _model_details(RNA, model)
+    subst = None
+    if own_set:
+        _load_set(RNA, params)
+    else:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = os.path.join(tmp, "saved.par")
+            RNA.params_save(saved)
+            try:
+                _load_set(RNA, params)
+                subst = RNA.param(md)
+            finally:
+                RNA.params_load(saved)
+    _STATE.update(key=key, RNA=RNA, md=md, subst=subst)
+
+
+def _worker_init(model: EnergyModel) -> None:
+    from jaxrna.io.cleanup import ignore_interrupts
+
+    ignore_interrupts()
+    _setup(model, own_set=True)
+
+
+def _pairs(structure: str) -> tuple[tuple[int, int], ...]:
+    """0-based pairs of a dot-bracket, in order of their 5' base (as jaxrna's engine)."""
+    stack, pairs = [], []
+    for k, ch in enumerate(structure):
+        if ch == "(":
+            stack.append(k)
+        elif ch == ")":
+            pairs.append((stack.pop(), k))
+    pairs.sort()
+    return tuple(pairs)
+
+
+def _fold(sequences: list[str], unpaired: list, with_pairs: bool) -> list[tuple]:
+    """``(energy in dcal/mol, pairs or None)`` per sequence, in this process."""
+    RNA, md, subst = _STATE["RNA"], _STATE["md"], _STATE["subst"]
+    out = []
+    for seq, up in zip(sequences, unpaired):
+        if not seq:
+            out.append((0, () if with_pairs else None))
+            continue
+        fc = RNA.fold_compound(seq, md)
+        if subst is not None:
+            fc.params_subst(subst)
+        for k in up:
+            fc.hc_add_up(int(k) + 1)
+        structure, mfe = fc.mfe()
+        # mfe() returns the integer dcal/mol divided by 100 as a C float: round back
+        out.append((int(round(mfe * 100)), _pairs(structure) if with_pairs else None))
+    return out
+
+
+def _task(sequences: list[str], unpaired: list, with_pairs: bool) -> list[tuple]:
+    return _fold(sequences, unpaired, with_pairs)
+
+
+# --------------------------------------------------------------------------- the records
+
+def _tasks(records: Iterator[Record], unpaired: dict | None, max_bytes: int | None, on_error):
+    """Tasks of records (lists), the refused records reported in order between them: yields
+    ``("task", records)`` and ``("refused", record, error)``."""
+    task, letters = [], 0
+    for rec in records:
+        try:
+            check_memory(len(rec), max_bytes)
+        except ResourceError as exc:
+            if on_error is None:
+                raise
+            if task:
+                yield "task", task
+                task, letters = [], 0
+            yield "refused", rec, exc
+            continue
+        task.append(rec)
+        letters += len(rec)
+        if len(task) >= TASK_RECORDS or letters >= TASK_LETTERS:
+            yield "task", task
+            task, letters = [], 0
+    if task:
+        yield "task", task
+
+
+def _args(task: list[Record], unpaired: dict | None, with_pairs: bool):
+    ups = [tuple((unpaired or {}).get(r.id, ())) for r in task]
+    return [r.sequence for r in task], ups, with_pairs
+
+
+def _results(task: list[Record], folded: list[tuple], model: EnergyModel):
+    for rec, (energy, pairs) in zip(task, folded):
+        yield EnergyFoldResult(id=rec.id, sequence=rec.sequence, energy=energy, model=model,
+                               pairs=pairs, description=rec.description)
+
+
+def _start_method() -> str:
+    """fork where this process runs no JAX (its threads do not survive a fork), else spawn."""
+    import multiprocessing
+
+    if "jax" not in sys.modules and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
+
+
+def fold_records(records: Iterable[Record], model: EnergyModel | None = None,
+                 with_pairs: bool = True, max_bytes: int | None = None, on_done=None,
+                 on_error=None, unpaired: dict | None = None,
+                 processes: int | None = None) -> Iterator[EnergyFoldResult]:
+    """:func:`jaxrna.energy.api.fold_energy_records` with ViennaRNA: a stream of records
+    folded on ``processes`` worker processes (default: every core this process may use; a
+    small job, under :data:`INPROCESS_LETTERS` letters, or one process: in this process),
+    results yielded in input order as they come (at most a few tasks per process in flight,
+    so memory stays bounded on any input). ``max_bytes``, ``on_done``, ``on_error`` and
+    ``unpaired`` as there: a record over the memory limit raises
+    :class:`~jaxrna.io.errors.ResourceError` or, with ``on_error(record, error)``, is skipped.
+    """
+    model = model or EnergyModel()
+    if max_bytes is None:                 # the machine's memory, as the JAX engine asks it
+        from jaxrna.runtime import memory_bytes
+
+        max_bytes = int(0.8 * memory_bytes()) or None
+    workers = processes if processes is not None else cpu_count()
+    items = _tasks(iter(records), unpaired, max_bytes, on_error)
+    # read ahead until the job is known to be more than a small one
+    head, letters = [], 0
+    for item in items:
+        head.append(item)
+        if item[0] == "task":
+            letters += sum(len(r) for r in item[1])
+            if letters >= INPROCESS_LETTERS:
+                break
+    import itertools
+
+    items = itertools.chain(head, items)
+    if workers <= 1 or letters < INPROCESS_LETTERS:
+        yield from _in_process(items, model, with_pairs, unpaired, on_done, on_error)
+    else:
+        yield from _in_pool(items, model, with_pairs, unpaired, on_done, on_error, workers)
+
+
+def _in_process(items, model, with_pairs, unpaired, on_done, on_error):
+    _setup(model, own_set=False)
+    for item in items:
+        if item[0] == "refused":
+            on_error(item[1], item[2])
+            continue
+        task = item[1]
+        folded = _fold(*_args(task, unpaired, with_pairs))
+        if on_done:
+            on_done(len(task))
+        yield from _results(task, folded, model)
+
+
+def _in_pool(items, model, with_pairs, unpaired, on_done, on_error, workers: int):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context(_start_method())
+    pool = ctx.Pool(workers, initializer=_worker_init, initargs=(model,))
+    pending: collections.deque = collections.deque()   # (kind, payload, async result)
+    limit = 4 * workers
+    try:
+        def drain(block: bool):
+            while pending and (block or len(pending) >= limit or pending[0][2] is None
+                               or pending[0][2].ready()):
+                kind, payload, result = pending.popleft()
+                if kind == "refused":
+                    on_error(*payload)
+                    continue
+                folded = result.get()
+                if on_done:
+                    on_done(len(payload))
+                yield from _results(payload, folded, model)
+
+        for item in items:
+            if item[0] == "refused":
+                pending.append(("refused", (item[1], item[2]), None))
+            else:
+                task = item[1]
+                pending.append(("task", task,
+                                pool.apply_async(_task, _args(task, unpaired, with_pairs))))
+            if len(pending) >= limit:
+                yield from drain(False)
+        yield from drain(True)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
