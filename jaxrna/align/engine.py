@@ -58,6 +58,20 @@ GPU_MERGE_CELLS = 2 * 10 ** 10
 #: --backend auto: jobs of at most this many cells run on the CPU (parasail) when it can, and
 #: pay no GPU start-up.
 AUTO_HOST_CELLS = 2 * 10 ** 8
+#: CPU (pure-JAX sweep): the length classes. A pair's shorter side picks the lanes ``h`` (the
+#: smallest entry >= it), its longer side the width: ``CPU_WIDE * h`` when it fits there (and
+#: that is below the last entry), else the last entry; beyond the last entry, multiples of
+#: 1024 (:func:`jaxrna.batching.bucket_length`). The lengths inside a class are runtime values
+#: (the sweep runs the antidiagonals its batch needs), so any mix of lengths up to 10,240 nt
+#: uses at most 12 classes (8 lanes classes; the 4 shortest have two widths), each in int32 and,
+#: where the batch's longest path fits int16 under the job's scores
+#: (:func:`jaxrna.align.recurrence.fits_int16`), int16: at most 2 programs per class, one
+#: program per class for a given job and class whose scores do not straddle that bound.
+CPU_LANES = (64, 128, 256, 512, 1024, 2048, 4096, 10240)
+CPU_WIDE = 8
+#: CPU: lanes (pairs x h) per batch; a class's batch rows are fixed: this over h, a power of
+#: two (at least 1), and for alignments within the direction bits' budget.
+CPU_BATCH_LANES = 1 << 13
 #: Alignments (pair, json) per formatting job, and the least number worth worker processes.
 FORMAT_BATCH = 4096
 WORKERS_FROM = 20000
@@ -590,6 +604,34 @@ class DeviceRunner:
             return out
         return np.where(n <= 128, -(-n // 16) * 16, out)
 
+    @staticmethod
+    def cpu_class(short: np.ndarray, long_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(h, w)``: the CPU length class of pairs (see :data:`CPU_LANES`)."""
+        short, long_ = np.maximum(short, 1), np.maximum(long_, 1)
+        ladder = np.asarray(CPU_LANES, np.int64)
+        top = int(ladder[-1])
+        idx = np.searchsorted(ladder, short)
+        beyond = lambda v: np.array([bucket_length(int(x)) for x in v.tolist()],  # noqa: E731
+                                    np.int64).reshape(v.shape)
+        h = np.where(idx < len(ladder), ladder[np.minimum(idx, len(ladder) - 1)], 0)
+        if (h == 0).any():
+            h = np.where(h == 0, beyond(short), h)
+        wide = h * CPU_WIDE
+        w = np.where((long_ <= wide) & (wide < top), wide, np.maximum(top, h))
+        if (long_ > w).any():
+            w = np.where(long_ > w, beyond(long_), w)
+        return h, np.maximum(w, h)
+
+    @staticmethod
+    def cpu_rows(h: int, w: int, score_only: bool) -> int:
+        """The fixed batch rows of a CPU class."""
+        from jaxrna.align.api import DIRS_BUDGET
+
+        rows = max(1, CPU_BATCH_LANES // h)
+        if not score_only:
+            rows = min(rows, max(1, DIRS_BUDGET // ((h + w) * h)))
+        return 1 << (rows.bit_length() - 1)
+
     def _batch_rows(self, key: tuple, count: int, cap: int, multiple: int) -> int:
         """A fixed batch size per shape for the whole job: the first chunk's group size
         (rounded up) capped by ``cap``."""
@@ -630,6 +672,23 @@ class DeviceRunner:
                         if len(sub):
                             batches.append(_Batch(ci, sub, s, s, rows, m[sub] > n[sub],
                                                   bool(tt), "lanes"))
+        elif not self.pallas:
+            # CPU: a few length classes with fixed batch rows; the lengths are runtime values
+            swapped = m > n
+            short, long_ = np.minimum(m, n), np.maximum(m, n)
+            h, w = self.cpu_class(short, long_)
+            if not job.score_only:
+                old = (h + w) * h > TABLE_BYTES
+            trans = swapped & (not self.symmetric)
+            kind = "scores" if job.score_only else "align"
+            keys = sorted(set(zip(h[~old].tolist(), w[~old].tolist(), trans[~old].tolist())))
+            for hh, ww, tt in keys:
+                members = positions[(h == hh) & (w == ww) & (trans == tt) & ~old]
+                members = members[np.argsort(long_[members] + short[members], kind="stable")]
+                rows = self.cpu_rows(hh, ww, job.score_only)
+                for a in range(0, len(members), rows):
+                    part = members[a:a + rows]
+                    batches.append(_Batch(ci, part, hh, ww, rows, swapped[part], tt, kind))
         else:
             swapped = m > n
             short, long_ = np.minimum(m, n), np.maximum(m, n)
@@ -718,10 +777,8 @@ class DeviceRunner:
                 return wavefront.lanes_align(q, t, m, n, params, local=job.local, equality=eq,
                                              interpret=self.interpret, **opts, **ends)
             if b.kind == "align":
-                from jaxrna.align.recurrence import fits_int16
-
                 return wavefront.batch_align(q, t, m, n, params, local=job.local, equality=eq,
-                                             small=fits_int16(sc, b.h, b.w), **ends)
+                                             small=self._small(b, m, n), **ends)
             if self.pallas:
                 from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores
 
@@ -732,10 +789,15 @@ class DeviceRunner:
                                          interpret=self.interpret, **opts, **ends)
                 return wavefront.pallas_scores(q, t, m, n, params, local=job.local, equality=eq,
                                                interpret=self.interpret, **opts, **ends)
-            from jaxrna.align.recurrence import fits_int16
-
             return wavefront.batch_sweep(q, t, m, n, params, local=job.local, equality=eq,
-                                         small=fits_int16(sc, b.h, b.w), **ends)[:3]
+                                         small=self._small(b, m, n), **ends)[:3]
+
+    def _small(self, b: _Batch, m: np.ndarray, n: np.ndarray) -> bool:
+        """Whether the batch sweeps in int16: every value of its lanes over the columns it
+        computes (up to its longest row) fits (:func:`~jaxrna.align.recurrence.fits_int16`)."""
+        from jaxrna.align.recurrence import fits_int16
+
+        return fits_int16(self.kscoring, b.h, int(n.max(initial=1)))
 
     def collect(self, b: _Batch, pending, c: Chunk, ragged: _Ragged | None) -> None:
         job = self.job

@@ -20,11 +20,28 @@ __all__ = ["NEG", "NEG16", "START_BIT", "STATE_H", "STATE_M", "STATE_X", "STATE_
            "params_of", "fits_int16"]
 
 
+#: The substitution matrix goes to the device with this row stride (alphabets up to this many
+#: letters; larger ones round up to a multiple of it): every scheme's Params have the same
+#: shapes, so no scheme, matrix or alphabet compiles a program of its own.
+MATRIX_STRIDE = 32
+
+
+def matrix_stride(size: int) -> int:
+    """Row stride of the device matrix of an alphabet of ``size`` letters."""
+    return max(1, -(-size // MATRIX_STRIDE)) * MATRIX_STRIDE
+
+
 def params_of(scoring: Scoring) -> Params:
     """The scheme's scores as device scalars (int32 numpy values put on the device: no
-    conversion program is compiled for them)."""
+    conversion program is compiled for them). The matrix is padded to a
+    :func:`matrix_stride` square (``Params.size`` is that stride; codes stay below the
+    alphabet's size), so its shape is the same for every scheme."""
     i32 = lambda v: jax.device_put(np.asarray(v, np.int32))  # noqa: E731
-    return Params(i32(scoring.matrix.reshape(-1)), i32(scoring.size), i32(scoring.match),
+    k = scoring.size
+    stride = matrix_stride(k)
+    mat = np.zeros((stride, stride), np.int32)
+    mat[:k, :k] = scoring.matrix
+    return Params(i32(mat.reshape(-1)), i32(stride), i32(scoring.match),
                   i32(scoring.mismatch), i32(scoring.open_score), i32(scoring.extend_score),
                   i32(scoring.end_open_score), i32(scoring.end_extend_score))
 

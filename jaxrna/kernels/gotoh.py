@@ -158,7 +158,7 @@ def border_col(r0, height: int, go, ge, local: bool):
 def sweep(q, t, top, left, p: Params, mv=None, nv=None, *, local: bool, equality: bool,
           want_dirs: bool = False, want_final: bool = False, want_best: bool = False,
           row_lines: tuple[int, ...] = (), col_lines: tuple[int, ...] = (),
-          dtype=jnp.int32, ends: bool = False, end_row=None, end_col=None):
+          dtype=jnp.int32, ends: bool = False, end_row=None, end_col=None, n_steps=None):
     """Evaluate a rectangle of ``h = len(q)`` rows by ``w = len(t)`` columns.
 
     ``top``: ``(3, w + 1)`` M, X, Y of the row above (index 0 is the corner);
@@ -178,6 +178,12 @@ def sweep(q, t, top, left, p: Params, mv=None, nv=None, *, local: bool, equality
     ``ends``: the table's last row and column (``end_row``, ``end_col``, 1-based inside the
     rectangle, default ``mv``, ``nv``; out of range when the rectangle holds neither) score
     their Y and X gaps as end gaps (``p.eo``, ``p.ee``). The borders are the caller's.
+
+    ``n_steps`` (a traced int, optional): only the first ``n_steps`` antidiagonals are
+    computed (a loop whose trip count is that value); the later steps' ``dirs``/``rows``/
+    ``cols`` are zeros and ``final``/``best`` see only the computed cells. Cell ``(i, j)`` is on step ``i + j - 2``, so
+    ``n_steps = mv + nv - 1`` computes every true cell: the padded length ``w`` then only sizes
+    the arrays, the true lengths set the work (one program for a whole length class).
     """
     h, w = q.shape[0], t.shape[0]
     steps = h + w - 1
@@ -250,7 +256,20 @@ def sweep(q, t, top, left, p: Params, mv=None, nv=None, *, local: bool, equality
         return (m, x, y, hh, ph, fin, best), out
 
     init = (neg, neg, neg, neg, neg, (neg, neg, neg), (neg, jnp.zeros((h,), dtype)))
-    (*_, fin, best), ys = jax.lax.scan(step, init, jnp.arange(steps, dtype=jnp.int32))
+    if n_steps is None:
+        (*_, fin, best), ys = jax.lax.scan(step, init, jnp.arange(steps, dtype=jnp.int32))
+    else:                                       # a loop of n_steps: outputs into buffers
+        shapes = jax.eval_shape(step, init, jnp.int32(0))[1]
+        bufs = {k: jnp.zeros((steps,) + a.shape, a.dtype) for k, a in shapes.items()}
+
+        def body(s, c):
+            carry, bufs = c
+            carry, out = step(carry, s)
+            return carry, {k: jax.lax.dynamic_update_index_in_dim(bufs[k], out[k], s, 0)
+                           for k in bufs}
+
+        limit = jnp.clip(jnp.asarray(n_steps, jnp.int32), 0, steps)
+        (*_, fin, best), ys = jax.lax.fori_loop(0, limit, body, (init, bufs))
     result = dict(ys)
     if want_final:
         result["final"] = jnp.stack([f[mv - 1] for f in fin]).astype(jnp.int32)

@@ -71,21 +71,22 @@ def _ends(out, m, n, local):
 
 
 def pair_sweep(q, t, m, n, params: Params, *, local: bool, equality: bool,
-               with_dirs: bool = False, small: bool = False, ends: bool = False):
+               with_dirs: bool = False, small: bool = False, ends: bool = False, n_steps=None):
     """Align one pair ``q[:m]`` x ``t[:n]`` (int32 codes, padded) over its whole table.
 
     Returns ``(score, end_i, end_j, end_state)`` (1-based end cell; 0 for an empty local
     alignment) and, with ``with_dirs``, the skewed direction bits ``(h + w - 1, h)``.
     A pure function: jit it, vmap it, or call :func:`batch_sweep`. ``small``: sweep in int16
     (only when :func:`~jaxrna.align.recurrence.fits_int16` holds). ``ends``: end gaps scored
-    apart (global).
+    apart (global). ``n_steps``: antidiagonals to compute (default all; at least ``m + n - 1``:
+    :func:`jaxrna.kernels.gotoh.sweep`).
     """
     h, w = q.shape[0], t.shape[0]
     top = border_row(0, w, *border_gaps(params, ends), local)
     left = border_col(0, h, *border_gaps(params, ends), local)
     out = sweep(q, t, top, left, params, m, n, local=local, equality=equality,
                 want_dirs=with_dirs, want_final=not local, want_best=local,
-                dtype=jnp.int16 if small else jnp.int32, ends=ends)
+                dtype=jnp.int16 if small else jnp.int32, ends=ends, n_steps=n_steps)
     return _ends(out, m, n, local) + ((out["dirs"],) if with_dirs else ())
 
 
@@ -94,9 +95,12 @@ def pair_sweep(q, t, m, n, params: Params, *, local: bool, equality: bool,
 def batch_sweep(q, t, m, n, params: Params, *, local: bool, equality: bool,
                 with_dirs: bool = False, small: bool = False, ends: bool = False):
     """:func:`pair_sweep` over a batch: ``q`` ``(B, h)``, ``t`` ``(B, w)``, ``m`` and ``n``
-    ``(B,)``."""
+    ``(B,)``. Only the antidiagonals the batch's largest ``m + n`` needs are computed (one
+    count for the whole batch, so each step stays one vector operation): ``h`` and ``w`` are
+    the sizes of a length class, the lengths inside it are runtime values."""
+    n_steps = jnp.maximum(jnp.max(jnp.asarray(m, jnp.int32) + jnp.asarray(n, jnp.int32)) - 1, 1)
     one = partial(pair_sweep, params=params, local=local, equality=equality, with_dirs=with_dirs,
-                  small=small, ends=ends)
+                  small=small, ends=ends, n_steps=n_steps)
     return jax.vmap(one)(q, t, m, n)
 
 
