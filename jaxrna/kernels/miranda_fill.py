@@ -48,6 +48,7 @@ def _kernel(thr_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref, out_ref
     chain = max(H - SEED_SPAN - 1, 0)
     pinned = [-seed_ref[q, r] for r in range(H)]  # -1 in seed rows, 0 in padding rows
     thr = thr_ref[0]
+    n_words = thr_ref[1]           # words to scan (a runtime bound: one program, any length)
     zero = jnp.zeros((block,), jnp.int32)
 
     def column(j, carry):
@@ -91,17 +92,19 @@ def _kernel(thr_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref, out_ref
         return a_p, b_p, m_p
 
     init = [zero] * H
-    jax.lax.fori_loop(0, words, word, (list(init), list(init), list(init)))
+    jax.lax.fori_loop(0, jnp.minimum(n_words, words), word, (list(init), list(init), list(init)))
 
 
 @stored_jit("kernels.miranda_fill.scan_lanes_packed", static_argnames=("block", "interpret", "num_warps"))
-def scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, *, block: int = BLOCK,
-                      interpret: bool = False, num_warps: int = 4):
+def scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, n_words=None, *,
+                      block: int = BLOCK, interpret: bool = False, num_warps: int = 4):
     """Candidate flags of ``Q`` miRNAs over the lanes, 32 columns per int32 word.
 
     ``profile`` (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H), ``lanes`` (L, B) int8
     codes with L a multiple of 32 and B of ``block``, ``threshold`` a scalar. Returns (Q, L/32,
-    B) int32: bit k of word w is column 32 w + k.
+    B) int32: bit k of word w is column 32 w + k. ``n_words`` (a traced scalar; default all):
+    scan only the first ``n_words`` words (the loop's runtime bound); the words past it are
+    left unset (callers mask them, :mod:`jaxrna.targets.extract`).
     """
     q, _, height = profile.shape
     length, width = lanes.shape
@@ -109,7 +112,8 @@ def scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, *, 
         raise ValueError(f"lanes {lanes.shape} must be (multiple of {WORD}, multiple of {block})")
     words = length // WORD
     kernel = partial(_kernel, height=height, words=words, block=block)
-    thr = jnp.asarray(threshold, jnp.int32).reshape(1)
+    bound = words if n_words is None else n_words
+    thr = jnp.stack([jnp.asarray(threshold, jnp.int32), jnp.asarray(bound, jnp.int32)])
     return pl.pallas_call(
         kernel,
         out_shape=jax.ShapeDtypeStruct((q, words, width), jnp.int32),

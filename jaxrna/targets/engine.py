@@ -57,15 +57,42 @@ ROW_STEP = 8          # miRNA heights are padded to multiples of this (few compi
 OVERLAP_STEP = 32     # lane overlaps are rounded up to multiples of this
 SEGMENT_MIN = 128     # segment lengths are powers of two from this
 SEGMENT_BATCH = 4096  # free gaps: segments per refill call
-LANE_BATCH = {"pallas": 32768, "xla": 8192}  # refill lanes per device call (at most)
-MIN_LANE_BATCH = 1024                         # ... and at least (sizes 1024 * 8**k: few shapes)
+#: refill lanes (tiles) per device call: a fixed size (one program), the last call topped up
+#: with empty lanes (a GPU refills 32,768 tiles in well under a millisecond; a CPU's work is
+#: per tile, so small calls waste less)
+LANE_BATCH = {"pallas": 32768, "xla": 1024}
 THREADS_PER_DEVICE = {"gpu": 3}               # device threads (default 1)
 LOOKAHEAD = 4         # blocks a device thread may run ahead of the consumer, per thread
 MAX_LANES = 32768
 MIN_LANE = 512
+#: Chunks are sized in classes: their nucleotides padded to a power of two from this (the
+#: device arrays' shapes follow from the class, the chunk's own sizes are traced values)
+MIN_CHUNK_CLASS = 1 << 16
+#: Columns per lane of a full class: a class of C nucleotides gets C / LANE_COLUMNS lanes
+#: (at most ``max_lanes``), so its lanes are 512-1024 columns long, as MIN_LANE asks
+LANE_COLUMNS = 1024
+#: miRNA heights (lengths rounded up to ROW_STEP) are mapped to at most this many per run
+#: (the most common one and the tallest; the miRNAs between are padded to the tallest)
+MAX_HEIGHTS = 2
 #: Python's thread switch interval while several device threads run (seconds; Python's default
 #: is 5 ms): a thread back from the device gets the interpreter sooner, so the devices idle less
 SWITCH_INTERVAL = 0.0005
+
+
+def height_classes(heights: list[int], limit: int = MAX_HEIGHTS) -> dict[int, int]:
+    """Map each height to the height it is scanned with: itself where the run has at most
+    ``limit`` distinct heights, else one of ``limit`` kept heights (the tallest, then the most
+    common ones) at least as tall (padding rows above a miRNA are inert: the same answer).
+
+    >>> height_classes([24, 24, 32]), height_classes([24, 24, 32, 40, 24])
+    ({24: 24, 32: 32}, {24: 24, 32: 40, 40: 40})
+    """
+    distinct = sorted(set(heights))
+    if len(distinct) <= limit:
+        return {h: h for h in distinct}
+    counts = {h: heights.count(h) for h in distinct}
+    kept = {distinct[-1]} | set(sorted(distinct[:-1], key=lambda h: (-counts[h], h))[:limit - 1])
+    return {h: min(k for k in kept if k >= h) for h in distinct}
 
 
 def _round_up(x: int, step: int) -> int:
@@ -192,7 +219,7 @@ class Chunk:
     (:func:`_pack_lanes`); the host builds ``lanes_t`` and ``codes`` only when asked."""
 
     def __init__(self, targets: "list[Target] | TargetText", overlap: int | None,
-                 max_lanes: int = MAX_LANES, lane_columns: int | None = None):
+                 max_lanes: int = MAX_LANES, lane_columns: int | None = None, min_class: int = 0):
         if isinstance(targets, TargetText):  # letters read in bulk
             lengths = targets.lengths.astype(np.int64)
             self.letters = targets.chars
@@ -217,17 +244,26 @@ class Chunk:
             return
         self.lane_of_target = False
         self.width = _round_up(overlap, OVERLAP_STEP)
+        #: the chunk's class: its nucleotides padded to a power of two (at least ``min_class``,
+        #: the class of the run's earlier chunks): every device array's shape follows from it
+        self.size_class = _bucket(max(self.total, 1, min_class), MIN_CHUNK_CLASS)
         if lane_columns:  # tests: short lanes, many lane boundaries
             self.span = lane_columns
             self.n_lanes = _lanes_bucket(-(-self.total // lane_columns))
-        else:
-            want = max(MIN_LANE, 4 * self.width)  # owned columns per lane, at least
-            self.n_lanes = max(1, min(_pow2_floor(self.total // want), max_lanes))
-            self.span = -(-self.total // self.n_lanes)
-        rows = _round_up(self.span + self.width, WORD)  # whole flag words
-        if rows <= 1024:  # short lanes: few compiled shapes
-            rows = _bucket(rows, 64)
-        self.rows = rows
+            self.lanes_out = self.n_lanes
+            self.rows = _round_up(self.span + self.width, WORD)
+            self.rows_out = self.rows
+            return
+        want = max(MIN_LANE, 4 * self.width)  # owned columns per lane, at least
+        #: lanes of the class (the arrays' width); the chunk uses the first ``n_lanes``
+        self.lanes_out = max(1, min(self.size_class // LANE_COLUMNS, max_lanes))
+        self.n_lanes = max(1, min(_pow2_floor(self.total // want), self.lanes_out))
+        self.span = -(-self.total // self.n_lanes)
+        self.rows = _round_up(self.span + self.width, WORD)  # whole flag words (scanned)
+        # the class's lane length: room for the longest lanes any chunk of the class gets
+        # (n_lanes = lanes_out: span <= class / lanes_out; fewer lanes: span < 2 want)
+        longest = max(-(-self.size_class // self.lanes_out), 2 * want)
+        self.rows_out = _pow2(_round_up(longest + self.width, WORD))
 
     @functools.cached_property
     def codes(self) -> np.ndarray:
@@ -294,6 +330,8 @@ class _Run:
         # of at least 2 W columns
         self.lead = (_bucket(2 * max(q.overlap for q in live_qs) + WORD, SEGMENT_MIN) - WORD
                      if not chunk.lane_of_target else 0)
+        #: each miRNA height's height in this run (at most MAX_HEIGHTS of them: few programs)
+        self.heights = height_classes([q.height for q in live_qs])
         self._cache: dict = {}
         self._lock = threading.Lock()
         self._locks: dict = {}       # one per device: devices copy the chunk at the same time
@@ -322,27 +360,31 @@ class _Run:
 
     def _put(self, device) -> _OnDevice:
         chunk = self.chunk
-        n_lanes, rows = chunk.n_lanes, chunk.rows
-        pad_lanes, pad_rows = 0, _round_up(rows, WORD) - rows
+        lanes_out = chunk.n_lanes if chunk.lane_of_target else chunk.lanes_out
+        rows_out = _round_up(chunk.rows if chunk.lane_of_target else chunk.rows_out, WORD)
         if self.engine.kernel == "pallas":
             from jaxrna.kernels.miranda_fill import BLOCK
 
-            pad_lanes = _round_up(n_lanes, BLOCK) - n_lanes
+            lanes_out = _round_up(lanes_out, BLOCK)
         if chunk.lane_of_target:  # lanes of whole targets, built on the host
-            lanes = _transpose_pad(jax.device_put(chunk.lanes_t, device), pad_rows, pad_lanes)
+            lanes = _transpose_pad(jax.device_put(chunk.lanes_t, device), rows_out - chunk.rows,
+                                   lanes_out - chunk.n_lanes)
             stream, starts = self._host_arrays()
             return _OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), self.lead)
         letters, starts = self._letters()
-        letters, starts, table = (jax.device_put(x, device) for x in (letters, starts, CODE_OF_BYTE))
-        lanes, stream = _pack_lanes(letters, starts, table, total=chunk.total, width=chunk.width,
-                                    span=chunk.span, n_lanes=n_lanes, rows=rows,
-                                    lanes_out=n_lanes + pad_lanes, rows_out=rows + pad_rows,
-                                    front=self.lead, stream_len=self._stream_len())
+        sizes = np.array([chunk.total, chunk.width, chunk.span, chunk.n_lanes, chunk.rows, self.lead],
+                         np.int32)
+        letters, starts, table, sizes = (jax.device_put(x, device)
+                                         for x in (letters, starts, CODE_OF_BYTE, sizes))
+        lanes, stream = _pack_lanes(letters, starts, table, sizes, lanes_out=lanes_out, rows_out=rows_out,
+                                    stream_len=self._stream_len())
         return _OnDevice(lanes, stream, starts, self.lead)
 
     def _stream_len(self) -> int:
-        """The refill stream's length (in buckets: few compiled shapes over chunks)."""
-        return _bucket(self.lead + self.chunk.total + self.lead + 2 * WORD, 1 << 16)
+        """The refill stream's length (fixed by the chunk's class and the lead)."""
+        if self.chunk.lane_of_target:
+            return _bucket(self.lead + self.chunk.total + self.lead + 2 * WORD, 1 << 16)
+        return self.chunk.size_class + 2 * self.lead + 2 * WORD
 
     def _letters(self) -> tuple:
         """The letters (padded to a bucket) and the target starts (padded with a large value),
@@ -350,21 +392,18 @@ class _Run:
         with self._lock:
             if self._host_letters is None:
                 chunk = self.chunk
-                letters = np.zeros(_bucket(max(chunk.total, 1), 1 << 16), np.uint8)
+                letters = np.zeros(chunk.size_class, np.uint8)
                 letters[:chunk.total] = chunk.letters
                 self._host_letters = (letters, self._padded_starts())
             return self._host_letters
 
     def _padded_starts(self) -> np.ndarray:
-        starts = np.full(_bucket(len(self.chunk.starts), 1024), np.iinfo(np.int32).max, np.int32)
+        """The targets' starts padded with a large value, to a size fixed by the chunk's class
+        (one slot per 64 nucleotides) unless its targets are shorter than that on average."""
+        floor = max(1024, getattr(self.chunk, "size_class", 0) // 64)
+        starts = np.full(_bucket(len(self.chunk.starts), floor), np.iinfo(np.int32).max, np.int32)
         starts[:len(self.chunk.starts)] = self.chunk.starts
         return starts
-
-
-@stored_jit("targets.engine._head", static_argnames=("n", "cols"))
-def _head(rows, n: int, cols: int):
-    """The first ``n`` rows and ``cols`` columns (one compiled slice per shape)."""
-    return rows[:n, :cols]
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
@@ -378,20 +417,22 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-@stored_jit("targets.engine._pack_lanes", static_argnames=("total", "width", "span", "n_lanes", "rows", "lanes_out", "rows_out",
-                                   "front", "stream_len"))
-def _pack_lanes(letters, starts, table, *, total: int, width: int, span: int, n_lanes: int, rows: int,
-                lanes_out: int, rows_out: int, front: int, stream_len: int):
+@stored_jit("targets.engine._pack_lanes", static_argnames=("lanes_out", "rows_out", "stream_len"))
+def _pack_lanes(letters, starts, table, sizes, *, lanes_out: int, rows_out: int, stream_len: int):
     """On the device, from the letters: the bulk scan's lanes (``rows_out``, ``lanes_out``), as
     :attr:`Chunk.lanes` padded with inert filler, and the refill stream (``front`` filler
-    columns, the targets, filler to ``stream_len``); reset flags on each target's first base."""
+    columns, the targets, filler to ``stream_len``); reset flags on each target's first base.
+    ``sizes`` = (total, width, span, n_lanes, rows, front): the chunk's own sizes, traced (one
+    program per class of shapes)."""
+    total, width, span, n_lanes, rows, front = (sizes[k] for k in range(6))
     first = jnp.zeros(letters.shape[0], bool).at[starts].set(True, mode="drop")
     body = table[letters.astype(jnp.int32)] | jnp.where(first, RESET, 0).astype(jnp.int8)
     filler = jnp.int8(4 | RESET)
 
     def at(pos, before):  # stream column pos (relative to the targets' first base)
         inside = (pos >= 0) & (pos < total)
-        return jnp.where(inside, body[jnp.clip(pos, 0, max(total - 1, 0))], jnp.where(pos < 0, before, filler))
+        return jnp.where(inside, body[jnp.clip(pos, 0, jnp.maximum(total - 1, 0))],
+                         jnp.where(pos < 0, before, filler))
 
     col = jnp.arange(rows_out)[:, None]
     lane = jnp.arange(lanes_out)[None, :]
@@ -448,6 +489,7 @@ class Engine:
         #: ``profile``; else "scan" counts launching it, and its run shows under "extract")
         self.timings = {"device": 0.0, "select": 0.0, "scan": 0.0, "extract": 0.0}
         self._timing_lock = threading.Lock()
+        self._class_floor = 0        # the largest chunk class so far (chunks keep it)
 
     def overlap(self, queries: list[Query]) -> int | None:
         if any(q.overlap is None for q in queries):
@@ -498,7 +540,10 @@ class Engine:
                     progress.update(len(targets) * len(ks))
                 yield ks, Traced.concat([])
             return
-        chunk = Chunk(targets, self.overlap(live_qs), self.max_lanes, self.lane_columns)
+        chunk = Chunk(targets, self.overlap(live_qs), self.max_lanes, self.lane_columns,
+                      min_class=self._class_floor)
+        if not chunk.lane_of_target:  # later chunks keep this class (or a larger one)
+            self._class_floor = max(self._class_floor, chunk.size_class)
         run = _Run(self, queries, chunk, live)
         clock = time.perf_counter
         t0 = clock()
@@ -579,7 +624,8 @@ class Engine:
         with jax.default_device(device):
             t0 = clock()
             dev = run.on_device(device)
-            words = self._words(run, dev, qs)
+            scanned = self._words(run, dev, qs)
+            words = scanned[0]
             if self.profile:  # (else the tile counts wait for it)
                 words.block_until_ready()
             t1 = clock()
@@ -593,7 +639,7 @@ class Engine:
                 traced.q = np.asarray(local, np.int32)[traced.q]
                 rows = None
             else:
-                rows = self._extract(run, dev, qs, words)
+                rows = self._extract(run, dev, qs, scanned)
                 if rows is None:
                     traced = Traced.concat([])
                 elif len(local) < len(ks):  # some miRNAs cannot score: indices into ks
@@ -623,96 +669,119 @@ class Engine:
             self.samples.setdefault(name, []).append(t1 - t0)
         return t1
 
-    def _words(self, run: _Run, dev: _OnDevice, qs: list[Query]):
-        """(len(qs), L/32, B) packed candidate-column flags of the bulk scan, on the device."""
-        threshold = self.params.score_threshold
-        if self.kernel == "xla":
-            return jnp.stack([scan_lanes_words(q.profile, q.gap_open, q.gap_extend, q.seed, dev.lanes,
-                                               threshold=threshold, dtype=run.dtype) for q in qs])
-        from jaxrna.kernels.miranda_fill import scan_lanes_packed
-
-        height = max(q.height for q in qs)
+    def _tables(self, run: _Run, qs: list[Query], rows: int):
+        """The block's tables (profile (rows, 5, H), gap_open, gap_extend, seed (rows, H)) at
+        its height (the run's height of its tallest miRNA), on the device; rows past
+        ``len(qs)`` repeat the last miRNA (a full block: one compiled shape). Built once per
+        block of miRNAs and device."""
+        height = max(run.heights[q.height] for q in qs)
         tabs = [q.tables_at(height) for q in qs]
-        tabs += [tabs[-1]] * (self.query_block - len(tabs))  # a full block: one compiled shape
-        args = [jnp.asarray(np.stack([t[x] for t in tabs])) for x in range(4)]
-        words = scan_lanes_packed(*args, dev.lanes, threshold, interpret=self.interpret)
-        return words  # (query_block rows: those past len(qs) repeat the last miRNA)
+        tabs += [tabs[-1]] * (rows - len(tabs))
+        return height, [jax.device_put(np.stack([t[x] for t in tabs])) for x in range(4)]
 
-    def _extract(self, run: _Run, dev: _OnDevice, qs: list[Query], words) -> np.ndarray | None:
-        """Device-side refill, extraction and traceback (:mod:`jaxrna.targets.extract`): the
-        candidates' rows (``q`` indexes ``qs``; see :meth:`Traced.from_rows`), None for none."""
+    def _words(self, run: _Run, dev: _OnDevice, qs: list[Query]):
+        """(query_block, L/32, B) packed candidate-column flags of the bulk scan and the tiles
+        per miRNA (:func:`~jaxrna.targets.extract.scan_block`), on the device; rows past
+        ``len(qs)`` repeat the last miRNA."""
         chunk = run.chunk
-        geometry = (chunk.width, chunk.span, chunk.n_lanes, chunk.total)
+        _, tables = self._tables(run, qs, self.query_block)
+        sizes = [np.int32(x) for x in (self.params.score_threshold, chunk.rows // WORD, chunk.width,
+                                       chunk.span, chunk.n_lanes, chunk.total)]  # traced values
+        return extract.scan_block(*tables, dev.lanes, *sizes,
+                                  pallas=self.kernel == "pallas", dtype=run.dtype,
+                                  interpret=self.interpret)
+
+    def _extract(self, run: _Run, dev: _OnDevice, qs: list[Query], scanned) -> np.ndarray | None:
+        """Device-side refill, extraction and traceback (:mod:`jaxrna.targets.extract`): the
+        candidates' rows (``q`` indexes ``qs``; see :meth:`Traced.from_rows`), None for none.
+
+        Every program's sizes are fixed by the chunk's class, the block's height and the
+        options' class: launches of a fixed number of tiles (``lane_batch``), the candidates of
+        a launch fetched ``capacity`` at a time (more: the same program again, from where the
+        last part ended)."""
+        chunk = run.chunk
+        words, counts = scanned
+        geometry = np.array([chunk.width, chunk.span, chunk.n_lanes, chunk.total], np.int32)
         t0 = time.perf_counter()
         rows = words.shape[0]  # >= len(qs): a full block (one compiled shape), the rest ignored
-        counts = np.asarray(extract.segment_counts(words, *geometry)).astype(np.int64)[:len(qs)]
+        counts = np.asarray(counts).astype(np.int64)[:len(qs)]
         t0 = self._stage("counts", t0, None)
         if not counts.sum():
             return None
         block = extract.LANE_BLOCK
         padded = -(-counts // block) * block
         offsets = np.zeros(rows, np.int32)
-        firsts = np.zeros(rows, np.int32)
         offsets[:len(qs)] = np.concatenate([[0], np.cumsum(padded)[:-1]])
-        firsts[:len(qs)] = np.concatenate([[0], np.cumsum(counts)[:-1]])
         used = int(padded.sum())
-        batch = min(self.lane_batch, _bucket(used, MIN_LANE_BATCH, 8))
-        n_out = -(-used // batch) * batch
-        tile_start, tile_own = extract.segment_tiles(words, *geometry, offsets, firsts, len(qs),
-                                                     n_out=n_out, capacity=n_out)
+        batch = self.lane_batch
+        n_out = extract.tiles_size(words.shape, batch)
+        tile_start, tile_own = extract.segment_tiles(words, *geometry, offsets, np.int32(len(qs)),
+                                                     batch=batch)
         t0 = self._stage("tiles", t0, tile_own)
         block_q = np.full(n_out // block, -1, np.int32)
         for x in range(len(qs)):
             block_q[offsets[x] // block:(offsets[x] + padded[x]) // block] = x
-        height = max(q.height for q in qs)
-        tabs = [q.tables_at(height) for q in qs]
-        tabs += [tabs[-1]] * (rows - len(tabs))
-        tables = [jnp.asarray(np.stack([t[x] for t in tabs]).astype(np.int32)) for x in range(4)]
-        pads = jnp.asarray(np.array([height - q.n for q in qs] + [0] * (rows - len(qs)), np.int32))
+        height, tables = self._tables(run, qs, rows)
+        pads = np.array([height - q.n for q in qs] + [0] * (rows - len(qs)), np.int32)
         overlaps = np.array([q.overlap for q in qs], np.int64)
         max_steps = height + int(overlaps.max()) + 2  # a traceback crosses at most W columns
         overlap_rows = np.zeros(rows, np.int32)  # each block row's W (the device checks its tracebacks)
         overlap_rows[:len(qs)] = overlaps
-        overlap_rows = jnp.asarray(overlap_rows)
-        n_words = _bucket(-(-max_steps // MOVES_PER_WORD), 8)
+        # move words for the longest traceback any miRNA of this height can have with this lead
+        # (lead >= 2 W): fixed by the block's shapes
+        n_words = _round_up(-(-(height + run.lead // 2 + 2) // MOVES_PER_WORD), extract.ROUND_WORDS)
+        assert max_steps <= n_words * MOVES_PER_WORD
         threshold = self.params.score_threshold
         pallas = self.kernel == "pallas"
+        capacity = 4 * batch
+        threshold_d, max_steps_d = np.int32(threshold), np.int32(max_steps)
 
-        def launch(first, capacity):
-            t0 = time.perf_counter()
-            p0, own = (jax.lax.dynamic_slice(x, (first,), (batch,)) for x in (tile_start, tile_own))
+        def launch(first, skip):
             qidx = block_q[first // block:(first + batch) // block]
-            best, code = extract.refill_tiles(dev.stream, dev.front, p0, qidx, *tables, threshold,
-                                              lead=run.lead, pallas=pallas, dtype=run.dtype,
-                                              interpret=self.interpret)
-            t0 = self._stage("refill", t0, code)
-            out = extract.trace_candidates(best, code, dev.starts, p0, own, qidx, pads, overlap_rows,
-                                           threshold, max_steps, lead=run.lead, capacity=capacity,
-                                           n_words=n_words)
-            self._stage("trace", t0, out)
-            return out
+            at = (np.int32(first), np.int32(skip))
+            if self.profile:  # the stages one by one, each timed
+                t0 = time.perf_counter()
+                p0 = jax.lax.dynamic_slice(tile_start, (at[0],), (batch,))
+                own = jax.lax.dynamic_slice(tile_own, (at[0],), (batch,))
+                best, code = extract.refill_tiles(dev.stream, dev.front, p0, qidx, *tables, threshold_d,
+                                                  lead=run.lead, pallas=pallas, dtype=run.dtype,
+                                                  interpret=self.interpret)
+                t0 = self._stage("refill", t0, code)
+                out = extract.trace_candidates(best, code, dev.starts, p0, own, qidx, pads, overlap_rows,
+                                               threshold_d, max_steps_d, at[1], lead=run.lead,
+                                               capacity=capacity, n_words=n_words)
+                self._stage("trace", t0, out)
+                cols = min(extract.FIELDS + extract.HEAD_WORDS, out[0].shape[1])
+                return tuple(out[0][:capacity >> k, :cols] for k in extract.HEAD_SHIFTS), out[0], out[1]
+            return extract.refill_and_trace(dev.stream, dev.front, tile_start, tile_own, at[0], qidx, *tables,
+                                            dev.starts, pads, overlap_rows, threshold_d, max_steps_d, at[1],
+                                            batch=batch, lead=run.lead, pallas=pallas, dtype=run.dtype,
+                                            interpret=self.interpret, capacity=capacity, n_words=n_words)
 
-        pending = [(first, 4 * batch) for first in range(0, n_out, batch)]
-        launched = [(first, cap, launch(first, cap)) for first, cap in pending]
+        launched = [(first, launch(first, 0)) for first in range(0, _round_up(used, batch), batch)]
         t0 = time.perf_counter()
-        sizes = jax.device_get([out[1] for _, _, out in launched])  # one read-back for them all
-        heads, used_rows = [], []
-        for (first, cap, (rows, _)), size in zip(launched, sizes):
-            n, longest, broken = (int(x) for x in size)
-            if n > cap:  # more candidates than room: run again with room for all
-                cap = _bucket(n, cap)
-                rows, size = launch(first, cap)
-                n, longest, broken = (int(x) for x in np.asarray(size))
-            if broken:
-                raise AssertionError(f"{broken} tracebacks left the exact part of their segments "
-                                     f"or ran past {max_steps} moves")
-            if n:
-                # only the rows and move words used cross (the rows keep whole words: the same
-                # Traced as before, Traced.from_rows trims to the longest traceback)
-                cols = min(extract.FIELDS + max(1, -(-longest // MOVES_PER_WORD)), rows.shape[1])
-                heads.append(_head(rows, _bucket(n, cap // 8) if n <= cap // 2 else cap, cols))
-                used_rows.append(n)
-        parts = [got[:n] for got, n in zip(jax.device_get(heads), used_rows)]  # one read-back
+        sizes = jax.device_get([out[2] for _, out in launched])  # one read-back for them all
+        wanted, parts = [], []
+        for (first, out), size in zip(launched, sizes):
+            while True:
+                n, longest, broken, last = (int(x) for x in size)
+                if broken:
+                    raise AssertionError(f"{broken} tracebacks left the exact part of their segments "
+                                         f"or ran past {max_steps} moves")
+                got = min(n, capacity)
+                if got:
+                    # only about the rows and move words used cross (Traced.from_rows trims the
+                    # moves to the longest traceback)
+                    heads, whole, _ = out
+                    narrow = longest <= extract.HEAD_WORDS * MOVES_PER_WORD
+                    pick = next((h for h, k in zip(heads, extract.HEAD_SHIFTS) if got <= capacity >> k),
+                                heads[-1]) if narrow else whole
+                    wanted.append((pick, got))
+                if n <= capacity:
+                    break
+                out = launch(first, last + 1)  # more candidates than room: the rest, in parts
+                size = np.asarray(out[2])
+        parts = [got[:n] for got, (_, n) in zip(jax.device_get([w for w, _ in wanted]), wanted)]
         self._stage("fetch", t0, None)
         if not parts:
             return None

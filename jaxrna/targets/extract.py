@@ -77,22 +77,31 @@ def segment_counts(words, width, span, n_lanes, total):
     return _tiles(words, width, span, n_lanes, total)[0].sum(axis=(1, 2), dtype=jnp.int32)
 
 
-@stored_jit("targets.extract.segment_tiles", static_argnames=("n_out", "capacity"))
-def segment_tiles(words, width, span, n_lanes, total, offsets, firsts, n_live, *, n_out: int,
-                  capacity: int):
-    """``(p0, own)`` (n_out,) of the tiles, miRNA q's tiles in stream order at lanes
-    ``offsets[q]...`` (``firsts[q]`` = tiles of the miRNAs before it; ``capacity`` >= all
-    tiles of the first ``n_live`` miRNAs; the others are left out). Unused lanes own no
-    columns."""
+def tiles_size(words_shape: tuple, batch: int) -> int:
+    """Slots of :func:`segment_tiles`' output for flag words of ``words_shape`` (Q, L/32, B):
+    room for every word of every miRNA, each miRNA's tiles padded to whole lane blocks, in
+    whole launches of ``batch`` lanes (a size fixed by the shapes: one program)."""
+    q, n_words, n_b = words_shape
+    need = q * (n_words * n_b + LANE_BLOCK)
+    return -(-need // batch) * batch
+
+
+@stored_jit("targets.extract.segment_tiles", static_argnames=("batch",))
+def segment_tiles(words, width, span, n_lanes, total, offsets, n_live, *, batch: int):
+    """``(p0, own)`` (:func:`tiles_size`,) of the tiles, miRNA q's tiles in stream order at
+    lanes ``offsets[q]...`` (the first ``n_live`` miRNAs; the others are left out). Unused
+    lanes own no columns. The geometry and ``n_live`` are traced: one program per shape."""
     flagged, p0, own = _tiles(words, width, span, n_lanes, total)
-    per_q = flagged.shape[1] * flagged.shape[2]
-    idx = jnp.nonzero(flagged.reshape(-1), size=capacity, fill_value=-1)[0]
-    q = jnp.maximum(idx, 0) // per_q
-    rem = jnp.maximum(idx, 0) % per_q
-    dest = jnp.where((idx >= 0) & (q < n_live),
-                     offsets[q] + jnp.arange(capacity, dtype=jnp.int32) - firsts[q], n_out)
-    start = jnp.zeros(n_out, jnp.int32).at[dest].set(p0.reshape(-1)[rem], mode="drop")
-    count = jnp.zeros(n_out, jnp.int32).at[dest].set(own.reshape(-1)[rem], mode="drop")
+    n_q = flagged.shape[0]
+    n_out = tiles_size(words.shape, batch)
+    flat = flagged.reshape(n_q, -1)
+    rank = jnp.cumsum(flat, axis=1, dtype=jnp.int32) - 1          # the tile's rank in its miRNA
+    live = (jnp.arange(n_q, dtype=jnp.int32) < n_live)[:, None]
+    dest = jnp.where(flat & live, offsets[:, None] + rank, n_out).reshape(-1)
+    p0 = jnp.broadcast_to(p0.reshape(1, -1), flat.shape).reshape(-1)
+    own = jnp.broadcast_to(own.reshape(1, -1), flat.shape).reshape(-1)
+    start = jnp.zeros(n_out, jnp.int32).at[dest].set(p0, mode="drop")
+    count = jnp.zeros(n_out, jnp.int32).at[dest].set(own, mode="drop")
     return start, count
 
 
@@ -119,8 +128,8 @@ def refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, t
 
 
 @stored_jit("targets.extract.trace_candidates", static_argnames=("lead", "capacity", "n_words"))
-def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshold, max_steps, *, lead: int,
-                     capacity: int, n_words: int):
+def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshold, max_steps, skip=0, *,
+                     lead: int, capacity: int, n_words: int):
     """The candidates of refilled tiles (:func:`refill_tiles`), each traced back.
 
     ``own`` (B,) the tile columns each lane owns; ``starts`` each target's first stream
@@ -132,16 +141,20 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshol
     the segment, then the packed moves; ``sizes`` = ``(count, the longest traceback's moves,
     broken)`` (one read-back sizes the fetch), ``broken`` counting the tracebacks that ran to
     their step bound or read a segment column before the exact part (none, by the choice of
-    ``lead`` and ``max_steps``: the host refuses the result otherwise)."""
+    ``lead`` and ``max_steps``: the host refuses the result otherwise). ``skip`` (traced):
+    leave out the candidates before this flat index, so a launch with more candidates than
+    ``capacity`` is fetched in parts by one program; ``sizes`` then also holds the flat index
+    of the last candidate returned (where the next part starts after)."""
     height = best.shape[1]
     own_max = WORD
     base = p0 - lead
     lane_q = jnp.repeat(qidx, LANE_BLOCK)
     ok = ((best >= threshold) & ((code[lead:] & 3) != 2)
           & (jnp.arange(own_max)[:, None, None] < own[None, None, :]) & (lane_q >= 0)[None, None, :])
-    ok = ok.transpose(2, 0, 1)  # (lane, column, row): lane order
+    ok = ok.transpose(2, 0, 1).reshape(-1)  # (lane, column, row): lane order
+    ok = ok & (jnp.arange(ok.shape[0], dtype=jnp.int32) >= skip)
     count = ok.sum(dtype=jnp.int32)
-    flat = jnp.nonzero(ok.reshape(-1), size=capacity, fill_value=0)[0].astype(jnp.int32)
+    flat = jnp.nonzero(ok, size=capacity, fill_value=0)[0].astype(jnp.int32)
     valid = jnp.arange(capacity) < count
     s = flat // (own_max * height)
     c = (flat // height) % own_max
@@ -199,4 +212,59 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshol
     # began before the segment); it must lie in the exact part, from column W on
     left = (tcol < 0) & (j0 + tcol - 1 < overlaps[jnp.maximum(q, 0)])
     broken = jnp.sum(valid & ((nsteps >= max_steps) | left), dtype=jnp.int32)
-    return rows, jnp.stack([count, longest, broken])
+    return rows, jnp.stack([count, longest, broken, flat[capacity - 1]])
+
+
+#: Move words of the narrow heads :func:`refill_and_trace` returns besides the whole rows
+#: (tracebacks of up to 32 moves: every miRNA of ordinary length).
+HEAD_WORDS = 2
+#: Heads of ``capacity >> k`` rows, k in HEAD_SHIFTS (the host fetches the smallest that holds
+#: its candidates: at most twice their rows cross).
+HEAD_SHIFTS = (3, 2, 1, 0)
+
+
+@stored_jit("targets.extract.refill_and_trace",
+            static_argnames=("batch", "lead", "pallas", "dtype", "interpret", "capacity", "n_words"))
+def refill_and_trace(stream, front, tile_start, tile_own, first, qidx, profile, gap_open, gap_extend,
+                     seed, starts, pads, overlaps, threshold, max_steps, skip, *, batch: int, lead: int,
+                     pallas: bool, dtype, interpret: bool, capacity: int, n_words: int):
+    """One launch of the extraction: the tiles ``first .. first + batch`` of
+    :func:`segment_tiles`' output refilled (:func:`refill_tiles`) and their candidates traced
+    (:func:`trace_candidates`, from flat index ``skip``), in one program whose every size is
+    fixed by the block's shapes (``first``, ``skip``, the threshold and the step bound are
+    traced). Returns ``(heads, rows, sizes)``: ``heads`` the first ``capacity >> k`` rows
+    (k in :data:`HEAD_SHIFTS`) with :data:`HEAD_WORDS` move words, so the host reads back only
+    about the rows and words it needs; ``rows`` and ``sizes`` as :func:`trace_candidates`."""
+    p0 = jax.lax.dynamic_slice(tile_start, (first,), (batch,))
+    own = jax.lax.dynamic_slice(tile_own, (first,), (batch,))
+    best, code = refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, threshold,
+                              lead=lead, pallas=pallas, dtype=dtype, interpret=interpret)
+    rows, sizes = trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshold,
+                                   max_steps, skip, lead=lead, capacity=capacity, n_words=n_words)
+    cols = min(FIELDS + HEAD_WORDS, rows.shape[1])
+    heads = tuple(rows[:capacity >> k, :cols] for k in HEAD_SHIFTS)
+    return heads, rows, sizes
+
+
+@stored_jit("targets.extract.scan_block", static_argnames=("pallas", "dtype", "interpret"))
+def scan_block(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, width, span, n_lanes,
+               total, *, pallas: bool, dtype, interpret: bool = False):
+    """The bulk scan of a block of miRNAs and its tile counts, in one program: ``profile``
+    (Q, 5, H), ``gap_open``/``gap_extend``/``seed`` (Q, H), ``lanes`` (L, B) codes of which the
+    first ``n_words`` words are scanned; the chunk's geometry (``width``, ``span``,
+    ``n_lanes``, ``total``) is traced. Returns ``(words (Q, L/32, B), counts (Q,))``:
+    :func:`jaxrna.kernels.miranda_fill.scan_lanes_packed` with ``pallas``, else
+    :func:`jaxrna.targets.scan.scan_lanes_words` per miRNA; :func:`segment_counts`."""
+    if pallas:
+        from jaxrna.kernels.miranda_fill import scan_lanes_packed
+
+        words = scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, n_words,
+                                  interpret=interpret)
+    else:
+        from jaxrna.targets.scan import _scan_words
+
+        words = jnp.stack([_scan_words(profile[k][:, :, None], gap_open[k][:, None], gap_extend[k][:, None],
+                                       seed[k][:, None].astype(bool), lanes, threshold, n_words, dtype)
+                           for k in range(profile.shape[0])])
+    counts = _tiles(words, width, span, n_lanes, total)[0].sum(axis=(1, 2), dtype=jnp.int32)
+    return words, counts

@@ -131,28 +131,42 @@ def scan_lanes(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=j
 WORD = 32
 
 
-@stored_jit("targets.scan.scan_lanes_words", static_argnames=("dtype",))
-def scan_lanes_words(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=jnp.int16):
-    """:func:`scan_lanes` with the flags packed 32 columns to an int32 word per lane (L a
-    multiple of 32): (L/32, B); bit k of word w is column 32 w + k. 8x less output to move and
-    search than one flag per column."""
+def _scan_words(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, dtype):
+    """The packed bulk scan (see :func:`scan_lanes_words`) of the first ``n_words`` words of
+    ``lanes`` (a traced count: the loop's bound, so one program serves every lane length up to
+    the array's); the words past it are left 0."""
     tables = (profile.astype(dtype), gap_open.astype(dtype), gap_extend.astype(dtype), seed)
     threshold = jnp.asarray(threshold, dtype)
     n_rows = tables[1].shape[0]
     step = partial(column_step, tables=tables, threshold=threshold, full=False)
-    words = lanes.reshape((lanes.shape[0] // WORD, WORD) + lanes.shape[1:])
+    total_words = lanes.shape[0] // WORD
+    words = lanes.reshape((total_words, WORD) + lanes.shape[1:])
 
-    def word(carry, block):
+    def word(w, carry):
+        state, out = carry
+
         def col(k, c):
             state, bits = c
-            state, flag = step(state, block[k])
+            state, flag = step(state, words[w, k])
             return state, bits | (flag.astype(jnp.int32) << k)
 
-        state, bits = jax.lax.fori_loop(0, WORD, col, (carry, jnp.zeros(lanes.shape[1:], jnp.int32)))
-        return state, bits
+        state, bits = jax.lax.fori_loop(0, WORD, col, (state, jnp.zeros(lanes.shape[1:], jnp.int32)))
+        return state, out.at[w].set(bits)
 
     init = tuple(jnp.zeros((n_rows,) + lanes.shape[1:], dtype) for _ in range(4))
-    return jax.lax.scan(word, init, words)[1]
+    out = jnp.zeros((total_words,) + lanes.shape[1:], jnp.int32)
+    bound = total_words if n_words is None else jnp.minimum(jnp.asarray(n_words, jnp.int32), total_words)
+    return jax.lax.fori_loop(0, bound, word, (init, out))[1]
+
+
+@stored_jit("targets.scan.scan_lanes_words", static_argnames=("dtype",))
+def scan_lanes_words(profile, gap_open, gap_extend, seed, lanes, *, threshold, n_words=None,
+                     dtype=jnp.int16):
+    """:func:`scan_lanes` with the flags packed 32 columns to an int32 word per lane (L a
+    multiple of 32): (L/32, B); bit k of word w is column 32 w + k. 8x less output to move and
+    search than one flag per column. ``n_words`` (traced; default all): scan only the first
+    ``n_words`` words (the rest come back 0)."""
+    return _scan_words(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, dtype)
 
 
 @stored_jit("targets.scan.fill_segments", static_argnames=("dtype",))
