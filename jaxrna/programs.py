@@ -8,7 +8,9 @@ a name, the argument shapes and dtypes, the static arguments, the device, the JA
 versions, ``XLA_FLAGS``, the x64 switch and a hash of jaxrna's sources -- and kept as
 :func:`jax.experimental.serialize_executable.serialize` bytes under ``<cache>/executables``.
 A file that cannot be read or loaded is ignored and rewritten; the store keeps the
-:data:`MAX_FILES` most recently used. Every subcommand gets its device programs here.
+:data:`MAX_FILES` most recently used. A file someone else could have written (its owner, its
+mode: :func:`jaxrna.runtime.entry_trust`) is never unpickled (one warning per process).
+Every subcommand gets its device programs here.
 
 :func:`use_disk` turns the disk store on (the CLI does, with the compilation cache directory
 of :mod:`jaxrna.runtime`); otherwise programs are only kept for this process. The store is
@@ -107,7 +109,18 @@ def _load(path: str, device) -> Callable | None:
     from jax.experimental.serialize_executable import deserialize_and_load
 
     try:
-        with open(path, "rb") as fh:
+        # a pickle runs code when loaded: only a file no one else can have written is read
+        # (runtime.entry_trust: a regular file, not a symbolic link, owned by this user or
+        # root, writable by its owner alone), checked on the opened file itself
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            from jaxrna import runtime
+
+            untrusted = runtime.entry_trust(path, os.fstat(fh.fileno()))
+            if untrusted is not None:
+                _warn_untrusted(path, untrusted)
+                return None
             fmt, payload, in_tree, out_tree = pickle.load(fh)
         if fmt != _FORMAT:
             return None
@@ -120,9 +133,32 @@ def _load(path: str, device) -> Callable | None:
         return loaded
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        import errno
+
+        if exc.errno == errno.ELOOP:            # a symbolic link (O_NOFOLLOW)
+            _warn_untrusted(path, f"{path} is a symbolic link")
+        else:
+            log.debug("ignoring cached executable %s: %s", path, exc)
+        return None
     except Exception as exc:  # a damaged or incompatible file: compile afresh
         log.debug("ignoring cached executable %s: %s", path, exc)
         return None
+
+
+_warned_untrusted = False
+
+
+def _warn_untrusted(path: str, reason: str) -> None:
+    """One warning per process that an executable of the store was not loaded."""
+    global _warned_untrusted
+    if _warned_untrusted:
+        log.debug("not loading cached executable %s: %s", path, reason)
+        return
+    _warned_untrusted = True
+    log.warning("warning: not loading the cached executable %s (%s); compiling it in this "
+                "process instead (cache entries must be owned by you or root and writable by "
+                "no one else)", path, reason)
 
 
 #: The store keeps at most this many executables (the least recently used go first).
@@ -139,10 +175,14 @@ def _save(path: str, compiled) -> None:
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         payload, in_tree, out_tree = serialize(compiled)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        from jaxrna.runtime import _makedirs_private
+
+        _makedirs_private(os.path.dirname(path))     # mode 0700, as the cache's
         if cleanup is not None:
             cleanup.register(tmp)              # a killed run leaves no temporary file
-        with open(tmp, "wb") as fh:
+        # never writable by group or others, whatever the umask (runtime.entry_trust)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as fh:
+            os.fchmod(fh.fileno(), os.fstat(fh.fileno()).st_mode & 0o755)
             pickle.dump((_FORMAT, payload, in_tree, out_tree), fh, protocol=4)
         os.replace(tmp, path)
         _prune(os.path.dirname(path))

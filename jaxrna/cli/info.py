@@ -3,7 +3,11 @@ compile cache; and the one-line device report of ``-v/--verbose`` runs.
 
 Nothing is computed: it answers "is my GPU used?" before a long run. With ``-f json`` the same
 as one JSON object (keys ``jaxrna``, ``python``, ``jax``, ``jaxlib``, ``plugins``, ``devices``,
-``gpu_error``, ``auto_backend``, ``cache_dir``).
+``gpu_error``, ``auto_backend``, ``cache_dir``, ``cache_trusted``, ``cache_untrusted_reason``).
+
+Whether the cache is trusted (:func:`jaxrna.runtime.cache_trust`): a cache that someone else
+could write is not used (runs compile in the process and say so once on stderr); ``cache
+trusted: no (WHY)`` says what to fix.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "info", help="versions, devices and the backend --backend auto picks",
         description="Print jaxrna's, JAX's and jaxlib's versions, the devices JAX sees, the "
-                    "backend '--backend auto' picks and the compile cache directory.",
+                    "backend '--backend auto' picks, the compile cache directory and whether "
+                    "it is trusted (owned by you or root, writable by no one else).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-f", "--format", choices=["text", "json"], default="text",
                    help="output format (default: text)")
@@ -68,12 +73,15 @@ def device_record(device) -> dict:
 
 def collect() -> dict:
     """Everything ``jaxrna info`` prints."""
-    from jaxrna.runtime import cache_dir, has_gpu
+    from jaxrna.runtime import cache_dir, cache_trust, has_gpu
 
+    path = cache_dir()
+    reason = cache_trust(path) if path is not None else None
     info = {"jaxrna": __version__, "python": platform.python_version(),
             "executable": sys.executable, "jax": _version("jax"), "jaxlib": _version("jaxlib"),
             "plugins": _plugins(), "devices": [], "gpu_error": None, "auto_backend": None,
-            "cache_dir": cache_dir()}
+            "cache_dir": path, "cache_trusted": None if path is None else reason is None,
+            "cache_untrusted_reason": reason}
     import jax
 
     names = set()
@@ -117,6 +125,9 @@ def format_text(info: dict) -> str:
         lines.append(f"gpu: unavailable ({info['gpu_error']})")
     lines.append(f"auto backend: {info['auto_backend'] or 'none'}")
     lines.append(f"compile cache: {info['cache_dir'] or 'off (JAXRNA_CACHE_DIR=off)'}")
+    if info.get("cache_trusted") is not None:
+        lines.append("cache trusted: " + ("yes" if info["cache_trusted"] else
+                                          f"no ({info['cache_untrusted_reason']})"))
     return "\n".join(lines) + "\n"
 
 
