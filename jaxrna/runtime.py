@@ -171,7 +171,9 @@ def cache_trust(path: str) -> str | None:
         with os.scandir(directory) as it:
             entries = list(it)
         for e in entries:
-            st = e.stat(follow_symlinks=False)
+            st = _lstat(e)
+            if st is None:                        # gone meanwhile (another run's rename)
+                continue
             if e.name == EXECUTABLES:
                 reason = _node_trust(e.path, st, want_dir=True)
             elif stat.S_ISDIR(st.st_mode):
@@ -192,12 +194,21 @@ def entry_trust(path: str, st: os.stat_result) -> str | None:
     return _node_trust(path, st, want_dir=False)
 
 
+def _lstat(entry: os.DirEntry) -> os.stat_result | None:
+    try:
+        return entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
 def _tree_trust(top: str) -> str | None:
     import stat
 
     with os.scandir(top) as it:
         for e in list(it):
-            st = e.stat(follow_symlinks=False)
+            st = _lstat(e)
+            if st is None:
+                continue
             is_dir = stat.S_ISDIR(st.st_mode)
             reason = _node_trust(e.path, st, want_dir=is_dir) or (
                 _tree_trust(e.path) if is_dir else None)
