@@ -30,7 +30,6 @@ import jax
 import numpy as np
 
 from jaxrna.alphabet import encode, encode_batch
-from jaxrna.batching import batch_size_bucket
 from jaxrna.interact.brute import Pair
 from jaxrna.interact.program import BoxLayout, compiled
 from jaxrna.interact.traceback import to_original, traceback
@@ -211,11 +210,12 @@ def _finish(prob: Problem, host: dict, b: int, weights: WeightSet, with_pairs: b
     if with_pairs:
         with stage("traceback"):
             lay = BoxLayout.of(geo)
-            box = Box(tiles=host["tiles"][b], cells=lay.cell_map(geo), geo=geo, o0=o0, q0=q0,
-                      row0=row0, codes_outer=encode(prob.outer[o0:o0 + p.l_outer]),
+            at_o, at_q = (o0, q0) if lay.whole else (0, 0)     # whole S tables, or the box's
+            box = Box(tiles=host["tiles"][b], cells=lay.cell_map(geo, o0), geo=geo, o0=o0,
+                      q0=q0, row0=row0, codes_outer=encode(prob.outer[o0:o0 + p.l_outer]),
                       codes_inner=encode(prob.inner[q0:q0 + p.l_inner]),
-                      s_outer=dense_single(host["s_outer"][b], p.l_outer),
-                      s_inner=dense_single(host["s_inner"][b], p.l_inner))
+                      s_outer=dense_single(host["s_outer"][b], p.l_outer, at_o),
+                      s_inner=dense_single(host["s_inner"][b], p.l_inner, at_q))
             local = traceback(box, weights.matrix())
             pairs = tuple(to_original(local, prob.outer_is_1, o0, q0, n2))
     return InteractResult(
@@ -229,20 +229,41 @@ def _finish(prob: Problem, host: dict, b: int, weights: WeightSet, with_pairs: b
 WINDOWS_ALWAYS = 1 << 16
 
 
+#: Most batch rows of a class on a CPU and on a GPU (:func:`class_rows`).
+MAX_ROWS = {"loop": 4, "reduce": 16}
+
+
+def class_rows(geo, batch_budget: int) -> int:
+    """The fixed row count of a geometry class's batches: as many pairs as ``batch_budget``
+    bytes of tables and temporaries hold, at most :data:`MAX_ROWS`, rounded down to a power
+    of two. It depends on the class alone, never on how many pairs a run has (a last batch is
+    topped up with empty pairs), so a class compiles one program. Few rows on a CPU (work
+    grows with rows, empty ones too), more on a GPU (whose time is set by the fill's chain of
+    steps more than by its width).
+
+    >>> from jaxrna.interact.windows import plan
+    >>> class_rows(plan(30, 45).geo, 1 << 30), class_rows(plan(23, 20000, None, 128).geo, 1 << 30)
+    (4, 1)
+    """
+    per = max(1, geo.table_bytes() + geo.work_bytes())
+    cap = max(1, min(MAX_ROWS.get(geo.sweep, 16), batch_budget // per))
+    return 1 << (cap.bit_length() - 1)
+
+
 def _batches(problems: Sequence[Problem], batch_budget: int) -> list[tuple[object, int, list[int]]]:
-    """``(geometry, rows, members)`` of each batch: problems of one geometry, at most
-    ``batch_budget`` bytes of tables and temporaries, rows rounded up to a power of two."""
+    """``(geometry, rows, members)`` of each batch: problems of one geometry class, sorted by
+    their windows and lengths so a batch's spans (the diagonals its fill runs) stay tight,
+    ``rows`` = :func:`class_rows` (members fewer than rows are topped up with empty pairs)."""
     groups: dict = {}
     for k, prob in enumerate(problems):
         groups.setdefault(prob.plan.geo, []).append(k)
     out = []
     for geo, members in groups.items():
-        per = max(1, geo.table_bytes() + geo.work_bytes())
-        cap = max(1, min(len(members), batch_budget // per))
-        for s in range(0, len(members), cap):
-            chunk = members[s:s + cap]
-            rows = len(chunk) if len(chunk) < 2 else min(batch_size_bucket(len(chunk)), cap)
-            out.append((geo, max(rows, len(chunk)), chunk))
+        rows = class_rows(geo, batch_budget)
+        members = sorted(members, key=lambda k: (problems[k].plan.l_outer, problems[k].plan.l_inner,
+                                                 problems[k].plan.n_inner, k))
+        for s in range(0, len(members), rows):
+            out.append((geo, rows, members[s:s + rows]))
     return out
 
 
@@ -258,18 +279,25 @@ def _launch(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool
         info = np.array([(q.plan.n_outer, q.plan.n_inner, q.plan.l_outer, q.plan.l_inner,
                           int(q.outer_is_1)) for q in probs], np.int32)
         info = np.concatenate([info, np.repeat(info[:1], pad, axis=0)])
+        spans = np.array([info[:, 2].max(), info[:, 3].max()], np.int32)
     # every window's scores come back when asked for, or when they are few (one program for both)
-    starts = (geo.n_outer - geo.w_outer) * (geo.n_inner - geo.w_inner)
-    windows = keep_windows or starts <= WINDOWS_ALWAYS
-    run = compiled(cu, cv, wm, info, geo, with_pairs, windows, device)
+    windows = keep_windows or geo.n_outer * geo.n_inner <= WINDOWS_ALWAYS
+    run = compiled(cu, cv, wm, info, spans, geo, with_pairs, windows, device)
     with stage("device"):
-        return run(*jax.device_put((cu, cv, wm, info), device))
+        return run(*jax.device_put((cu, cv, wm, info, spans), device))
 
 
 def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bool = True,
                  keep_windows: bool = False, batch_budget: int = 1 << 30) -> list[InteractResult]:
-    """Compute every problem (same weights), batching those that share a geometry: one
-    program per batch, the next batch dispatched while the last one is read and traced back."""
+    """Compute every problem (same weights), batching those that share a geometry class: one
+    program per class (its rows fixed, :func:`class_rows`), the next batch dispatched while
+    the last one is read and traced back.
+
+    Programs of a run: one per geometry class met (:func:`jaxrna.interact.windows.plan`) and
+    traceback switch. One strand-1 length of at most 32 nt against any mix of strand 2 up to
+    10,000 nt with one window option is at most 8 (the inner ladder's 8 classes up to 10,000
+    nt); pairs of at most 32 x 63 nt take at most 3 classes (shorter strand <= 16 or <= 32,
+    longer <= 31 or <= 63). Generally: one per (outer class, inner class) met. Windows, weights and true lengths are runtime values."""
     wm = np.asarray(weights.matrix(), np.int32)
     from jaxrna.programs import default_device
 

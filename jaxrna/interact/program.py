@@ -50,8 +50,9 @@ def best_window(scores: np.ndarray, outer_is_1: bool) -> tuple[int, int]:
 class BoxLayout:
     """Static shape of the traceback box of a geometry: ``P x Q`` positions (the padded window
     lengths), its outer cells ``(a, b)`` (``a <= b < P``, ``b - a <= w_outer``) in order, and
-    ``R`` tile rows. ``whole``: the box is the whole table (no window on either strand), which
-    is then returned as it is rather than copied."""
+    ``R`` tile rows. ``whole``: the box's class is the whole table (a class whose bands keep
+    every span), which is then returned as it is rather than copied; the box starts at the
+    best window's ``(o0, q0)`` in it."""
 
     p: int
     q: int
@@ -72,17 +73,21 @@ class BoxLayout:
         """Table rows of the box's cells for a box at outer start ``o0``."""
         return np.array([geo.offset(b - a) + a + o0 for a, b in self.cells], dtype=np.int64)
 
-    def cell_map(self, geo) -> np.ndarray:
-        """``map[a, b]`` -> row of the returned tiles (-1 outside the window; read-only)."""
-        return _cell_map(self, geo)
+    def cell_map(self, geo, o0: int = 0) -> np.ndarray:
+        """``map[a, b]`` -> row of the returned tiles for the box at outer start ``o0`` (-1
+        outside the window or the table; read-only)."""
+        return _cell_map(self, geo, o0 if self.whole else 0)
 
 
-@lru_cache(maxsize=64)
-def _cell_map(lay: BoxLayout, geo) -> np.ndarray:
+@lru_cache(maxsize=256)
+def _cell_map(lay: BoxLayout, geo, o0: int) -> np.ndarray:
     out = np.full((lay.p, lay.p), -1, dtype=np.int64)
-    rows = lay.cell_rows(geo) if lay.whole else np.arange(len(lay.cells))
     a, b = np.array(lay.cells, dtype=np.int64).reshape(-1, 2).T
-    out[a, b] = rows
+    if lay.whole:               # the whole table: cells of the box shifted by o0
+        keep = b + o0 < geo.n_outer
+        out[a[keep], b[keep]] = lay.cell_rows(geo, o0)[keep]
+    else:
+        out[a, b] = np.arange(len(lay.cells))
     out.setflags(write=False)
     return out
 
@@ -96,7 +101,7 @@ def _read_one(table, s_outer, s_inner, info, *, geo, box: bool, windows: bool):
 
     n_o, n_i, l_o, l_i, outer_is_1 = (info[k] for k in range(5))
     wo, wi = l_o - 1, l_i - 1
-    count_o, count_i = geo.n_outer - geo.w_outer, geo.n_inner - geo.w_inner
+    count_o, count_i = geo.n_outer, geo.n_inner        # window starts: any window, any length
     o = jnp.arange(count_o, dtype=jnp.int32)[:, None]
     q = jnp.arange(count_i, dtype=jnp.int32)[None, :]
     scores = table[cell_index(geo, o, o + wo, q, q + wi)]
@@ -118,29 +123,34 @@ def _read_one(table, s_outer, s_inner, info, *, geo, box: bool, windows: bool):
     if box:
         t = geo.tile
         row0 = jnp.clip(q0 // t, 0, geo.rows - lay.r).astype(jnp.int32)
-        if lay.whole:
+        if lay.whole:           # the host reads the box at (o0, q0) of the whole tables
             out["tiles"] = table
+            out["s_outer"], out["s_inner"] = s_outer, s_inner
         else:
             rows = jnp.asarray(lay.cell_rows(geo), jnp.int32) + o0
             out["tiles"] = jax.vmap(lambda r: jax.lax.dynamic_slice(
                 table, (r, 0, row0, 0, 0), (1, geo.ne, lay.r, t, t))[0])(rows)
-        out["s_outer"] = jax.lax.dynamic_slice(s_outer, (0, o0), (s_outer.shape[0], lay.p))
-        out["s_inner"] = jax.lax.dynamic_slice(s_inner, (0, q0), (s_inner.shape[0], lay.q))
+            # padded so a window shorter than the box's class is never clamped out of place
+            pad_o = jnp.pad(s_outer, ((0, 0), (0, lay.p)))
+            pad_i = jnp.pad(s_inner, ((0, 0), (0, lay.q)))
+            out["s_outer"] = jax.lax.dynamic_slice(pad_o, (0, o0), (s_outer.shape[0], lay.p))
+            out["s_inner"] = jax.lax.dynamic_slice(pad_i, (0, q0), (s_inner.shape[0], lay.q))
     if windows:
         out["windows"] = scores
     out["summary"] = jnp.stack([masked.max(), o0, q0, s_o, s_i, row0]).astype(jnp.int32)
     return out
 
 
-def interact_program(codes_u, codes_v, weights, info, *, geo, box: bool, windows: bool):
+def interact_program(codes_u, codes_v, weights, info, spans, *, geo, box: bool, windows: bool):
     """The batch's program (jit it with ``geo``, ``box`` and ``windows`` static).
 
     ``codes_u (B, n_outer)``, ``codes_v (B, n_inner)``: padded codes (internal orientation);
-    ``weights``: 5x5 int32; ``info (B, 5)`` int32 (:data:`INFO`). Returns a dict of batched
-    arrays: ``summary (B, 6)`` (:data:`SUMMARY`), with ``windows`` the full-window scores
-    ``(B, n_outer - w_outer, n_inner - w_inner)`` (rows and columns past a pair's window counts
-    are padding), with ``box`` the ``tiles``, ``s_outer`` and ``s_inner`` of the best window
-    (:class:`BoxLayout`).
+    ``weights``: 5x5 int32; ``info (B, 5)`` int32 (:data:`INFO`); ``spans (2,)`` int32: the
+    largest ``l_outer`` and ``l_inner`` of the batch (the diagonals the fill runs). Returns a
+    dict of batched arrays: ``summary (B, 6)`` (:data:`SUMMARY`), with ``windows`` the
+    full-window scores ``(B, n_outer, n_inner)`` by window start (rows and columns past a
+    pair's window counts are padding), with ``box`` the ``tiles``, ``s_outer`` and ``s_inner``
+    of the best window (:class:`BoxLayout`; with a whole-table layout, the whole S tables).
     """
     import jax
     import jax.numpy as jnp
@@ -148,16 +158,19 @@ def interact_program(codes_u, codes_v, weights, info, *, geo, box: bool, windows
     from jaxrna.interact.recurrence import bpmax_fill
 
     weights = jnp.asarray(weights, jnp.int32)
-    tables, s_o, s_i = jax.vmap(lambda a, b: bpmax_fill(a, b, weights, geo))(codes_u, codes_v)
+    spans = jnp.asarray(spans, jnp.int32)
+    tables, s_o, s_i = jax.vmap(lambda a, b: bpmax_fill(a, b, weights, geo, spans))(codes_u,
+                                                                                    codes_v)
     read = partial(_read_one, geo=geo, box=box, windows=windows)
     return jax.vmap(read)(tables, s_o, s_i, info.astype(jnp.int32))
 
 
 _jitted = None
 
-def compiled(codes_u, codes_v, weights, info, geo, box: bool, windows: bool, device):
+def compiled(codes_u, codes_v, weights, info, spans, geo, box: bool, windows: bool, device):
     """The compiled program for these shapes (``jaxrna.programs``: from this process, the disk
-    store, or traced and compiled)."""
+    store -- on CPUs too: tracing the fill is most of a small warm run --, or traced and
+    compiled)."""
     global _jitted
     import jax
 
@@ -165,8 +178,8 @@ def compiled(codes_u, codes_v, weights, info, geo, box: bool, windows: bool, dev
 
     if _jitted is None:
         _jitted = jax.jit(interact_program, static_argnames=("geo", "box", "windows"))
-    return programs.program("interact.batch", _jitted, (codes_u, codes_v, weights, info),
-                            {"geo": geo, "box": box, "windows": windows}, device)
+    return programs.program("interact.batch", _jitted, (codes_u, codes_v, weights, info, spans),
+                            {"geo": geo, "box": box, "windows": windows}, device, cpu_store=True)
 
 
 __all__ = ["INFO", "SUMMARY", "BoxLayout", "best_window", "compiled", "interact_program"]

@@ -108,7 +108,8 @@ def band_to_tiles(band: jax.Array, ne: int, t: int) -> jax.Array:
 # ---- H1, H2 and the inner pair: a sweep over inner diagonals -------------------------------
 
 def inner_sweep(init: jax.Array, s_rows: jax.Array, s_cols: jax.Array, codes_v: jax.Array,
-                weights: jax.Array, wb: int, blocks: int, mode: str = "loop") -> jax.Array:
+                weights: jax.Array, wb: int, blocks: int, mode: str = "loop",
+                count=None) -> jax.Array:
     """Finish a batch of inner matrices given ``init`` (every term that reads other matrices).
 
     ``init (wb, B, n)``: diagonal-major; ``s_rows[a, i] = S2(i, i + a)``;
@@ -121,6 +122,8 @@ def inner_sweep(init: jax.Array, s_rows: jax.Array, s_cols: jax.Array, codes_v: 
     ``mode="reduce"`` takes each diagonal's maxima as one reduction over a block-wide slab (one
     kernel per diagonal: the GPU choice); ``mode="loop"`` accumulates them one ``a`` at a time
     in a loop of elementwise maxima, which XLA's CPU backend runs several times faster.
+    ``count`` (a traced int, default ``wb``): only diagonals ``e < count`` are filled (the
+    rest stay NEG), so a window shorter than the band costs only its own diagonals.
     """
     _, b, n = init.shape
     bounds = [(0, 1)] + block_bounds(wb, blocks) if mode == "reduce" else [(0, wb)]
@@ -156,7 +159,8 @@ def inner_sweep(init: jax.Array, s_rows: jax.Array, s_cols: jax.Array, codes_v: 
             fcols = jax.lax.dynamic_update_slice(fcols, val[None], (wb - 1 - e, 0, e))
             return rows, fcols
 
-        rows, fcols = jax.lax.fori_loop(e0, e1, body, (rows, fcols))
+        stop = e1 if count is None else jnp.clip(count, e0, e1)
+        rows, fcols = jax.lax.fori_loop(e0, stop, body, (rows, fcols))
     return rows[:, :, :n]
 
 
@@ -188,7 +192,8 @@ def single_tables(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, ge
 
 
 @partial(jax.jit, static_argnames=("geo",))
-def bpmax_fill(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: Geometry):
+def bpmax_fill(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: Geometry,
+               spans=None):
     """Fill F for one pair of encoded strands (outer ``u``, inner ``v``, internal orientation).
 
     ``codes_u``: int array ``(geo.n_outer,)``; ``codes_v``: ``(geo.n_inner,)``; pad both with
@@ -196,6 +201,12 @@ def bpmax_fill(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: 
     int32. Returns ``(table, s_outer, s_inner)``: ``table`` of shape :meth:`Geometry.table_shape`
     (read it with :mod:`jaxrna.interact.windows`), ``s_outer[d, i] = S1(i, i + d)`` and
     ``s_inner[d, i] = S2(i, i + d)`` on the kept diagonals.
+
+    ``spans`` (optional, int32 ``(2,)``, traced; not batched under ``vmap``): the outer and
+    inner diagonals to fill, at most ``w_outer + 1`` and ``w_inner + 1`` -- the batch's
+    largest window spans + 1. Cells of larger spans stay NEG; every cell of a smaller span is
+    exact (F reads only sub-boxes), so windows and true lengths are runtime values of one
+    compiled program.
     """
     n1, t, ne, nb = geo.n_outer, geo.tile, geo.ne, geo.nb
     weights = jnp.asarray(weights, jnp.int32)
@@ -206,6 +217,14 @@ def bpmax_fill(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: 
     table = jnp.full(geo.table_shape(), NEG, jnp.int32)
     matrix = (ne, geo.rows, t, t)
     fused = geo.fused and fits(geo.table_shape())
+    if spans is None:
+        n_diag, n_band = None, None
+        ne_need = ne
+    else:
+        spans = jnp.asarray(spans, jnp.int32)
+        n_diag, n_band = spans[0], spans[1]
+        # tile offsets holding a band diagonal < n_band (as Geometry.ne for w = n_band - 1)
+        ne_need = jnp.minimum((n_band - 1 + t) // t, nb - 1) + 1
 
     for d0, d1_end in _outer_bounds(geo.w_outer + 1, geo.outer_blocks):
         bb = n1 - d0                                   # matrices on the block's first diagonal
@@ -219,11 +238,17 @@ def bpmax_fill(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: 
                 s4 = jax.lax.dynamic_slice(s_outer, (d1 - 1 - c, c + 1), (1, bb))[0]  # S1(i1+c+1, j1)
                 out = []
                 for e in range(ne):
-                    a = jnp.maximum(acc[e], jnp.maximum(right[:, e, :nb] + s3[:, None, None, None],
-                                                        left[:, e, :nb] + s4[:, None, None, None]))
-                    for f in range(e + 1):
-                        a = _product(a, left[:, f, :nb], right[:, e - f, f:f + nb], geo.kernel)
-                    out.append(a)
+                    def tile_offset(a, e=e):
+                        a = jnp.maximum(a, jnp.maximum(right[:, e, :nb] + s3[:, None, None, None],
+                                                       left[:, e, :nb] + s4[:, None, None, None]))
+                        for f in range(e + 1):
+                            a = _product(a, left[:, f, :nb], right[:, e - f, f:f + nb], geo.kernel)
+                        return a
+
+                    if spans is None or e == 0:
+                        out.append(tile_offset(acc[e]))
+                    else:      # offsets past the batch's window: never read, skipped
+                        out.append(jax.lax.cond(e < ne_need, tile_offset, lambda a: a, acc[e]))
                 return tuple(out)
 
             if fused:
@@ -243,9 +268,10 @@ def bpmax_fill(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo: 
             base = weights[cu[:bb, None], codes_v[None, :]]
             init = init.at[0].max(jnp.where(d1 == 0, base, NEG))
             band = inner_sweep(init, s_rows, s_cols, codes_v, weights, geo.wb, geo.inner_blocks,
-                               geo.sweep)
+                               geo.sweep, n_band)
             new = band_to_tiles(band, ne, t)
             return jax.lax.dynamic_update_slice(table, new, (geo.offset(d1), 0, 0, 0, 0))
 
-        table = jax.lax.fori_loop(d0, d1_end, diagonal, table)
+        stop = d1_end if n_diag is None else jnp.clip(n_diag, d0, d1_end)
+        table = jax.lax.fori_loop(d0, stop, diagonal, table)
     return table, s_outer[:, :n1], s_rows[:, :geo.n_inner]

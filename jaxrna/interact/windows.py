@@ -42,15 +42,61 @@ def choose_tile(w_inner: int, backend: str = "cpu") -> int:
     return 32
 
 
-def padded_outer(n: int) -> int:
-    return round_up(max(n, 1), 8)
+#: Padded inner lengths (issue 26): a strand of ``m`` nt is padded to the first class of at
+#: least ``m + 1`` (end-exclusive columns reach ``m``); past the ladder, multiples of
+#: :data:`INNER_STEP`. Up to 10,000 nt that is 8 classes.
+INNER_LADDER = (32, 64, 256, 1024, 2048, 4096, 8192)
+INNER_STEP = 4096
+#: Inner classes up to this size keep the whole band whatever the window: a window there is a
+#: traced bound on the span (cells beyond it are never filled), not a shape.
+FULL_BAND = 256
+#: Padded outer lengths beside an inner class of 32 (one class: the work is tiny), and beside
+#: the other inner classes of at most :data:`FULL_BAND`; then powers of two.
+OUTER_TINY = (32, 64, 128, 256)
+OUTER_SMALL = (16, 32, 64, 128, 256)
+#: Padded outer lengths beside a long inner strand (the grid's matrices are large: padding
+#: costs), then powers of two.
+OUTER_LARGE = (8, 16, 24, 32, 64, 128, 256)
 
 
-def padded_inner(m: int, tile: int) -> int:
-    """At least ``m + 1`` (end-exclusive columns reach ``m``): multiples of 16 below 64, of 64
-    below 1024, then of 512, so many different lengths share a few compiled shapes."""
-    step = 16 if m < 64 else 64 if m < 1024 else 512
-    return max(round_up(m + 1, step), round_up(m + 1, tile))
+def _ladder(n: int, ladder: tuple[int, ...], step: int | None = None) -> int:
+    for v in ladder:
+        if v >= n:
+            return v
+    if step:
+        return round_up(n, step)
+    v = ladder[-1]
+    while v < n:
+        v *= 2
+    return v
+
+
+def padded_inner(m: int, tile: int = 16) -> int:
+    """The inner class of an ``m``-nt strand: at least ``m + 1``, on :data:`INNER_LADDER`.
+
+    >>> [padded_inner(m) for m in (1, 31, 63, 64, 300, 1023, 5000, 20000)]
+    [32, 32, 64, 256, 1024, 1024, 8192, 20480]
+    """
+    return round_up(_ladder(m + 1, INNER_LADDER, INNER_STEP), tile)
+
+
+def padded_outer(n: int, n_inner: int = 0) -> int:
+    """The outer class of an ``n``-nt strand beside an inner class of ``n_inner``.
+
+    >>> padded_outer(5, 32), padded_outer(5, 64), padded_outer(23, 20480), padded_outer(100, 20480)
+    (32, 16, 24, 128)
+    """
+    ladder = OUTER_TINY if n_inner <= 32 else OUTER_SMALL if n_inner <= FULL_BAND else OUTER_LARGE
+    return _ladder(max(n, 1), ladder)
+
+
+def window_class(length: int) -> int:
+    """Band class of a window of ``length`` nt (a power of two, at least 16): the band the
+    table allocates for a windowed strand of a large class; the window itself is traced."""
+    v = 16
+    while v < length:
+        v *= 2
+    return v
 
 
 @dataclass(frozen=True)
@@ -94,20 +140,31 @@ def plan(n_outer: int, n_inner: int, l_outer: int | None = None, l_inner: int | 
          inner_blocks: int | None = None, fused: bool | None = None) -> Plan:
     """Geometry for strands of ``n_outer`` and ``n_inner`` nt with windows ``l_outer``/``l_inner``
     (None = the whole strand), to run on ``backend`` (``"cpu"`` or ``"gpu"``: the H1/H2 sweep
-    and the tile size follow it). A strand without a window is filled to its padded length,
-    so strands of nearby lengths share one compiled program. ``outer_blocks`` (None =
+    and the tile size follow it).
+
+    The geometry is a *class* (issue 26): padded lengths on the ladders above
+    (:func:`padded_outer`, :func:`padded_inner`) and bands that depend on the window only
+    through :func:`window_class`, and only in large classes (inner > :data:`FULL_BAND`, outer
+    > 64). True lengths and windows are runtime values of the program (``info`` and the batch's
+    spans, :mod:`jaxrna.interact.program`), so pairs of many lengths and any windows share a
+    class's one program. Windowed long strands stay linear in their length: the band of a
+    window of ``L`` nt costs at most ``window_class(L) < 2 L`` (for ``L >= 16``) diagonals. ``outer_blocks`` (None =
     automatic) cuts the outer diagonals into groups with their own batch size: less work on
     large problems, more to compile (:data:`OUTER_BLOCKS`); ``inner_blocks`` (None =
     :data:`INNER_BLOCKS`) likewise for the inner sweep. ``fused`` (None = on GPU): all splits of
     an outer diagonal in one Pallas kernel."""
     lo = n_outer if l_outer is None else min(l_outer, n_outer)
     li = n_inner if l_inner is None else min(l_inner, n_inner)
-    np_o = padded_outer(n_outer)
-    w_o = lo - 1 if lo < n_outer else np_o - 1
-    if tile is None:          # unwindowed: from the padded span, so equal paddings share a tile
-        tile = choose_tile(li - 1 if li < n_inner else padded_inner(n_inner, 16) - 1, backend)
-    np_i = padded_inner(n_inner, tile)
-    w_i = li - 1 if li < n_inner else np_i - 1
+    np_i = padded_inner(n_inner)
+    np_o = padded_outer(n_outer, np_i)
+    # the band a class allocates: whole in small classes (a window there is only a traced bound
+    # on the span), else the window's class (memory linear in the strand, not quadratic)
+    w_o = np_o - 1 if l_outer is None or np_o <= 64 else \
+        min(window_class(l_outer), np_o) - 1
+    w_i = np_i - 1 if l_inner is None or np_i <= FULL_BAND else min(window_class(l_inner), np_i) - 1
+    if tile is None:
+        tile = choose_tile(w_i, backend)
+    np_i = round_up(np_i, tile)
     kind = "gpu" if backend == "gpu" else "cpu"
     if outer_blocks is None:
         outer_blocks = 1 if np_o * np_i * (w_i + 1) < 1 << 20 else OUTER_BLOCKS[kind]
