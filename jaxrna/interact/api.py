@@ -267,9 +267,8 @@ def _batches(problems: Sequence[Problem], batch_budget: int) -> list[tuple[objec
     return out
 
 
-def _launch(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool,
-            keep_windows: bool, device):
-    """Dispatch one batch's program (returns the device outputs without waiting)."""
+def _inputs(problems: Sequence[Problem], batch, wm: np.ndarray, keep_windows: bool):
+    """The program's arguments for one batch and its ``windows`` switch."""
     geo, rows, chunk = batch
     with stage("encode"):
         probs = [problems[k] for k in chunk]
@@ -282,9 +281,22 @@ def _launch(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool
         spans = np.array([info[:, 2].max(), info[:, 3].max()], np.int32)
     # every window's scores come back when asked for, or when they are few (one program for both)
     windows = keep_windows or geo.n_outer * geo.n_inner <= WINDOWS_ALWAYS
-    run = compiled(cu, cv, wm, info, spans, geo, with_pairs, windows, device)
+    return (cu, cv, wm, info, spans), windows
+
+
+def prepare(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool,
+            keep_windows: bool, device):
+    """``(program, arguments)`` of one batch: the compiled program (loaded or compiled now)."""
+    args, windows = _inputs(problems, batch, wm, keep_windows)
+    return compiled(*args, batch[0], with_pairs, windows, device), args
+
+
+def _launch(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool,
+            keep_windows: bool, device):
+    """Dispatch one batch's program (returns the device outputs without waiting)."""
+    run, args = prepare(problems, batch, wm, with_pairs, keep_windows, device)
     with stage("device"):
-        return run(*jax.device_put((cu, cv, wm, info, spans), device))
+        return run(*jax.device_put(args, device))
 
 
 def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bool = True,
@@ -294,10 +306,11 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
     the last one is read and traced back.
 
     Programs of a run: one per geometry class met (:func:`jaxrna.interact.windows.plan`) and
-    traceback switch. One strand-1 length of at most 32 nt against any mix of strand 2 up to
-    10,000 nt with one window option is at most 8 (the inner ladder's 8 classes up to 10,000
-    nt); pairs of at most 32 x 63 nt take at most 3 classes (shorter strand <= 16 or <= 32,
-    longer <= 31 or <= 63). Generally: one per (outer class, inner class) met. Windows, weights and true lengths are runtime values."""
+    traceback switch. Bounds: pairs of at most 32 x 63 nt take at most 3 classes (shorter
+    strand <= 16 or <= 32, longer <= 31 or <= 63); one strand-1 length of 17-32 nt against any
+    mix of strand 2 up to 4,095 nt (one window option) at most 8, up to 10,000 nt at most 10
+    (the inner ladder's classes, :data:`~jaxrna.interact.windows.INNER_LADDER`). Generally: one
+    per (outer class, inner class) met. Windows, weights and true lengths are runtime values."""
     wm = np.asarray(weights.matrix(), np.int32)
     from jaxrna.programs import default_device
 

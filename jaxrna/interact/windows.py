@@ -44,8 +44,8 @@ def choose_tile(w_inner: int, backend: str = "cpu") -> int:
 
 #: Padded inner lengths (issue 26): a strand of ``m`` nt is padded to the first class of at
 #: least ``m + 1`` (end-exclusive columns reach ``m``); past the ladder, multiples of
-#: :data:`INNER_STEP`. Up to 10,000 nt that is 8 classes.
-INNER_LADDER = (32, 64, 256, 1024, 2048, 4096, 8192)
+#: :data:`INNER_STEP`. Up to 10,000 nt that is 10 classes (8 up to 4,095 nt).
+INNER_LADDER = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 INNER_STEP = 4096
 #: Inner classes up to this size keep the whole band whatever the window: a window there is a
 #: traced bound on the span (cells beyond it are never filled), not a shape.
@@ -75,7 +75,7 @@ def padded_inner(m: int, tile: int = 16) -> int:
     """The inner class of an ``m``-nt strand: at least ``m + 1``, on :data:`INNER_LADDER`.
 
     >>> [padded_inner(m) for m in (1, 31, 63, 64, 300, 1023, 5000, 20000)]
-    [32, 32, 64, 256, 1024, 1024, 8192, 20480]
+    [32, 32, 64, 128, 512, 1024, 8192, 20480]
     """
     return round_up(_ladder(m + 1, INNER_LADDER, INNER_STEP), tile)
 

@@ -1,0 +1,87 @@
+"""Issue 26 for ``jaxrna interact``: a run compiles one program per geometry class, known in
+advance (:func:`jaxrna.interact.windows.plan`); lengths, windows and weights never add one.
+
+Whole processes on the CPU, counted with :func:`compile_count.run_counted`."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from compile_count import ROOT, run_counted
+
+from jaxrna.interact.api import make_problem
+from jaxrna.io.fasta import Record
+
+
+def write_pairs(path, seed: int, n: int, len1: tuple[int, int], len2: tuple[int, int]):
+    rng = random.Random(seed)
+    recs = ([], [])
+    for k in range(n):
+        for side, (lo, hi) in enumerate((len1, len2)):
+            recs[side].append(("ab"[side] + str(k),
+                               "".join(rng.choice("ACGU") for _ in range(rng.randint(lo, hi)))))
+    files = []
+    for side in (0, 1):
+        f = path / f"{'ab'[side]}{seed}.fa"
+        f.write_text("".join(f">{i}\n{s}\n" for i, s in recs[side]))
+        files.append(str(f))
+    return files, recs
+
+
+def classes(recs, window1=None, window2=None) -> set:
+    return {make_problem(Record(a, s1), Record(b, s2), window1, window2).plan.geo
+            for (a, s1), (b, s2) in zip(*recs)}
+
+
+def test_other_mix_windows_and_weights_compile_nothing(tmp_path):
+    cache = str(tmp_path / "cache")
+    (a, b), recs = write_pairs(tmp_path, 26, 40, (1, 30), (1, 45))
+    first = run_counted(["interact", a, b, "--pairs", "zip", "-o", str(tmp_path / "1.tsv")], cache)
+    assert first.returncode == 0, first.stderr
+    # one program per class met, and at most 3 for pairs of at most 32 x 63 nt
+    assert first.compiled == len(classes(recs)) <= 3
+    (a2, b2), recs2 = write_pairs(tmp_path, 27, 40, (1, 30), (1, 45))
+    assert classes(recs2, 12, 9) <= classes(recs)       # the same classes, other lengths
+    second = run_counted(["interact", a2, b2, "--pairs", "zip", "--window1", "12", "--window2",
+                          "9", "--weights", "integer", "-o", str(tmp_path / "2.tsv")], cache)
+    assert second.returncode == 0, second.stderr
+    assert second.compiled == 0
+    lines = (tmp_path / "2.tsv").read_text().splitlines()
+    assert len(lines) == 41 and lines[1].startswith("a0\tb0\t")
+
+
+def test_programs_of_a_run_within_the_bound(tmp_path):
+    """Strand 1 of 20 nt against strands of 10-90 nt, windowed: one program per class (here
+    (32, 32), (32, 64), (32, 128)), within the documented bound of 8."""
+    cache = str(tmp_path / "cache")
+    s1 = "".join(random.Random(1).choice("ACGU") for _ in range(20))
+    rng = random.Random(2)
+    seqs = ["".join(rng.choice("ACGU") for _ in range(n)) for n in (10, 40, 90, 15, 60)]
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_text(f">s\n{s1}\n")
+    b.write_text("".join(f">t{k}\n{s}\n" for k, s in enumerate(seqs)))
+    run = run_counted(["interact", str(a), str(b), "--window2", "32", "--score-only",
+                       "-o", str(tmp_path / "o.tsv")], cache)
+    assert run.returncode == 0, run.stderr
+    want = classes(([("s", s1)] * len(seqs), [(f"t{k}", s) for k, s in enumerate(seqs)]), None, 32)
+    assert run.compiled == len(want) == 3 <= 8
+
+
+def test_after_warm_a_cli_run_compiles_nothing(tmp_path):
+    cache = str(tmp_path / "cache")
+    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    out = subprocess.run([sys.executable, "-c", "from jaxrna.interact.warmup import warm; "
+                          "print(warm(max_length=45))"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) == 4     # (32, 32), (16, 64), (32, 64), (64, 64)
+    (a, b), _ = write_pairs(tmp_path, 28, 30, (1, 30), (1, 45))
+    run = run_counted(["interact", a, b, "--pairs", "zip", "--window1", "12", "--window2", "9",
+                       "-o", str(tmp_path / "o.tsv")], cache)
+    assert run.returncode == 0, run.stderr
+    assert run.compiled == 0
