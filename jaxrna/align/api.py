@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrna.align import classes
 from jaxrna.align.recurrence import (NEG, STATE_H, STATE_M, border_col, border_gaps,
                                      border_row, fits_int16, params_of)
 from jaxrna.align.scoring import Scoring, check_end_gaps, check_range, make_scoring
@@ -49,7 +50,7 @@ TABLE_BYTES = 256 << 20
 #: Block edge of the checkpointed traceback.
 BLOCK = 2048
 #: Direction bits per batch, and lanes (pairs x padded rows) per batch when scoring only.
-DIRS_BUDGET = 512 << 20
+DIRS_BUDGET = classes.DIRS_BUDGET
 #: (CPU: small enough for the sweep's arrays to stay in cache.)
 LANE_BUDGET = {"cpu": 1 << 18, "gpu": 1 << 25}
 #: On GPU, groups of fewer pairs than this whose shorter sequence is at least
@@ -229,13 +230,16 @@ def _result(job: _Job, scoring: Scoring, mode: str, score: int, qs, qe, ts, te, 
 
 
 def _run_batch(jobs: list[_Job], h: int, w: int, params, scoring: Scoring, local: bool,
-               score_only: bool, pallas: dict | None) -> list[Alignment]:
+               score_only: bool, pallas: dict | None, rows: int | None = None
+               ) -> list[Alignment]:
     """One batch of one length bucket through the vmapped sweep (tracebacks walked on the
     device: :func:`jaxrna.kernels.wavefront.batch_align`), or (score only, ``pallas`` options
-    given) the one-pair-per-lane kernel."""
+    given) the one-pair-per-lane kernel. ``rows``: the batch's padded size (default
+    :func:`_batch_rows`). The vmapped sweep runs its class in int32, or (score only) in int16
+    when the batch's longest path fits (:mod:`jaxrna.align.classes`)."""
     mode = "local" if local else "global"
     ends = scoring.separate_end_gaps
-    rows = _batch_rows(len(jobs))
+    rows = rows or _batch_rows(len(jobs))
     q, m = _pad([j.q for j in jobs], h, rows)
     t, n = _pad([j.t for j in jobs], w, rows)
     results = []
@@ -250,15 +254,14 @@ def _run_batch(jobs: list[_Job], h: int, w: int, params, scoring: Scoring, local
             score, ei, ej = (np.asarray(a) for a in run)
         else:
             out = batch_sweep(q, t, m, n, params, local=local, equality=scoring.equality,
-                              small=fits_int16(scoring, h, w), ends=ends)
+                              small=fits_int16(scoring, h, int(n.max(initial=1))), ends=ends)
             score, ei, ej = (np.asarray(a) for a in out[:3])
         for b, job in enumerate(jobs):
             start = None if local else 0
             qs = 0 if (local and score[b] <= 0) else start
             results.append(_result(job, scoring, mode, score[b], qs, ei[b], qs, ej[b], None))
         return results
-    out = batch_align(q, t, m, n, params, local=local, equality=scoring.equality,
-                      small=fits_int16(scoring, h, w), ends=ends)
+    out = batch_align(q, t, m, n, params, local=local, equality=scoring.equality, ends=ends)
     score, ei, ej, si, sj, ops, length = (np.asarray(a) for a in out)
     letters = OP_LETTERS
     for b, job in enumerate(jobs):
@@ -400,7 +403,11 @@ def align_records(pairs: Iterable[tuple[Record, Record]], scoring: Scoring,
             swapped = qc.size > tc.size
             job = _Job(idx, qr, tr, tc if swapped else qc, qc if swapped else tc, swapped)
             h, w = _bucket(job.q.size), _bucket(job.t.size)
-            if not score_only and (h + w) * h > table_bytes:
+            big = not score_only and (h + w) * h > table_bytes
+            if not (score_only and tiles) and not big:   # the vmapped sweep: a few classes
+                h, w = (int(v[0]) for v in classes.cpu_class(
+                    np.array([job.q.size]), np.array([job.t.size]), score_only))
+            if big:
                 need = checkpoint_bytes(h, w, block)
                 if limit and need > limit:
                     exc = ResourceError(
@@ -426,13 +433,18 @@ def align_records(pairs: Iterable[tuple[Record, Record]], scoring: Scoring,
                     if on_done:
                         on_done(len(members))
                     continue
-                per = (h + w) * h if not score_only else 0
-                cap = max(1, DIRS_BUDGET // per) if per else \
-                    max(1, LANE_BUDGET.get(backend, 1 << 21) // h)
-                for part in _split(members, cap):
+                fixed = None
+                if score_only and tiles:
+                    cap = max(1, LANE_BUDGET.get(backend, 1 << 21) // h)
+                else:                                    # a class's fixed batch rows
+                    cap = fixed = classes.cpu_rows(h, w, score_only)
+                    members = sorted(members, key=lambda j: j.q.size + j.t.size)
+                for part in _split(members, cap) if fixed is None else \
+                        [members[a:a + cap] for a in range(0, len(members), cap)]:
                     res = split_on_oom(  # out of device memory: halves, down to one pair
                         lambda jobs: _run_batch(jobs, h, w, p, scoring, local, score_only,
-                                                tiles if score_only else None),
+                                                tiles if score_only else None,
+                                                fixed if len(jobs) == len(part) else None),
                         part, lambda j: f"pair {j.query.id} x {j.target.id}",
                         on_error and (lambda j, exc: on_error((j.query, j.target), exc)))
                     done.update((j.index, r) for j, r in zip(part, res) if r is not None)

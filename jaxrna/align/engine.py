@@ -34,6 +34,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from jaxrna.align import classes
 from jaxrna.align.scoring import LIMIT, Scoring
 from jaxrna.batching import bucket_length
 from jaxrna.formats.align_bulk import AlignedBatch, file_parts, format_batch
@@ -58,20 +59,6 @@ GPU_MERGE_CELLS = 2 * 10 ** 10
 #: --backend auto: jobs of at most this many cells run on the CPU (parasail) when it can, and
 #: pay no GPU start-up.
 AUTO_HOST_CELLS = 2 * 10 ** 8
-#: CPU (pure-JAX sweep): the length classes. A pair's shorter side picks the lanes ``h`` (the
-#: smallest entry >= it), its longer side the width: ``CPU_WIDE * h`` when it fits there (and
-#: that is below the last entry), else the last entry; beyond the last entry, multiples of
-#: 1024 (:func:`jaxrna.batching.bucket_length`). The lengths inside a class are runtime values
-#: (the sweep runs the antidiagonals its batch needs), so any mix of lengths up to 10,240 nt
-#: uses at most 12 classes (8 lanes classes; the 4 shortest have two widths), each in int32 and,
-#: where the batch's longest path fits int16 under the job's scores
-#: (:func:`jaxrna.align.recurrence.fits_int16`), int16: at most 2 programs per class, one
-#: program per class for a given job and class whose scores do not straddle that bound.
-CPU_LANES = (64, 128, 256, 512, 1024, 2048, 4096, 10240)
-CPU_WIDE = 8
-#: CPU: lanes (pairs x h) per batch; a class's batch rows are fixed: this over h, a power of
-#: two (at least 1), and for alignments within the direction bits' budget.
-CPU_BATCH_LANES = 1 << 13
 #: Alignments (pair, json) per formatting job, and the least number worth worker processes.
 FORMAT_BATCH = 4096
 WORKERS_FROM = 20000
@@ -604,33 +591,8 @@ class DeviceRunner:
             return out
         return np.where(n <= 128, -(-n // 16) * 16, out)
 
-    @staticmethod
-    def cpu_class(short: np.ndarray, long_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(h, w)``: the CPU length class of pairs (see :data:`CPU_LANES`)."""
-        short, long_ = np.maximum(short, 1), np.maximum(long_, 1)
-        ladder = np.asarray(CPU_LANES, np.int64)
-        top = int(ladder[-1])
-        idx = np.searchsorted(ladder, short)
-        beyond = lambda v: np.array([bucket_length(int(x)) for x in v.tolist()],  # noqa: E731
-                                    np.int64).reshape(v.shape)
-        h = np.where(idx < len(ladder), ladder[np.minimum(idx, len(ladder) - 1)], 0)
-        if (h == 0).any():
-            h = np.where(h == 0, beyond(short), h)
-        wide = h * CPU_WIDE
-        w = np.where((long_ <= wide) & (wide < top), wide, np.maximum(top, h))
-        if (long_ > w).any():
-            w = np.where(long_ > w, beyond(long_), w)
-        return h, np.maximum(w, h)
-
-    @staticmethod
-    def cpu_rows(h: int, w: int, score_only: bool) -> int:
-        """The fixed batch rows of a CPU class."""
-        from jaxrna.align.api import DIRS_BUDGET
-
-        rows = max(1, CPU_BATCH_LANES // h)
-        if not score_only:
-            rows = min(rows, max(1, DIRS_BUDGET // ((h + w) * h)))
-        return 1 << (rows.bit_length() - 1)
+    cpu_class = staticmethod(classes.cpu_class)
+    cpu_rows = staticmethod(classes.cpu_rows)
 
     def _batch_rows(self, key: tuple, count: int, cap: int, multiple: int) -> int:
         """A fixed batch size per shape for the whole job: the first chunk's group size
@@ -676,7 +638,7 @@ class DeviceRunner:
             # CPU: a few length classes with fixed batch rows; the lengths are runtime values
             swapped = m > n
             short, long_ = np.minimum(m, n), np.maximum(m, n)
-            h, w = self.cpu_class(short, long_)
+            h, w = self.cpu_class(short, long_, job.score_only)
             if not job.score_only:
                 old = (h + w) * h > TABLE_BYTES
             trans = swapped & (not self.symmetric)
@@ -776,9 +738,9 @@ class DeviceRunner:
                                                                              "num_warps")}
                 return wavefront.lanes_align(q, t, m, n, params, local=job.local, equality=eq,
                                              interpret=self.interpret, **opts, **ends)
-            if b.kind == "align":
+            if b.kind == "align":               # int32 (int16 gains nothing here)
                 return wavefront.batch_align(q, t, m, n, params, local=job.local, equality=eq,
-                                             small=self._small(b, m, n), **ends)
+                                             **ends)
             if self.pallas:
                 from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores
 
