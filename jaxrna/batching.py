@@ -15,6 +15,14 @@ work, a coarser ladder (powers of two from 128) and full batches keep a job to a
 [128, 256, 512, 5120]
 >>> batch_rows(3, 64), batch_rows(3, 64, fill=True), batch_rows(1000, 64), batch_rows(0, 64)
 (4, 64, 64, 1)
+
+Programs whose loops run to a runtime length (issue 26) take still fewer, fixed classes:
+eight up to 10,240 nt (:func:`length_class`).
+
+>>> [length_class(n) for n in (20, 300, 2000, 5000, 10_000, 12_000)]
+[256, 512, 2048, 6144, 10240, 12288]
+>>> length_class_ladder(10_000)
+[256, 512, 1024, 2048, 4096, 6144, 8192, 10240]
 """
 
 from __future__ import annotations
@@ -55,6 +63,46 @@ def bucket_length_coarse(n: int, base: int = 128, coarse_above: int = 4096) -> i
     while v < n:
         v *= 2
     return v
+
+
+#: Padded lengths of the Turner energy model's programs (:func:`energy_length_class`): powers
+#: of two from 128 to 4,096, then 6,144 and 10,240, so any mix of lengths up to 10,240 nt
+#: compiles at most 8 programs (one per class, with a fixed row count).
+ENERGY_LENGTH_CLASSES = (128, 256, 512, 1024, 2048, 4096, 6144, 10240)
+
+
+def energy_length_class(n: int) -> int:
+    """The padded length of the energy model's program for a sequence of ``n`` nt: the
+    smallest of :data:`ENERGY_LENGTH_CLASSES` that holds it; beyond the last, the next
+    multiple of 4,096 (one more program per 4,096 nt).
+
+    >>> [energy_length_class(n) for n in (0, 50, 129, 500, 4097, 10000, 10241)]
+    [128, 128, 256, 512, 6144, 10240, 12288]
+    """
+    for v in ENERGY_LENGTH_CLASSES:
+        if n <= v:
+            return v
+    return -(-n // 4096) * 4096
+
+
+#: The classes of :func:`length_class` up to 10,240 nt.
+LENGTH_CLASSES = (256, 512, 1024, 2048, 4096, 6144, 8192, 10240)
+
+
+def length_class(n: int) -> int:
+    """The padded length (class) of a sequence of ``n`` nt for programs that run to the
+    runtime length inside their class: :data:`LENGTH_CLASSES` (powers of two from 256 to
+    4,096, then steps of 2,048 to 10,240: eight classes), beyond them multiples of 4,096."""
+    for v in LENGTH_CLASSES:
+        if n <= v:
+            return v
+    return -(-n // 4096) * 4096
+
+
+def length_class_ladder(limit: int) -> list[int]:
+    """Every class of :func:`length_class` a sequence of at most ``limit`` nt can take."""
+    top = length_class(max(limit, 1))
+    return [v for v in LENGTH_CLASSES if v <= top] + list(range(12288, top + 1, 4096))
 
 
 def batch_rows(count: int, cap: int, fill: bool = False) -> int:

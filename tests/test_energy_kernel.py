@@ -106,6 +106,9 @@ def test_fill_with_the_kernel_equals_fill_without_and_vienna(name, temperature, 
     T_ker, F_ker = _fill_all(stack, dp, dangles, "interpret")
     np.testing.assert_array_equal(T_ker, T_jax)        # every table, every cell
     np.testing.assert_array_equal(F_ker, F_jax)
+    T_loop, F_loop = _fill_all(stack, dp, dangles, "loop")
+    np.testing.assert_array_equal(T_loop, T_jax)       # the rolled loop too
+    np.testing.assert_array_equal(F_loop, F_jax)
     with vienna_params(name):
         for k, (seq, up) in enumerate(cases):
             want, _, _ = vienna_mfe(seq, dangles, temperature, up)

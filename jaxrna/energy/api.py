@@ -1,8 +1,16 @@
 """Minimum free energy folding of many sequences: strings or records in, results out in order.
 
-Sequences are grouped by padded length (:mod:`jaxrna.batching`); each group runs one compiled
-program, the fill and the traceback of :mod:`jaxrna.energy.fill` and
-:mod:`jaxrna.energy.traceback` ``vmap``-ped over a batch, on the CPU or a GPU.
+Sequences are grouped by length class (:func:`jaxrna.batching.energy_length_class`: powers of
+two from 128 to 4,096, then 6,144 and 10,240) into batches of a fixed row count per class
+(:func:`batch_rows_for`; a last batch is topped up with empty rows); each batch runs the one
+program of its class, the fill and the traceback of :mod:`jaxrna.energy.fill` and
+:mod:`jaxrna.energy.traceback` ``vmap``-ped over a batch, on the CPU or a GPU. Everything else
+is a runtime value: the lengths inside a class (the fill stops at the batch's longest), the
+parameter set and temperature (the tables are arguments), the dangle model, and whether
+structures are wanted (``--score-only`` runs the same program and skips the traceback). So a
+run compiles at most one program per class it meets: **at most 8 for any mix of lengths up to
+10,240 nt and any options** (one more per 4,096 nt beyond), and a later run with other data and
+options compiles nothing new.
 
 >>> r = fold_energy("GGGGAAACCCCAUCGAAAGAUU")
 >>> r.structure, r.energy, r.score_text
@@ -19,7 +27,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from jaxrna.batching import batch_size_bucket, bucket_length, plan_batches
+from jaxrna.batching import energy_length_class
 from jaxrna.energy.params import BUNDLED, EnergyParams, load_params
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
@@ -27,8 +35,13 @@ from jaxrna.io.fasta import Record
 #: Bytes per padded position squared that a sequence's tables need (seven diagonal tables,
 #: the column copy of the multiloop table, traceback reads), for the memory check.
 BYTES_PER_CELL = 48
-#: Sequences per device batch on a CPU (larger batches are not faster there).
+#: Rows of a device batch on a CPU for length classes up to :data:`CPU_BATCH_MAX_LENGTH`
+#: (larger batches are not faster there); longer classes fold one sequence at a time.
 CPU_BATCH = 8
+CPU_BATCH_MAX_LENGTH = 512
+#: At most this many rows in a GPU batch (the memory budget sets fewer for long classes);
+#: ``JAXRNA_ENERGY_GPU_ROWS`` overrides it (A/B measurements).
+GPU_MAX_ROWS = 2048
 
 
 @dataclass(frozen=True)
@@ -100,8 +113,8 @@ class EnergyFoldResult:
 
 @functools.lru_cache(maxsize=4096)
 def estimate_bytes(length: int) -> int:
-    """Memory needed to fold one sequence of ``length`` nt."""
-    n = bucket_length(length)
+    """Memory needed to fold one sequence of ``length`` nt (padded to its class)."""
+    n = energy_length_class(length)
     return BYTES_PER_CELL * (n + 64) * (n + 64)
 
 
@@ -117,34 +130,35 @@ def check_memory(length: int, max_bytes: int | None = None) -> None:
             "--max-memory")
 
 
-def _one(s, allowed, special, n, dp, dangles, stop, with_pairs: bool, interior: str = "jax"):
+def _one(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax"):
     from jaxrna.energy.fill import fill
     from jaxrna.energy.traceback import traceback
 
     tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior)
     energy = tables["F"][n]
-    if not with_pairs:
-        return energy, None, None
-    partner, ok = traceback(tables, s, allowed, special, n, dp, dangles)
+    partner, ok = traceback(tables, s, allowed, special, n, dp, dangles, enabled=with_pairs)
     return energy, partner, ok
 
 
-def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs: bool, interior: str = "jax"):
-    """:func:`_one` ``vmap``-ped over a batch (one program per shape, see :func:`_program`)."""
+def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax"):
+    """:func:`_one` ``vmap``-ped over a batch (one program per shape, see :func:`_program`);
+    ``with_pairs`` (a traced bool) runs the traceback or skips it (its partner rows are then
+    meaningless)."""
     import jax
 
-    fn = functools.partial(_one, with_pairs=with_pairs, interior=interior)
-    return jax.vmap(fn, in_axes=(0, 0, 0, 0, None, None, None))(s, allowed, special, n, dp,
-                                                                 dangles, stop)
+    fn = functools.partial(_one, interior=interior)
+    return jax.vmap(fn, in_axes=(0, 0, 0, 0, None, None, None, None))(
+        s, allowed, special, n, dp, dangles, stop, with_pairs)
 
 
 @functools.lru_cache(maxsize=1)
 def _program():
     """The batch program, kept by :mod:`jaxrna.programs` (a warm run loads it from disk instead
-    of tracing the energy model again; on CPUs too, where tracing it is most of a small run)."""
+    of tracing the energy model again; on CPUs too, where tracing it is most of a small run).
+    Its only static argument is ``interior`` (fixed by the platform and the class)."""
     from jaxrna.programs import stored_jit
 
-    return stored_jit("energy.fold_batch", static_argnames=("with_pairs", "interior"),
+    return stored_jit("energy.fold_batch", static_argnames=("interior",),
                       cpu_store=True)(_batch)
 
 
@@ -159,7 +173,7 @@ def fold_batch(sequences: Sequence[str], params: EnergyParams, dangles: int = 2,
                unpaired: Sequence[Iterable[int]] | None = None, with_pairs: bool = True,
                length: int | None = None, batch: int | None = None
                ) -> list[tuple[int, np.ndarray | None]]:
-    """Fold sequences of one padded ``length`` (default: the bucket of the longest) as one
+    """Fold sequences of one padded ``length`` (default: the class of the longest) as one
     device batch of ``batch`` rows (default: as many as sequences; empty rows pad it, so a
     few batch sizes serve every call); ``(energy, partner array or None)`` per sequence
     (partner -1: unpaired). ``unpaired``: per sequence, 0-based positions that must not pair.
@@ -183,12 +197,12 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     if batch is not None and batch > count:
         sequences = list(sequences) + [""] * (batch - count)
         unpaired = list(unpaired or [()] * count) + [()] * (batch - count)
-    length = length or bucket_length(max(len(s) for s in sequences))
+    length = length or energy_length_class(max(len(s) for s in sequences))
     stack = prepare_batch(sequences, params, length, unpaired)
     stop = int(stack["n"].max())
     out = _program()(stack["s"], stack["allowed"], stack["special"], stack["n"],
                      _device_params(params, length), np.int32(dangles), np.int32(stop),
-                     with_pairs=with_pairs,
+                     np.bool_(with_pairs),
                      interior=interior_mode(platform or default_device().platform, length))
     return sequences, count, out, with_pairs
 
@@ -231,32 +245,45 @@ def _batch_pairs(partner: np.ndarray, lengths: np.ndarray | None = None
     return [tuple(pairs[bounds[k]:bounds[k + 1]]) for k in range(partner.shape[0])]
 
 
-def _device_batches(lengths: list[int], backend: str, budget: int) -> list[list[int]]:
-    """Indices of ``lengths`` grouped by padded length into device batches of at most
-    ``budget`` bytes: on a GPU as many rows as a power of two allows (the batch is padded to
-    one, so no rows are wasted when a group is large); on a CPU :data:`CPU_BATCH` rows, the
-    rest one at a time.
+def batch_rows_for(length: int, backend: str, budget: int) -> int:
+    """The fixed row count of a device batch of length class ``length`` (every batch of the
+    class has it, a last one topped up with empty rows: one program per class): on a CPU
+    :data:`CPU_BATCH` up to :data:`CPU_BATCH_MAX_LENGTH` nt, else 1; on a GPU the largest
+    power of two whose tables fit in ``budget`` bytes, at most :data:`GPU_MAX_ROWS`.
 
-    >>> [len(b) for b in _device_batches([100] * 5000, "gpu", 4096 * BYTES_PER_CELL * 192 ** 2 + 1)]
-    [4096, 904]
+    >>> batch_rows_for(256, "cpu", 1 << 30), batch_rows_for(1024, "cpu", 1 << 30)
+    (8, 1)
+    >>> batch_rows_for(128, "gpu", 20 << 30), batch_rows_for(4096, "gpu", 20 << 30)
+    (2048, 16)
     """
-    per = lambda n: BYTES_PER_CELL * (n + 64) ** 2  # noqa: E731
-    if backend != "cpu":
-        groups: dict[int, list[int]] = {}
-        for idx, n in enumerate(lengths):
-            groups.setdefault(bucket_length(n), []).append(idx)
-        out = []
-        for padded, members in groups.items():
-            fit = max(1, budget // per(padded))
-            cap = 1 << (fit.bit_length() - 1)              # a power of two: no padding rows
-            out += [members[k:k + cap] for k in range(0, len(members), cap)]
-        out.sort(key=lambda b: b[0])
-        return out
+    import os
+
+    fit = max(1, budget // (BYTES_PER_CELL * (length + 64) ** 2))
+    if backend == "cpu":
+        cap = CPU_BATCH if length <= CPU_BATCH_MAX_LENGTH else 1
+    else:
+        cap = int(os.environ.get("JAXRNA_ENERGY_GPU_ROWS") or GPU_MAX_ROWS)
+    rows = max(1, min(cap, fit))
+    return 1 << (rows.bit_length() - 1)
+
+
+def _device_batches(lengths: list[int], backend: str, budget: int
+                    ) -> list[tuple[int, int, list[int]]]:
+    """Indices of ``lengths`` grouped by length class into device batches: ``(class, rows,
+    indices)`` with ``rows`` the class's fixed row count (:func:`batch_rows_for`), at most
+    ``rows`` indices each, in order of their first member.
+
+    >>> [(c, r, len(b)) for c, r, b in _device_batches([100] * 20 + [300], "cpu", 1 << 30)]
+    [(128, 8, 8), (128, 8, 8), (128, 8, 4), (512, 8, 1)]
+    """
+    groups: dict[int, list[int]] = {}
+    for idx, n in enumerate(lengths):
+        groups.setdefault(energy_length_class(n), []).append(idx)
     out = []
-    for batch in plan_batches(lengths, bytes_per_item=per, budget=budget):
-        full, rest = len(batch) - len(batch) % CPU_BATCH, len(batch) % CPU_BATCH
-        out += [batch[k:k + CPU_BATCH] for k in range(0, full, CPU_BATCH)]
-        out += [[k] for k in batch[full:full + rest]]
+    for padded, members in groups.items():
+        rows = batch_rows_for(padded, backend, budget)
+        out += [(padded, rows, members[k:k + rows]) for k in range(0, len(members), rows)]
+    out.sort(key=lambda b: b[2][0])
     return out
 
 
@@ -304,15 +331,11 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                 on_done(len(batch))
 
         with jax.default_device(device):
-            for batch in _device_batches(lengths, backend, batch_budget):
+            for padded, rows, batch in _device_batches(lengths, backend, batch_budget):
                 seqs = [buffer[k].sequence for k in batch]
-                if backend == "cpu":
-                    pad = 1 if len(batch) == 1 else CPU_BATCH
-                else:
-                    pad = batch_size_bucket(len(batch))
                 ups = [tuple((unpaired or {}).get(buffer[k].id, ())) for k in batch]
-                launched = (batch, _launch(seqs, params, model.dangles, ups, with_pairs, None, pad,
-                                           device.platform))
+                launched = (batch, _launch(seqs, params, model.dangles, ups, with_pairs, padded,
+                                           rows, device.platform))
                 if pending is not None:
                     finish(pending)
                 pending = launched

@@ -252,12 +252,43 @@ class DiagView:
                                      jax.lax.broadcast_in_dim(c, (self.height,), (0,)))
                          for c, dd, di in zip(costs, dds, dis)])
 
+    def group_min_loop(self, name, dds, dis, cost):
+        """:meth:`group_min` as a rolled loop (``interior="loop"``): a ``lax.fori_loop`` over
+        the members, :data:`LOOP_UNROLL` a trip, each a dynamic slice of the tables at a shift
+        read from a constant tap table (one loop body, however many members: a small program).
+        Groups of fewer than :data:`LOOP_UNROLL` members are read as static slices."""
+        count = len(dds)
+        if count < LOOP_UNROLL:
+            return self.group_min(name, dds, dis, cost)
+        pad = -count % LOOP_UNROLL
+        taps = np.stack([np.concatenate([np.asarray(dds, np.int32), np.full(pad, dds[0], np.int32)]),
+                         np.concatenate([np.asarray(dis, np.int32), np.full(pad, dis[0], np.int32)])],
+                        axis=1)
+        cost = cost[:count]
+        if pad:
+            cost = jnp.concatenate([cost, jnp.full((pad,), INF, jnp.int32)])
+        taps = jnp.asarray(taps)
+        T, k, h, base = self.T, INDEX[name], self.height, ROW_PAD + self.d
+
+        def trip(step, acc):
+            rows = jax.lax.dynamic_slice_in_dim(taps, step * LOOP_UNROLL, LOOP_UNROLL)
+            costs = jax.lax.dynamic_slice_in_dim(cost, step * LOOP_UNROLL, LOOP_UNROLL)
+            for u in range(LOOP_UNROLL):
+                x = jax.lax.dynamic_slice(T, (base + rows[u, 0], k, rows[u, 1]), (1, 1, h))
+                acc = jax.lax.min(acc, x.reshape(h) + costs[u])
+            return acc
+
+        return jax.lax.fori_loop(0, (count + pad) // LOOP_UNROLL, trip,
+                                 jnp.full((h,), 2 * INF, jnp.int32))
+
     def group_mins(self, cands) -> list:
         """``group_min`` of each group candidate: one slice per member in JAX, or all groups
         in one call of the Pallas kernel :func:`jaxrna.kernels.shifted_min.shifted_min`
         (``interior`` "pallas", or "interpret" for its CPU form; the same integers)."""
         if self.interior == "jax":
             return [self.group_min(c.table, c.dd, c.di, c.cost) for c in cands]
+        if self.interior == "loop":
+            return [self.group_min_loop(c.table, c.dd, c.di, c.cost) for c in cands]
         from jaxrna.kernels.shifted_min import shifted_min
 
         taps, costs, offset = [], [], 0
@@ -358,7 +389,7 @@ def split_min(T, MC, d, height, length, bands, interior: str = "jax"):
     slices are as wide as the band of diagonals holding ``d`` needs (a ``lax.switch`` over
     the bands, so little is computed past the d - 2 split points)."""
     m = INDEX["M"]
-    if interior != "jax":       # the Pallas kernel reads M by rows only (no MC)
+    if _kernels(interior):      # the Pallas kernel reads M by rows only (no MC)
         from jaxrna.kernels.shifted_min import split_min as split_kernel
 
         return _clip(split_kernel(T, d, m, row_base=ROW_PAD, height=height,
@@ -391,8 +422,10 @@ def _diagonal(d, carry, *, s, allowed, special, n, dp, precompute, dangles, heig
     d - 1), so the step is one store: the rows of d - 1 and d, each computed once. (Rows
     read from a row computed in the same step would have its whole candidate reduction
     fused into them by XLA, several times the work.) ``M`` of the last diagonal is never
-    needed (a multiloop part lies strictly inside its closing pair)."""
-    T, MC = carry
+    needed (a multiloop part lies strictly inside its closing pair). The energy pieces of
+    diagonal d are carried to step d + 1, where they are those of its d - 1 (computed once
+    per diagonal, not twice)."""
+    T, MC, carried = carry
     names = terms.PAIR_TERMS
     # C and M2 of diagonal d (reading diagonals d - 2 - max_loop .. d - 2)
     v = DiagView(s, allowed, special, dp, d, height, n, T, lo=-2 - max(max_loop, 4), hi=-2,
@@ -404,7 +437,8 @@ def _diagonal(d, carry, *, s, allowed, special, n, dp, precompute, dangles, heig
     # M and the group tables of diagonal d - 1
     e = d - 1
     w = DiagView(s, allowed, special, dp, e, height, n, T, lo=-2, hi=0)
-    tw = _terms(w, precompute, e, height, dp, dangles, names)
+    tw = dict(zip(names, carried)) if precompute is None else \
+        _terms(w, precompute, e, height, dp, dangles, names)
     prev_c = w.row("C", 0, 0)
     w.current = {"C": prev_c, "M2": w.row("M2", 0, 0)}
     m_row = _clip(reduce_min(terms.multi_candidates(w, tw, dp), w,
@@ -416,7 +450,15 @@ def _diagonal(d, carry, *, s, allowed, special, n, dp, precompute, dangles, heig
     cur = {"C": c_row, "M2": m2_row}
     new = jnp.stack([jnp.stack([prev[name] for name in TABLES]),
                      jnp.stack([cur.get(name, inf) for name in TABLES])])
-    return _store(T, MC, new, m_row, e, length, keep_columns=interior == "jax")
+    T, MC = _store(T, MC, new, m_row, e, length, keep_columns=not _kernels(interior))
+    return T, MC, _stack_terms(tm, height)
+
+
+def _stack_terms(tm: dict, height: int) -> jax.Array:
+    """The pieces of :func:`jaxrna.energy.terms.pair_terms` of a diagonal as one
+    ``(len(PAIR_TERMS), height)`` array, in that order."""
+    return jnp.stack([jnp.broadcast_to(tm[name], (height,)).astype(jnp.int32)
+                      for name in terms.PAIR_TERMS])
 
 
 def _terms(v, precompute, d, height, dp, dangles, names):
@@ -424,6 +466,12 @@ def _terms(v, precompute, d, height, dp, dangles, names):
         return terms.pair_terms(v, dp, dangles)
     rows = jax.lax.dynamic_slice(precompute, (0, d, 0), (precompute.shape[0], 1, height))[:, 0]
     return dict(zip(names, rows))
+
+
+def _kernels(interior: str) -> bool:
+    """Whether ``interior`` runs the Pallas kernels (the split too, which then needs no
+    ``MC``)."""
+    return interior in ("pallas", "interpret")
 
 
 def _store(T, MC, new, m_row, e, length, keep_columns: bool = True):
@@ -514,8 +562,9 @@ def fill(s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array, dp:
     width = max(max(b - a for a, b in split_bands_for(length, d0, d1)) for d0, d1 in bands)
     T = jnp.full((ROW_PAD + length, len(TABLES), length + COL_PAD), INF, jnp.int32)
     # MC[L - 1 - d, d + i]: rows up to L + band width, columns up to d + row length < 2L
-    MC = jnp.full((length + width + 1, 2 * length) if interior == "jax" else (1, 1), INF,
+    MC = jnp.full((length + width + 1, 2 * length) if not _kernels(interior) else (1, 1), INF,
                   jnp.int32)
+    carried = None
     for d0, d1 in bands:
         max_loop = min(MAXLOOP, d1 - 1 - 6)
         check_band(length, d0, d1, max_loop)
@@ -523,7 +572,11 @@ def fill(s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array, dp:
                        dangles=dangles, height=length - d0, max_loop=max_loop,
                        split_bands=split_bands_for(length, d0, d1), length=length,
                        interior=interior)
-        T, MC = jax.lax.fori_loop(d0, jnp.clip(stop, d0, d1), body, (T, MC))
+        # the pieces of diagonal d0 - 1: the previous band's (as wide or wider); before the
+        # first band, none are read (diagonal 3 holds no pair: its rows stay INF)
+        carried = jnp.zeros((len(terms.PAIR_TERMS), length - d0), jnp.int32) \
+            if carried is None else carried[:, :length - d0]
+        T, MC, carried = jax.lax.fori_loop(d0, jnp.clip(stop, d0, d1), body, (T, MC, carried))
     F = exterior(T, s, allowed, special, n, dp, dangles, length, stop)
     return {"T": T, "F": F}
 
@@ -535,7 +588,9 @@ def fill_one(s, allowed, special, n, dp, dangles, stop, precompute=None, interio
 
 
 #: ``interior`` values of :func:`fill`.
-INTERIOR_MODES = ("jax", "pallas", "interpret")
+INTERIOR_MODES = ("jax", "loop", "pallas", "interpret")
+#: Interior-loop members per trip of the rolled loop (``interior="loop"``).
+LOOP_UNROLL = 16
 
 
 #: Padded lengths up to this use the kernels on a GPU (see :func:`interior_mode`).
@@ -546,19 +601,23 @@ def interior_mode(platform: str, length: int = 64) -> str:
     """The ``interior`` of :func:`fill` for programs compiled for ``platform`` (a JAX device's
     ``platform``) and tables of padded ``length``: the Pallas kernels on GPUs for short
     sequences (folded in large batches: one program per sequence and block of cells keeps the
-    GPU full), slices elsewhere. A long sequence is folded alone, and the kernels' few
-    programs per diagonal left the GPU idle (4,000 nt: 2.9 s against 0.54 s with slices, H200).
-    ``JAXRNA_ENERGY_INTERIOR`` (one of :data:`INTERIOR_MODES`) overrides it, for comparisons.
+    GPU full), static slices on GPUs for longer ones (a long sequence is folded alone, and the
+    kernels' few programs per diagonal left the GPU idle: 4,000 nt, 2.9 s against 0.54 s with
+    slices, H200), the rolled loop on CPUs (a program a fraction of the size, and faster there
+    than the ~490 slices fused into one loop). ``JAXRNA_ENERGY_INTERIOR`` (one of
+    :data:`INTERIOR_MODES`) overrides it, for comparisons.
 
     >>> interior_mode("cpu"), interior_mode("gpu", 4096)
-    ('jax', 'jax')
+    ('loop', 'jax')
     """
     import os
 
     forced = os.environ.get("JAXRNA_ENERGY_INTERIOR", "")
     if forced in INTERIOR_MODES:
         return forced
-    return "pallas" if platform == "gpu" and length <= KERNEL_MAX_LENGTH and _cuda() else "jax"
+    if platform != "gpu":
+        return "loop"
+    return "pallas" if length <= KERNEL_MAX_LENGTH and _cuda() else "jax"
 
 
 @functools.lru_cache(maxsize=1)

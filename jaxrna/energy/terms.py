@@ -108,8 +108,10 @@ def hairpin_lengths(p: EnergyParams, length: int) -> np.ndarray:
 
 
 def device_params(p: EnergyParams, length: int) -> dict:
-    """The parameters as a pytree of int32 arrays for the device (``length``: padded length)."""
-    i32 = lambda a: jnp.asarray(np.asarray(a, np.int32))  # noqa: E731
+    """The parameters as a pytree of int32 arrays for the device (``length``: padded length),
+    as NumPy arrays: they are arguments of the compiled programs (no eager device operation,
+    which would compile a small program per table shape)."""
+    i32 = lambda a: np.asarray(a, np.int32)  # noqa: E731
     dp = {name: i32(getattr(p, name)) for name in (
         "stack", "mismatch_hairpin", "mismatch_interior", "mismatch_interior_1n",
         "mismatch_interior_23", "mismatch_multi", "mismatch_exterior", "dangle5", "dangle3",

@@ -80,11 +80,12 @@ def _first(hit):
 
 
 def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array,
-              dp: dict, dangles, debug: bool = False):
+              dp: dict, dangles, debug: bool = False, enabled=True):
     """Partner array (int32, -1 unpaired) of one optimal structure of one sequence, and a
     flag that the traceback succeeded. Arguments as for :func:`jaxrna.energy.fill.fill`
     (``tables`` its result; ``debug``: return the final loop state instead, to inspect a
-    failure)."""
+    failure). ``enabled`` (may be traced): False skips the loop (no step runs; the result is
+    then meaningless), so energies-only runs share the program that traces back."""
     length = special.shape[1] - COL_PAD
     cap = 2 * length + 16
     T = tables["T"]
@@ -169,7 +170,7 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
 
     def cond(state):
         _, sp, _, ok, steps = state
-        return (sp > 0) & ok & (steps < 4 * length + 16)
+        return (sp > 0) & ok & (steps < 4 * length + 16) & enabled
 
     stack = jnp.zeros((cap, 3), jnp.int32).at[0].set(jnp.stack([TASK_F, n, 0]).astype(jnp.int32))
     partner = jnp.full((length,), -1, jnp.int32)

@@ -1,0 +1,57 @@
+"""Prepare every program ``jaxrna fold --model turner`` can use, before a run needs it.
+
+A run of the energy model compiles one program per length class it meets
+(:func:`jaxrna.batching.energy_length_class`, with the class's fixed row count, see
+:func:`jaxrna.energy.api.batch_rows_for`); the parameter set, temperature, dangle model and
+``--score-only`` are runtime values of the same program. :func:`warm` runs a minimal synthetic
+batch (one short sequence, the other rows empty) of every class up to ``max_length`` through
+the code path the CLI uses, so the programs are compiled (or loaded) and kept in the cache
+directory (``JAXRNA_CACHE_DIR``): a later ``fold --model turner`` on any data within
+``max_length`` with any of those options compiles nothing.
+
+>>> warm("cpu", max_length=100)        # doctest: +SKIP
+1
+"""
+
+from __future__ import annotations
+
+
+def classes(max_length: int) -> list[int]:
+    """The length classes a run over sequences of up to ``max_length`` nt may use.
+
+    >>> classes(300), classes(10_000)[-2:]
+    ([128, 256, 512], [6144, 10240])
+    """
+    from jaxrna.batching import ENERGY_LENGTH_CLASSES, energy_length_class
+
+    top = energy_length_class(max(max_length, 1))
+    out = [c for c in ENERGY_LENGTH_CLASSES if c <= top]
+    return out if out and out[-1] == top else out + [top]
+
+
+def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | None = None,
+         **options) -> int:
+    """Compile (or load from the cache) the energy model's program of every length class up to
+    ``max_length`` nt on ``backend`` ("cpu", "gpu" or "auto"); returns how many programs were
+    prepared. ``batch_budget``: as :func:`jaxrna.energy.api.fold_energy_records` (the default
+    is the CLI's). ``options`` are accepted and ignored: parameter set, temperature, dangles
+    and ``score_only`` do not change the programs."""
+    import jax
+
+    from jaxrna.energy.api import EnergyModel, _collect, _launch, batch_rows_for, gpu_budget
+    from jaxrna.runtime import enable_compilation_cache, resolve_backend
+
+    enable_compilation_cache()
+    backend = resolve_backend(backend)
+    device = jax.devices(backend)[0]
+    if batch_budget is None:
+        batch_budget = gpu_budget(device) if backend != "cpu" else 1 << 30
+    params = EnergyModel().load()
+    count = 0
+    with jax.default_device(device):
+        for length in classes(max_length):
+            rows = batch_rows_for(length, backend, batch_budget)
+            _collect(_launch(["GGGGAAACCCC"], params, 2, [()], True, length, rows,
+                             device.platform))
+            count += 1
+    return count

@@ -1,0 +1,80 @@
+"""How many programs ``jaxrna fold --model turner`` compiles (issue 26): one per length class
+met, whatever the lengths inside the classes, the parameter set, the temperature, the dangle
+model and ``--score-only``; none after :func:`jaxrna.energy.warmup.warm`.
+
+Whole processes are counted (:mod:`compile_count`), on the CPU, sharing one cache directory
+across this module (three programs compiled in all: classes 128, 256 and 512).
+"""
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from compile_count import ROOT, run_counted
+from jaxrna.batching import energy_length_class
+from jaxrna.energy.warmup import classes
+
+
+def _fasta(path, lengths, seed):
+    rng = random.Random(seed)
+    with open(path, "w") as fh:
+        for k, n in enumerate(lengths):
+            fh.write(f">r{k}\n{''.join(rng.choice('ACGU') for _ in range(n))}\n")
+    return str(path)
+
+
+def _records(out: str) -> int:
+    return out.count(">")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("energy-cache"))
+
+
+def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
+    rng = random.Random("mix")
+    first = [rng.randint(30, 256) for _ in range(11)] + [1]        # classes 128 and 256
+    second = [rng.randint(1, 256) for _ in range(9)]
+    met = {energy_length_class(n) for n in first}
+    a = run_counted(["fold", "--model", "turner", "--backend", "cpu",
+                     _fasta(tmp_path / "a.fa", first, 1)], cache)
+    assert a.returncode == 0, a.stderr
+    assert _records(a.stdout) == len(first)
+    # the documented bound: one program per class met (and nothing else)
+    assert 1 <= a.compiled <= len(met), a.counts
+    b = run_counted(["fold", "--model", "turner", "--backend", "cpu", "--params", "turner1999",
+                     "-T", "30", "--dangles", "0", "--score-only", "-f", "tsv",
+                     _fasta(tmp_path / "b.fa", second, 2)], cache)
+    assert b.returncode == 0, b.stderr
+    rows = [line.split("\t") for line in b.stdout.splitlines() if line.startswith("r")]
+    assert len(rows) == len(second) and not any("(" in x for row in rows for x in row)
+    assert b.compiled == 0, b.counts
+    c = run_counted(["fold", "--model", "turner", "--backend", "cpu", "--dangles", "1",
+                     _fasta(tmp_path / "c.fa", second[::-1], 2)], cache)
+    assert c.returncode == 0 and c.compiled == 0, c.counts
+
+
+def test_after_warm_a_run_compiles_nothing(cache, tmp_path):
+    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    r = subprocess.run([sys.executable, "-c", "from jaxrna.energy.warmup import warm; "
+                        "print(warm('cpu', max_length=300))"], env=env, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) == len(classes(300)) == 3
+    lengths = [300, 299, 257, 12, 140, 3, 64]
+    run = run_counted(["fold", "--model", "turner", "--backend", "cpu", "-T", "25",
+                       _fasta(tmp_path / "w.fa", lengths, 3)], cache)
+    assert run.returncode == 0, run.stderr
+    assert _records(run.stdout) == len(lengths)
+    assert run.compiled == 0, run.counts
+
+
+def test_classes_bound_the_programs_up_to_10240_nt():
+    """At most 8 classes (8 programs) for any mix of lengths up to 10,240 nt."""
+    assert len({energy_length_class(n) for n in range(0, 10241)}) == 8
+    assert classes(10_000) == [128, 256, 512, 1024, 2048, 4096, 6144, 10240]
