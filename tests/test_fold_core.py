@@ -122,10 +122,16 @@ def test_mixed_lengths_compile_a_handful_of_shapes():
 
     rng = random.Random(3)
     seqs = [rand_seq(rng, rng.randint(10, 400)) for _ in range(300)]
-    before = programs()
-    results = fold(seqs, with_pairs=False, backend="cpu", min_loop=2)   # min loop 2: fresh programs
+    aot.forget()
+    results = fold(seqs, with_pairs=False, backend="cpu", min_loop=2)
     assert len(results) == 300
-    # lengths 10..400 fall in 6 buckets (64, 128, 192, 256, 384, 512): one program each
-    assert programs() - before == 6
+    # lengths 10..400 fall in 2 classes (256 and 512): one score-only program each
+    assert programs() == 2
     for s, r in zip(seqs[:20], results[:20]):
         assert r.score_units == reference_score(s, parse_weights("unit"), 2)
+    # other lengths, another min_loop and other weights: the same programs
+    other = [rand_seq(rng, rng.randint(2, 500)) for _ in range(40)]
+    again = fold(other, weights="integer", with_pairs=False, backend="cpu", min_loop=0)
+    assert programs() == 2
+    for s, r in zip(other[:20], again[:20]):
+        assert r.score_units == reference_score(s, parse_weights("integer"), 0)

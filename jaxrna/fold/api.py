@@ -79,16 +79,18 @@ class FoldResult(ScoredResult):
         return None if self.pairs is None else pairs_to_dotbracket(list(self.pairs), self.length)
 
 
-def estimate_bytes(length: int) -> int:
-    """Memory needed to fold (with traceback) one sequence of ``length`` nt on the CPU path."""
-    n = bucket_length(length)
+def estimate_bytes(length: int, padded: int | None = None) -> int:
+    """Memory needed to fold (with traceback) one sequence of ``length`` nt on the CPU path
+    (``padded``: the padded length it is folded at, default :func:`bucket_length`'s)."""
+    n = padded or bucket_length(length)
     return BYTES_PER_CELL * n * n
 
 
-def check_memory(length: int, record_id: str, max_bytes: int | None = None) -> None:
+def check_memory(length: int, record_id: str, max_bytes: int | None = None,
+                 padded: int | None = None) -> None:
     """Refuse up front a sequence whose table would not fit, with an estimate and advice."""
     limit = max_bytes if max_bytes is not None else int(0.8 * memory_bytes())
-    need = estimate_bytes(length)
+    need = estimate_bytes(length, padded)
     if limit and need > limit:
         raise ResourceError(
             f"{length} nt need about {human_bytes(need)} to fold, more than the "
@@ -135,34 +137,44 @@ def choose_engine(requested: str, work: float) -> str:
 # the batched device program: tiled fill, scores and the traceback, one compiled program
 
 
-def _fold_program(codes, lengths, weights, *, min_loop: int, tile: int, groups: int,
-                  with_pairs: bool, sequential: bool, walk: str = "xla"):
+def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
+                  with_pairs: bool, sequential: bool, walk: str = "xla", chunk: int = 4):
     """Scores ``(B,)`` and, with pairs, partners ``(B, L)`` (int16 or int32) and ``ok``.
 
-    ``sequential``: fill the rows one after another (``lax.map``, empty rows skipped), as a
-    CPU runs the tile schedule of one sequence faster than the same schedule vmapped over a
-    batch; otherwise vmapped (GPU). ``walk``: the traceback as vmapped XLA steps
-    (:func:`~jaxrna.fold.walk.traceback_tiles`) or as one Pallas kernel
+    ``lengths`` and ``min_loop`` (an int32 scalar) are traced: one program serves every
+    length of its padded class and every ``min_loop``, as the weights do.
+    ``sequential``: fill the rows one after another (``lax.map``, empty rows skipped), each
+    over its own tiles only (:func:`~jaxrna.fold.blocked.ragged_fill`, ``chunk`` tiles a
+    step), as a CPU runs the tile schedule of one sequence faster than the same schedule
+    vmapped over a batch; otherwise vmapped (GPU: every tile of the block diagonals up to the
+    longest row's). ``walk``: the traceback as vmapped XLA steps
+    (:func:`~jaxrna.fold.walk.walk_batch`) or as one Pallas kernel
     (:func:`~jaxrna.fold.walk.traceback_tiles_kernel`, GPU)."""
     import jax
     import jax.numpy as jnp
 
-    from jaxrna.fold.blocked import blocked_fill
-    from jaxrna.fold.walk import traceback_tiles, traceback_tiles_kernel
+    from jaxrna.fold.blocked import blocked_fill_traced, ragged_fill
+    from jaxrna.fold.walk import tile_cell, traceback_tiles_kernel, walk_batch
 
     weights = weights.astype(jnp.int32)
-
-    def fill(c):
-        return blocked_fill(c, weights, min_loop=min_loop, tile=tile, groups=groups,
-                            diag_blocks=1, maxplus="xla" if sequential else "pallas")
+    min_loop = jnp.asarray(min_loop, jnp.int32)
+    lengths = jnp.asarray(lengths, jnp.int32)
+    nb_all = codes.shape[1] // tile
 
     if sequential:
-        nb = codes.shape[1] // tile
-        empty = jnp.zeros((nb, nb, tile, tile), jnp.int32)
-        tiles = jax.lax.map(lambda a: jax.lax.cond(a[1] > 1, fill, lambda c: empty, a[0]),
-                            (codes, lengths))
+        empty = jnp.zeros((nb_all, nb_all, tile, tile), jnp.int32)
+
+        def fill_row(a):
+            c, n = a
+            return jax.lax.cond(n > 1, lambda: ragged_fill(c, weights, n, min_loop, tile, chunk),
+                                lambda: empty)
+
+        tiles = jax.lax.map(fill_row, (codes, lengths))
     else:
-        tiles = jax.vmap(fill)(codes)
+        diagonals = (jnp.max(lengths) + tile - 1) // tile
+        tiles = jax.vmap(lambda c: blocked_fill_traced(
+            c, weights, min_loop, tile=tile, groups=groups, diag_blocks=1, maxplus="pallas",
+            diagonals=diagonals))(codes)
     B = codes.shape[0]
     last = jnp.maximum(lengths - 1, 0)
     scores = tiles[jnp.arange(B), 0, last // tile, 0, last % tile]
@@ -172,7 +184,8 @@ def _fold_program(codes, lengths, weights, *, min_loop: int, tile: int, groups: 
     if walk == "kernel":
         partner, ok = traceback_tiles_kernel(tiles, codes, lengths, weights, min_loop)
     else:
-        partner, ok = traceback_tiles(tiles, codes, lengths, weights, min_loop)
+        partner, ok = walk_batch(lambda b, i, j: tile_cell(tiles, b, i, j), codes, lengths,
+                                 weights, min_loop)
     small = codes.shape[1] < (1 << 15)
     return scores, partner.astype(jnp.int16 if small else jnp.int32), ok
 
@@ -182,11 +195,13 @@ _kernel_walk_failed = False
 #: On a GPU, trace back with the one-kernel walk (:func:`jaxrna.fold.walk.traceback_tiles_kernel`;
 #: the XLA walk if it does not build). ``JAXRNA_FOLD_WALK=xla`` forces the XLA walk.
 WALK_KERNEL = os.environ.get("JAXRNA_FOLD_WALK", "kernel") != "xla"
+#: Tiles per step of the CPU's ragged fill (:func:`jaxrna.fold.blocked.ragged_fill`).
+CPU_CHUNK = 4
 
 
-def _static(min_loop: int, with_pairs: bool, backend: str) -> dict:
-    return dict(min_loop=min_loop, tile=TILE, groups=FILL_GROUPS[backend],
-                with_pairs=with_pairs, sequential=backend == "cpu", walk="xla")
+def _static(with_pairs: bool, backend: str) -> dict:
+    return dict(tile=TILE, groups=FILL_GROUPS[backend], with_pairs=with_pairs,
+                sequential=backend == "cpu", walk="xla", chunk=CPU_CHUNK)
 
 
 def _jitted():
@@ -195,7 +210,7 @@ def _jitted():
         import jax
 
         _fold_program_jit = jax.jit(_fold_program, static_argnames=(
-            "min_loop", "tile", "groups", "with_pairs", "sequential", "walk"))
+            "tile", "groups", "with_pairs", "sequential", "walk", "chunk"))
     return _fold_program_jit
 
 
@@ -203,54 +218,92 @@ def _use_kernel(backend: str, with_pairs: bool) -> bool:
     return backend == "gpu" and with_pairs and WALK_KERNEL and not _kernel_walk_failed
 
 
-def _program(codes, lengths, wm, min_loop: int, with_pairs: bool, backend: str, device):
-    """The compiled batch program for these shapes (:mod:`jaxrna.programs`)."""
+def _min_loop_arg(min_loop: int) -> np.ndarray:
+    return np.asarray(min_loop, np.int32)
+
+
+def _program(codes, lengths, wm, min_loop, with_pairs: bool, backend: str, device):
+    """The compiled batch program for these shapes (:mod:`jaxrna.programs`); ``min_loop``
+    is an argument (:func:`_min_loop_arg`), not part of the program."""
     global _kernel_walk_failed
     from jaxrna import programs
 
-    static = _static(min_loop, with_pairs, backend)
-    args = (codes, lengths, wm)
+    static = _static(with_pairs, backend)
+    args = (codes, lengths, wm, min_loop)
     if _use_kernel(backend, with_pairs):
         try:
             return programs.program("fold.tiles", _jitted(), args, dict(static, walk="kernel"),
-                               device)
+                                    device)
         except Exception as exc:  # noqa: BLE001 - a Triton build that rejects the kernel
             _kernel_walk_failed = True
             log.debug("traceback kernel unavailable (%s); using the XLA walk", exc)
     return programs.program("fold.tiles", _jitted(), args, static, device)
 
 
-def _ready(codes, lengths, wm, min_loop: int, with_pairs: bool, backend: str, device) -> bool:
+def _ready(codes, lengths, wm, min_loop, with_pairs: bool, backend: str, device) -> bool:
     """Whether the batch program for these shapes is already in this process."""
     from jaxrna import programs
 
-    static = _static(min_loop, with_pairs, backend)
+    static = _static(with_pairs, backend)
     if _use_kernel(backend, with_pairs):
         static["walk"] = "kernel"
-    return programs.ready("fold.tiles", (codes, lengths, wm), static, device)
+    return programs.ready("fold.tiles", (codes, lengths, wm, min_loop), static, device)
 
 
-def _prefetch(rows: int, padded: int, min_loop: int, with_pairs: bool, backend: str,
-              device) -> None:
-    """Start compiling (or loading) the program of a batch shape in the background."""
+def _shape_args(rows: int, padded: int):
     import jax
 
+    return (jax.ShapeDtypeStruct((rows, padded), np.int8),
+            jax.ShapeDtypeStruct((rows,), np.int32), jax.ShapeDtypeStruct((5, 5), np.int32),
+            jax.ShapeDtypeStruct((), np.int32))
+
+
+def _prefetch(rows: int, padded: int, with_pairs: bool, backend: str, device) -> None:
+    """Start compiling (or loading) the program of a batch shape in the background."""
     from jaxrna import programs
 
-    args = (jax.ShapeDtypeStruct((rows, padded), np.int8),
-            jax.ShapeDtypeStruct((rows,), np.int32), jax.ShapeDtypeStruct((5, 5), np.int32))
-    static = _static(min_loop, with_pairs, backend)
+    static = _static(with_pairs, backend)
     if _use_kernel(backend, with_pairs):
         static["walk"] = "kernel"
-    programs.prefetch("fold.tiles", _jitted(), args, static, device)
+    programs.prefetch("fold.tiles", _jitted(), _shape_args(rows, padded), static, device)
+
+
+def length_classes(backend: str) -> list[int]:
+    """The padded lengths (classes) of the batch programs on ``backend``, up to 10,240 nt
+    (:func:`jaxrna.batching.length_class` on a CPU, whose fill runs each row over its own
+    tiles; the GPU's coarse ladder, :func:`jaxrna.batching.bucket_length_coarse`, whose
+    vmapped fill works on every tile of a row)."""
+    from jaxrna.batching import length_class_ladder
+
+    if backend == "cpu":
+        return length_class_ladder(10_240)
+    return sorted({bucket_length_coarse(n) for n in (1, *[1 << k for k in range(7, 13)])})
+
+
+def class_of(n: int, backend: str) -> int:
+    """The padded length of a sequence of ``n`` nt in a batch on ``backend``."""
+    from jaxrna.batching import length_class
+
+    return length_class(n) if backend == "cpu" else bucket_length_coarse(n)
+
+
+def batch_cap(size: int, backend: str, budget: int | None = None) -> int:
+    """Rows of every batch of padded length ``size`` on ``backend`` (a power of two: the
+    memory budget's, at most :data:`MAX_ROWS`)."""
+    if budget is None:
+        budget = GPU_BATCH_BUDGET if backend == "gpu" else 1 << 30
+    fit = max(1, budget // (DEVICE_BYTES_PER_CELL * size * size))
+    return batch_rows(0, min(fit, MAX_ROWS[backend]), fill=True)
 
 
 def _batches(lengths: np.ndarray, members: np.ndarray, backend: str,
              budget: int | None) -> list[tuple[int, int, np.ndarray]]:
     """``(padded length, row cap, members)`` of each batch (members: indices into the chunk).
 
-    Members are grouped by padded length (the CPU's fine ladder, the GPU's coarse one) into
-    batches of at most ``cap`` rows (the memory budget's, a power of two). On a GPU, where a
+    Members are grouped by padded length (the CPU's classes, :func:`class_of`, the GPU's
+    coarse ladder) into batches of ``cap`` rows (the memory budget's, a power of two: one
+    batch shape per class). On a CPU a class's members go by length (a batch's traceback
+    takes as many steps as its longest row needs). On a GPU, where a
     batch's time is set by its chain of dependent steps (which grows with the padded length)
     far more than by its rows, the free rows of each length's last batch are then filled with
     the shortest-padded sequences of the shorter lengths: 1,000 sequences of 50-500 nt go as
@@ -261,21 +314,19 @@ def _batches(lengths: np.ndarray, members: np.ndarray, backend: str,
     >>> [(p, m.tolist()) for p, _, m in _batches(lengths, np.arange(5), "gpu", None)]
     [(512, [1, 2, 4, 0, 3])]
     >>> [(p, m.tolist()) for p, _, m in _batches(lengths, np.arange(5), "cpu", None)]
-    [(64, [0]), (384, [1]), (512, [2]), (128, [3]), (256, [4])]
+    [(256, [0, 3, 4]), (512, [1, 2])]
     """
-    ladder = bucket_length_coarse if backend == "gpu" else bucket_length
-    if budget is None:
-        budget = GPU_BATCH_BUDGET if backend == "gpu" else 1 << 30
-    padded = np.array([ladder(int(n)) for n in lengths[members]], np.int64) if len(members) \
-        else np.zeros(0, np.int64)
+    padded = np.array([class_of(int(n), backend) for n in lengths[members]], np.int64) \
+        if len(members) else np.zeros(0, np.int64)
 
     def cap_for(size: int) -> int:
-        fit = max(1, budget // (DEVICE_BYTES_PER_CELL * size * size))
-        return batch_rows(0, min(fit, MAX_ROWS[backend]), fill=True)
+        return batch_cap(size, backend, budget)
 
     out: list[list] = []
     for size in sorted(set(padded.tolist()), reverse=backend == "gpu"):
         group = members[padded == size]
+        if backend == "cpu":
+            group = group[np.argsort(lengths[group], kind="stable")]
         cap = cap_for(size)
         if backend == "gpu" and out:                     # top up the last, longer batch
             last = out[-1]
@@ -312,6 +363,7 @@ class _Folder:
         self.backend, self.max_bytes, self.budget = backend, max_bytes, batch_budget
         self.on_done, self.on_error = on_done, on_error
         self.wm = weights.matrix()
+        self.ml = _min_loop_arg(min_loop)
         self.device = None
         self.flying: list = []               # CPU: outputs launched since the last load
         if backend != "host":
@@ -338,7 +390,8 @@ class _Folder:
                 n = int(lengths[k])
                 if n > 1024 or self.max_bytes is not None:   # shorter ones always fit
                     try:
-                        check_memory(n, chunk.ids[k], self.max_bytes)
+                        check_memory(n, chunk.ids[k], self.max_bytes,
+                                     class_of(n, "cpu") if self.backend == "cpu" else None)
                     except ResourceError as exc:
                         ok[k] = False
                         self._refuse(chunk, int(k), exc)
@@ -362,8 +415,7 @@ class _Folder:
         if self.backend == "gpu":          # compile (or load) the batch shapes side by side
             shapes = {(self.rows(len(g), cap), padded) for padded, cap, g in plan}
             for rows, padded in sorted(shapes, key=lambda x: -x[1]):
-                _prefetch(rows, padded, self.min_loop, self.with_pairs, self.backend,
-                          self.device)
+                _prefetch(rows, padded, self.with_pairs, self.backend, self.device)
         for padded, cap, group in plan:
             yield _Job("batch", chunk, group, padded, cap, results)
 
@@ -386,18 +438,18 @@ class _Folder:
             codes = padded_codes(job.chunk, job.members, job.padded, rows=rows)
             lengths = np.zeros(rows, np.int32)
             lengths[:len(job.members)] = np.asarray(job.chunk.lengths)[job.members]
-        if self.backend == "cpu" and not _ready(codes, lengths, self.wm, self.min_loop,
+        if self.backend == "cpu" and not _ready(codes, lengths, self.wm, self.ml,
                                                 self.with_pairs, self.backend, self.device):
             # XLA:CPU can fail an executable that runs while another one is being loaded
             # ("Function ... not found"): let what runs finish before loading a program
             with stages.stage("device"):
                 jax.block_until_ready(self.flying)
             self.flying = []
-        run = _program(codes, lengths, self.wm, self.min_loop, self.with_pairs, self.backend,
+        run = _program(codes, lengths, self.wm, self.ml, self.with_pairs, self.backend,
                        self.device)
         with stages.stage("device"):
             try:
-                args = jax.device_put((codes, lengths, self.wm), self.device)
+                args = jax.device_put((codes, lengths, self.wm, self.ml), self.device)
                 out = run(*args)
                 if self.backend == "cpu":
                     self.flying.append(out)

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.fold.fill import NEG, nussinov_fill
+from jaxrna.fold.fill import NEG, fill_rows
 from jaxrna.kernels.tropical import maxplus_update
 
 
@@ -50,11 +50,12 @@ def _groups(nb: int, count: int | None = None) -> list[tuple[int, int]]:
     return [(d0, min(d0 + size, nb)) for d0 in range(1, nb, size)]
 
 
-def diagonal_tile(codes: jax.Array, weights: jax.Array, min_loop: int,
+def diagonal_tile(codes: jax.Array, weights: jax.Array, min_loop,
                   blocks: int = 4) -> jax.Array:
-    """The full ``T x T`` Nussinov table of one window (entries below the diagonal are NEG)."""
+    """The full ``T x T`` Nussinov table of one window (entries below the diagonal are NEG);
+    ``min_loop`` an int or a traced value."""
     t = codes.shape[0]
-    rows = nussinov_fill(codes, weights, min_loop=min_loop, blocks=blocks)
+    rows = fill_rows(codes, weights, min_loop, blocks)
     r = jnp.arange(t)[:, None]
     c = jnp.arange(t)[None, :]
     d = jnp.clip(c - r, 0, t - 1)
@@ -124,6 +125,17 @@ def blocked_fill(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
     (:func:`jaxrna.kernels.tropical.maxplus_update`; None: chosen where it is lowered, which
     traces both the Pallas and the XLA product -- naming it traces one).
     """
+    return blocked_fill_traced(codes, weights, min_loop, tile, groups, diag_blocks, maxplus)
+
+
+def blocked_fill_traced(codes: jax.Array, weights: jax.Array, min_loop, tile: int = 64,
+                        groups: int | None = None, diag_blocks: int = 4,
+                        maxplus: str | None = None, diagonals=None) -> jax.Array:
+    """:func:`blocked_fill` unjitted: ``min_loop`` may be a traced value, and ``diagonals``
+    (a traced int, default every one) stops after the block diagonals below it (those of
+    the longest sequence of a padded batch: the tiles beyond are left NEG, never read for
+    the cells of shorter sequences). Same tiles as :func:`blocked_fill` over those diagonals.
+    """
     n = codes.shape[0]
     t = tile
     if n % t:
@@ -168,8 +180,83 @@ def blocked_fill(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
             shifted = jax.lax.dynamic_update_slice(shifted, sh[:, None], (dd, dd, 0, 0))
             return tiles, shifted
 
-        tiles, shifted = jax.lax.fori_loop(d0, d1, block_diagonal, (tiles, shifted))
+        hi = d1 if diagonals is None else jnp.clip(diagonals, d0, d1)
+        tiles, shifted = jax.lax.fori_loop(d0, hi, block_diagonal, (tiles, shifted))
     return tiles[:nb]
+
+
+def ragged_fill(codes: jax.Array, weights: jax.Array, length, min_loop, tile: int = 64,
+                chunk: int = 4, diag_blocks: int = 1) -> jax.Array:
+    """The tiles of :func:`blocked_fill` for a sequence of runtime ``length`` padded to any
+    multiple of ``tile`` (``codes``), with ``min_loop`` a traced value too: one compiled
+    program serves every length up to the padded one and every ``min_loop``.
+
+    Only the ``nb = ceil(length / tile)`` tiles of the sequence are filled: block diagonal
+    ``d`` (a ``lax`` loop up to ``nb``, a runtime bound) has ``nb - d`` tiles, done in chunks
+    of ``chunk`` tiles (a loop of ``ceil((nb - d) / chunk)`` trips), each chunk's bulk a
+    max-plus product over ``d - 1`` tile pairs (the XLA path). Tiles past the sequence stay
+    ``NEG``. The cells ``N(i, j)``, ``j < length``, are those of :func:`blocked_fill`
+    (integer maxima: exact, whatever the order).
+
+    >>> from jaxrna.alphabet import encode
+    >>> from jaxrna.weights import parse_weights
+    >>> codes = np.full(64, 4, np.int8); codes[:18] = encode("GGGAAAUCCGGGAAAUCC")
+    >>> t = ragged_fill(codes, parse_weights("unit").matrix(), 18, 3, tile=8)
+    >>> int(blocked_score(t, 18))
+    6
+    """
+    from jaxrna.kernels.tropical import maxplus_update_xla
+
+    n = codes.shape[0]
+    t, C = tile, chunk
+    if n % t:
+        raise ValueError(f"sequence length {n} is not a multiple of the tile size {t}")
+    NB = n // t
+    weights = jnp.asarray(weights, jnp.int32)
+    length = jnp.asarray(length, jnp.int32)
+    nb = jnp.clip((length + t - 1) // t, 1, NB)
+    ctiles = jnp.concatenate([codes.astype(jnp.int32).reshape(NB, t),
+                              jnp.full((C, t), 4, jnp.int32)])
+    diag = jax.vmap(lambda c: diagonal_tile(c, weights, min_loop, diag_blocks))(ctiles[:NB])
+    tiles = jnp.full((NB + C, NB, t, t), NEG, jnp.int32).at[:NB, 0].set(diag)
+    shifted = jnp.full((NB + C, NB, t, t), NEG, jnp.int32)
+    finish = jax.vmap(finish_tile, in_axes=(0, 0, 0, 0, 0, 0, 0, 0, None, None, None))
+    lane = jnp.arange(C)
+
+    def block_diagonal(dd, carry):
+        nt = nb - dd                                   # tiles on this diagonal
+
+        def one_chunk(c, carry):
+            tiles, shifted = carry
+            i0 = c * C
+
+            def bulk_step(e1, acc):
+                a = jax.lax.dynamic_slice(tiles, (i0, e1, 0, 0), (C, 1, t, t))[:, 0]
+                b = jax.lax.dynamic_slice(shifted, (i0 + dd, dd - e1, 0, 0), (C, 1, t, t))[:, 0]
+                return maxplus_update_xla(acc, a, b)
+
+            bulk = jax.lax.fori_loop(1, dd, bulk_step, jnp.full((C, t, t), NEG, jnp.int32))
+            ti = jax.lax.dynamic_slice(tiles, (i0, 0, 0, 0), (C, 1, t, t))[:, 0]
+            tj = jax.lax.dynamic_slice(tiles, (i0 + dd, 0, 0, 0), (C, 1, t, t))[:, 0]
+            below = jax.lax.dynamic_slice(tiles, (i0 + 1, dd - 1, 0, 0), (C, 1, 1, t))[:, 0, 0]
+            corner_tile = jax.lax.dynamic_slice(
+                tiles, (i0 + 1, jnp.maximum(dd - 2, 0), 0, t - 1), (C, 1, 1, 1))[:, 0, 0, 0]
+            corner = jnp.where(dd >= 2, corner_tile, 0)
+            left = jax.lax.dynamic_slice(tiles, (i0, dd - 1, 0, t - 1), (C, 1, t, 1))[:, 0, :, 0]
+            ci = jax.lax.dynamic_slice(ctiles, (i0, 0), (C, t))
+            cj = jax.lax.dynamic_slice(ctiles, (i0 + dd, 0), (C, t))
+            new = finish(bulk, ti, tj, below, corner, left, ci, cj, dd * t, weights, min_loop)
+            new = jnp.where((i0 + lane < nt)[:, None, None], new, NEG)
+            tiles = jax.lax.dynamic_update_slice(tiles, new[:, None], (i0, dd, 0, 0))
+            # row-shifted copy of block (I, J): rows 1..T-1 of it, then row 0 of (I+1, J)
+            sh = jnp.concatenate([new[:, 1:], below[:, None]], axis=1)
+            shifted = jax.lax.dynamic_update_slice(shifted, sh[:, None], (i0 + dd, dd, 0, 0))
+            return tiles, shifted
+
+        return jax.lax.fori_loop(0, (nt + C - 1) // C, one_chunk, carry)
+
+    tiles, _ = jax.lax.fori_loop(1, nb, block_diagonal, (tiles, shifted))
+    return tiles[:NB]
 
 
 def blocked_score(tiles: jax.Array, length: int) -> jax.Array:

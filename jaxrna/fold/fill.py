@@ -87,6 +87,12 @@ def nussinov_fill(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
     weights. Returns ``rows`` of shape ``(n + 1, n + pad)`` with ``rows[1 + d, i] = N(i, i+d)``;
     use :func:`score_from_table` and :mod:`jaxrna.fold.traceback` to read it.
     """
+    return fill_rows(codes, weights, min_loop, blocks)
+
+
+def fill_rows(codes: jax.Array, weights: jax.Array, min_loop, blocks: int = 16) -> jax.Array:
+    """:func:`nussinov_fill` unjitted, ``min_loop`` a Python int or a traced value (one
+    compiled program serves every ``min_loop``)."""
     n = codes.shape[0]
     bounds = block_bounds(n, blocks)
     pad = max((d1 - d0 for d0, d1 in bounds), default=1) + 1

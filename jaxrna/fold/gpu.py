@@ -192,12 +192,14 @@ def _bulk_kernel(params_ref, tab_ref, part_ref, *, nb: int, cfg: GpuFoldConfig, 
 
 
 def _finish_kernel(params_ref, codes_ref, wtab_ref, part_ref, tab_in_ref, tab_ref, *,
-                   nb: int, cfg: GpuFoldConfig, min_loop: int, interpret: bool):
-    """Complete tile ``(I, I + D)``: in-tile splits and pairs, diagonal by diagonal."""
+                   nb: int, cfg: GpuFoldConfig, interpret: bool):
+    """Complete tile ``(I, I + D)``: in-tile splits and pairs, diagonal by diagonal
+    (``params_ref``: D, the split-K factor, its chunk, nb - D and ``min_loop``)."""
     del tab_in_ref  # aliased with tab_ref; read and write through the output ref only
     t = cfg.tile
     d = params_ref[0]
     s_count = params_ref[1]
+    min_loop = params_ref[4]
     i = pl.program_id(0)
     j = i + d
 
@@ -287,9 +289,9 @@ def _bulk_call(params, tab, *, nb, cfg, interpret):
     )(params, tab)
 
 
-def _finish_call(params, codes, wtab, part, tab, *, nb, cfg, min_loop, interpret):
+def _finish_call(params, codes, wtab, part, tab, *, nb, cfg, interpret):
     return pl.pallas_call(
-        partial(_finish_kernel, nb=nb, cfg=cfg, min_loop=min_loop, interpret=interpret),
+        partial(_finish_kernel, nb=nb, cfg=cfg, interpret=interpret),
         out_shape=jax.ShapeDtypeStruct(tab.shape, jnp.int32),
         grid=(nb - 1,),
         input_output_aliases={4: 0},
@@ -299,12 +301,13 @@ def _finish_call(params, codes, wtab, part, tab, *, nb, cfg, min_loop, interpret
     )(params, codes, wtab, part, tab)
 
 
-@partial(jax.jit, static_argnames=("min_loop", "config", "interpret", "stages"))
-def fill_packed(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
+@partial(jax.jit, static_argnames=("config", "interpret", "stages"))
+def fill_packed(codes: jax.Array, weights: jax.Array, min_loop=3,
                 config: GpuFoldConfig = DEFAULT_GPU_CONFIG, interpret: bool = False,
                 stages: str = "all") -> jax.Array:
     """Fill the packed table of one encoded sequence (length a multiple of ``config.tile``;
     pad with code 4). Returns ``tab`` of shape ``(nb (nb + 1) / 2, T, T)`` int32.
+    ``min_loop`` is traced (one program for every value).
 
     ``stages`` is for profiling only: ``"bulk"`` or ``"finish"`` runs just that kernel each
     step (same amount of work, wrong table)."""
@@ -316,6 +319,7 @@ def fill_packed(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
     nb = n // t
     codes = codes.astype(jnp.int32)
     weights = jnp.asarray(weights, jnp.int32)
+    min_loop = jnp.asarray(min_loop, jnp.int32)
     diag = jax.vmap(lambda c: diagonal_tile(c, weights, min_loop))(codes.reshape(nb, t))
     tab = jnp.full((n_slots(nb), t, t), NEG, jnp.int32).at[:nb].set(diag)
     if nb == 1:
@@ -328,15 +332,14 @@ def fill_packed(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
 
     def step(d, tab):
         s, chunk = _splits(d, nb, cfg)
-        params = jnp.stack([d, s, chunk, nb - d]).astype(jnp.int32)
+        params = jnp.stack([d, s, chunk, nb - d, min_loop]).astype(jnp.int32)
         if stages == "finish":
             part = idle_part
         else:
             part = _bulk_call(params, tab, nb=nb, cfg=cfg, interpret=interpret)
         if stages == "bulk":
             return tab.at[0, 0, 0].max(part[0, 0, 0])  # keeps the bulk alive; O(1) per step
-        return _finish_call(params, codes, wtab, part, tab, nb=nb, cfg=cfg, min_loop=min_loop,
-                            interpret=interpret)
+        return _finish_call(params, codes, wtab, part, tab, nb=nb, cfg=cfg, interpret=interpret)
 
     return jax.lax.fori_loop(1, nb, step, tab)
 
@@ -353,9 +356,9 @@ def packed_score(tab: jax.Array, length: int) -> jax.Array:
 # traceback on the device
 # --------------------------------------------------------------------------------------------
 
-@partial(jax.jit, static_argnames=("min_loop", "search"))
+@partial(jax.jit, static_argnames=("search",))
 def traceback_device(tab: jax.Array, codes: jax.Array, weights: jax.Array, length,
-                     min_loop: int, search: int = 1024) -> tuple[jax.Array, jax.Array]:
+                     min_loop, search: int = 1024) -> tuple[jax.Array, jax.Array]:
     """One optimal structure, found on the device; returns ``(partner, ok)``.
 
     ``codes`` may be padded (its length fixes the compiled shapes; ``length`` is the true
@@ -538,9 +541,10 @@ def fold_gpu(codes: np.ndarray, weights: np.ndarray, min_loop: int = 3, *,
     return score, [(int(i), int(partner[i])) for i in idx]
 
 
-def _packed_program(codes, wm, length, *, min_loop: int, config: GpuFoldConfig, interpret: bool,
+def _packed_program(codes, wm, length, min_loop, *, config: GpuFoldConfig, interpret: bool,
                     with_pairs: bool, walk: str):
-    """Fill, score and (with pairs) traceback of one padded sequence as one program."""
+    """Fill, score and (with pairs) traceback of one padded sequence as one program
+    (``length`` and ``min_loop`` traced)."""
     from jaxrna.fold.walk import traceback_packed_kernel
 
     tab = fill_packed(codes, wm, min_loop, config, interpret)
@@ -556,8 +560,8 @@ def _packed_program(codes, wm, length, *, min_loop: int, config: GpuFoldConfig, 
     return score, partner, ok
 
 
-_packed_jit = jax.jit(_packed_program, static_argnames=("min_loop", "config", "interpret",
-                                                        "with_pairs", "walk"))
+_packed_jit = jax.jit(_packed_program, static_argnames=("config", "interpret", "with_pairs",
+                                                        "walk"))
 
 
 def _packed_call(codes: np.ndarray, wm: np.ndarray, length: np.ndarray, min_loop: int,
@@ -574,9 +578,8 @@ def _packed_call(codes: np.ndarray, wm: np.ndarray, length: np.ndarray, min_loop
     from jaxrna import programs
 
     device = programs.default_device()
-    args = (codes, wm, length)
-    static = dict(min_loop=min_loop, config=config, interpret=interpret, with_pairs=with_pairs,
-                  walk="xla")
+    args = (codes, wm, length, np.asarray(min_loop, np.int32))
+    static = dict(config=config, interpret=interpret, with_pairs=with_pairs, walk="xla")
     run = None
     if with_pairs and not interpret and not _kernel_walk_failed and \
             os.environ.get("JAXRNA_FOLD_WALK", "kernel") != "xla":

@@ -132,9 +132,9 @@ def walk_batch(get_batch, codes: jax.Array, lengths: jax.Array, weights: jax.Arr
     return state["partner"], state["ok"]
 
 
-@partial(jax.jit, static_argnames=("min_loop", "search", "unroll"))
+@partial(jax.jit, static_argnames=("search", "unroll"))
 def traceback_tiles(tiles: jax.Array, codes: jax.Array, lengths: jax.Array, weights: jax.Array,
-                    min_loop: int, search: int = SEARCH, unroll: int = UNROLL):
+                    min_loop, search: int = SEARCH, unroll: int = UNROLL):
     """Structures of a batch from its tiled tables ``(B, nb, nb, T, T)``
     (:func:`jaxrna.fold.blocked.blocked_fill`, vmapped): ``(partner, ok)``, ``partner[b, i]``
     the base paired with ``i`` or -1."""
@@ -185,13 +185,14 @@ def _tiles_get(tiles_ref, nb: int, t: int):
 
 
 def _walk_kernel(len_ref, codes_ref, wtab_ref, table_ref, partner_in_ref, partner_ref,
-                 stack_ref, ok_ref, *, layout: str, nb: int, t: int, size: int, min_loop: int,
+                 stack_ref, ok_ref, *, layout: str, nb: int, t: int, size: int,
                  search: int, interpret: bool):
     """The walk of :func:`_step` for one sequence, every step inside this one program.
 
     The stack lives in ``stack_ref`` (pairs flattened), partners go to ``partner_ref``
     (aliased to ``partner_in_ref``, initialised to -1; index ``size`` is a scratch slot for
-    the writes a step does not need), ``ok_ref[0]`` is 1 unless the table was inconsistent.
+    the writes a step does not need), ``ok_ref[0]`` is 1 unless the table was inconsistent;
+    ``len_ref`` holds the length and ``min_loop`` (traced: one kernel for every value).
     State is kept in int32 scalars (flags 0/1); writes above the top of the stack are
     harmless, so every step writes unconditionally. On a GPU a block barrier follows the
     writes (the next step reads them)."""
@@ -200,6 +201,7 @@ def _walk_kernel(len_ref, codes_ref, wtab_ref, table_ref, partner_in_ref, partne
 
     get = (_packed_get if layout == "packed" else _tiles_get)(table_ref, nb, t)
     n = len_ref[0]
+    min_loop = len_ref[1]
     one = jnp.int32(1)
     zero = jnp.int32(0)
     big = jnp.int32(1 << 30)
@@ -267,8 +269,8 @@ def _walk_kernel(len_ref, codes_ref, wtab_ref, table_ref, partner_in_ref, partne
     ok_ref[0] = final[1]
 
 
-def _walk_call(table, codes, weights, lengths, *, layout: str, nb: int, t: int,
-               min_loop: int, search: int, interpret: bool):
+def _walk_call(table, codes, weights, lengths, min_loop, *, layout: str, nb: int, t: int,
+               search: int, interpret: bool):
     """``(partner (B, size), ok (B,))`` by :func:`_walk_kernel`, one program per row."""
     from jaxrna.kernels.tropical_pallas import compiler_params
 
@@ -276,6 +278,8 @@ def _walk_call(table, codes, weights, lengths, *, layout: str, nb: int, t: int,
     codes = codes.astype(jnp.int32)
     wtab = jnp.asarray(weights, jnp.int32).reshape(-1)
     lengths = jnp.asarray(lengths, jnp.int32).reshape(B, 1)
+    lengths = jnp.concatenate(                         # [length, min_loop] per row
+        [lengths, jnp.broadcast_to(jnp.asarray(min_loop, jnp.int32), (B, 1))], axis=1)
     partner0 = jnp.full((B, size + 1), -1, jnp.int32)
     if layout == "packed":
         table_spec = pl.no_block_spec                  # the whole table, read by index
@@ -283,13 +287,13 @@ def _walk_call(table, codes, weights, lengths, *, layout: str, nb: int, t: int,
         table_spec = pl.BlockSpec((None,) + table.shape[1:], lambda b: (b, 0, 0, 0, 0))
     row = lambda width: pl.BlockSpec((None, width), lambda b: (b, 0))  # noqa: E731
     partner, _, ok = pl.pallas_call(
-        partial(_walk_kernel, layout=layout, nb=nb, t=t, size=size, min_loop=min_loop,
-                search=search, interpret=interpret),
+        partial(_walk_kernel, layout=layout, nb=nb, t=t, size=size, search=search,
+                interpret=interpret),
         out_shape=(jax.ShapeDtypeStruct((B, size + 1), jnp.int32),
                    jax.ShapeDtypeStruct((B, 2 * size + 8), jnp.int32),
                    jax.ShapeDtypeStruct((B, 1), jnp.int32)),
         grid=(B,),
-        in_specs=[row(1), row(size), pl.BlockSpec((25,), lambda b: (0,)), table_spec,
+        in_specs=[row(2), row(size), pl.BlockSpec((25,), lambda b: (0,)), table_spec,
                   row(size + 1)],
         out_specs=(row(size + 1), row(2 * size + 8), row(1)),
         input_output_aliases={4: 0},
@@ -300,24 +304,24 @@ def _walk_call(table, codes, weights, lengths, *, layout: str, nb: int, t: int,
     return partner[:, :size], ok[:, 0] > 0
 
 
-@partial(jax.jit, static_argnames=("min_loop", "search", "interpret"))
+@partial(jax.jit, static_argnames=("search", "interpret"))
 def traceback_packed_kernel(tab: jax.Array, codes: jax.Array, weights: jax.Array, length,
-                            min_loop: int, search: int = 128, interpret: bool = False):
+                            min_loop, search: int = 128, interpret: bool = False):
     """:func:`jaxrna.fold.gpu.traceback_device` as one Pallas kernel (one program walks the
-    whole structure): ``(partner (size,), ok)``."""
+    whole structure): ``(partner (size,), ok)``. ``min_loop`` is traced (an argument)."""
     t = tab.shape[-1]
     nb = int(round((np.sqrt(8 * tab.shape[0] + 1) - 1) / 2))
-    partner, ok = _walk_call(tab, codes[None], weights, jnp.reshape(length, (1,)),
-                             layout="packed", nb=nb, t=t, min_loop=min_loop, search=search,
-                             interpret=interpret)
+    partner, ok = _walk_call(tab, codes[None], weights, jnp.reshape(length, (1,)), min_loop,
+                             layout="packed", nb=nb, t=t, search=search, interpret=interpret)
     return partner[0], ok[0]
 
 
-@partial(jax.jit, static_argnames=("min_loop", "search", "interpret"))
+@partial(jax.jit, static_argnames=("search", "interpret"))
 def traceback_tiles_kernel(tiles: jax.Array, codes: jax.Array, lengths: jax.Array,
-                           weights: jax.Array, min_loop: int, search: int = 64,
+                           weights: jax.Array, min_loop, search: int = 64,
                            interpret: bool = False):
-    """:func:`traceback_tiles` as one Pallas kernel, one program per sequence."""
+    """:func:`traceback_tiles` as one Pallas kernel, one program per sequence (``min_loop``
+    traced)."""
     _, nb, _, t, _ = tiles.shape
-    return _walk_call(tiles, codes, weights, lengths, layout="tiles", nb=nb, t=t,
-                      min_loop=min_loop, search=search, interpret=interpret)
+    return _walk_call(tiles, codes, weights, lengths, min_loop, layout="tiles", nb=nb, t=t,
+                      search=search, interpret=interpret)
