@@ -132,6 +132,7 @@ def main() -> int:
     cv = encode_batch([prob.inner], p.geo.n_inner)[0]
     wm = np.asarray(weights.matrix(), np.int32)
     inf = np.array([[p.n_outer, p.n_inner, p.l_outer, p.l_inner, int(prob.outer_is_1)]], np.int32)
+    spans = np.array([p.l_outer, p.l_inner], np.int32)   # the diagonals the fill runs
     configs = [(c, None) for c in args.configs.split(",") if c]
     if args.reference:
         configs.append((configs[0][0] if configs else "8x8", False))
@@ -144,7 +145,7 @@ def main() -> int:
         geo = plan(p.n_outer, p.n_inner, p.l_outer, p.l_inner, backend=backend,
                    outer_blocks=ob, inner_blocks=ib, fused=fused).geo
         try:
-            row = measure(geo, (cu, cv, wm, inf), args.repeat, device)
+            row = measure(geo, (cu, cv, wm, inf, spans), args.repeat, device)
         except Exception as exc:  # noqa: BLE001
             row = {"geometry": str(geo), "error": repr(exc)[:500]}
         row["config"] = name + ("" if fused is None else " unfused")
