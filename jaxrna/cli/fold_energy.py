@@ -2,7 +2,10 @@
 
 ``--model nussinov`` (the default) keeps ``fold`` as it was; ``--model turner`` folds to the
 minimum free energy of ViennaRNA's nearest-neighbour model (:mod:`jaxrna.energy`) with
-``--params``, ``--dangles`` and ``-T/--temp`` as RNAfold spells them.
+``--params``, ``--dangles`` and ``-T/--temp`` as RNAfold spells them. On a machine without a
+GPU, ``--backend auto`` folds with ViennaRNA's MFE on every core (:mod:`jaxrna.energy.vienna`,
+JAX not even imported); ``--backend cpu`` or ``gpu`` runs jaxrna's own engine
+(:func:`energy_engine`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ model, the energies exactly RNAfold's (integer dcal/mol): --params turner2004 (d
 RNAfold's), turner1999 or a ViennaRNA .par file; --dangles 0|1|2 (RNAfold -d, default 2);
 -T/--temp C (default 37). Output as RNAfold prints it: 'STRUCTURE (ENERGY)' in kcal/mol with
 two decimals; the other formats carry the energy (ct: ENERGY =, json: energy).
+Engine: with --backend auto and no GPU, ViennaRNA's MFE on every core (the same energies, no
+compilation); --backend cpu/gpu: jaxrna's engine (JAXRNA_ENERGY_ENGINE=vienna|jax forces one).
   jaxrna fold --model turner --sequence GGGGAAACCCCAUCGAAAGAUU
   jaxrna fold --model turner seqs.fa --params turner1999 --dangles 0 -T 30 -f json
 """
