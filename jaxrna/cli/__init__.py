@@ -18,7 +18,8 @@ from jaxrna._version import __version__
 from jaxrna.io import cleanup
 from jaxrna.io.errors import JaxrnaError
 
-SUBCOMMANDS = ["fold", "align", "interact", "targets", "targets-split", "targets-merge", "info"]
+SUBCOMMANDS = ["fold", "align", "interact", "targets", "targets-split", "targets-merge", "info",
+               "warmup"]
 
 EPILOG = """examples:
   jaxrna fold test-data/fold_example.fa

@@ -1,0 +1,116 @@
+"""``jaxrna warmup``: compile the standard program set of this machine's device into the cache.
+
+Each subcommand compiles a few programs, fixed by its size classes and option class (issue 26),
+and keeps them in the compile cache (``JAXRNA_CACHE_DIR``, default ``~/.cache/jaxrna/jax``).
+``jaxrna warmup`` prepares them all up front, so that a Galaxy server, a container image built on
+a GPU host or a pipeline's first step pays the compilation once and every later job on any data
+up to ``--max-length`` compiles nothing. The programs depend on the device, JAX's version and
+jaxrna's: warm up on the machine (and image) that runs the jobs.
+
+Each algorithm package provides ``warmup.warm(backend, max_length, **options)``, which runs
+minimal synthetic inputs through the same code path the CLI uses and returns how many programs
+it prepared; this module chooses which, creates the cache with safe modes (only its owner may
+write it: :func:`jaxrna.runtime.prepare_private_cache`) and reports what was compiled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+
+from jaxrna.io.errors import JaxrnaError
+
+#: The subcommands warmed, in order, and the option classes each prepares: (label, module,
+#: keyword options of its ``warm``).
+WARMERS = {
+    "fold": [("fold nussinov", "jaxrna.fold.warmup", {}),
+             ("fold turner", "jaxrna.energy.warmup", {})],
+    "align": [("align", "jaxrna.align.warmup", {})],
+    "interact": [("interact", "jaxrna.interact.warmup", {})],
+    "targets": [("targets", "jaxrna.targets.warmup", {})],
+}
+
+EXAMPLES = """examples:
+  jaxrna warmup                          # every subcommand, inputs up to 10,000 nt
+  jaxrna warmup fold --model turner      # only the energy model's programs
+  JAXRNA_CACHE_DIR=/srv/jaxrna-cache jaxrna warmup --max-length 5000
+
+Jobs then use the same cache (the same JAXRNA_CACHE_DIR, user and machine type) and compile
+nothing for inputs up to --max-length nt. The cache is created so that only its owner can write
+it; a cache that others can write is never loaded from (jaxrna info says whether it is trusted).
+"""
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "warmup", help="compile the standard programs into the cache, once",
+        description="Compile every program the subcommands use on this machine's device, for "
+                    "inputs up to --max-length nt, into the compile cache, so that later jobs "
+                    "compile nothing.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("subcommands", nargs="*", metavar="SUBCOMMAND",
+                   help=f"which to warm up, of {', '.join(WARMERS)} (default: all)")
+    p.add_argument("--model", choices=["nussinov", "turner", "all"], default="all",
+                   help="for fold: which model's programs (default: all)")
+    p.add_argument("--max-length", type=int, default=10_000, metavar="NT",
+                   help="longest input the programs must cover (default 10000)")
+    p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
+                   help="the device whose programs to compile (auto: a GPU if JAX sees one)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no report on standard error")
+    p.add_argument("-v", "--verbose", action="store_true", help="print the device used")
+    p.set_defaults(func=run)
+
+
+def chosen(args: argparse.Namespace) -> list[tuple[str, str, dict]]:
+    """The (label, module, options) of the warmers this run asks for.
+
+    >>> from jaxrna.cli import build_parser
+    >>> [c[0] for c in chosen(build_parser().parse_args(["warmup", "fold", "--model", "turner"]))]
+    ['fold turner']
+    >>> len(chosen(build_parser().parse_args(["warmup"])))
+    5
+    """
+    names = args.subcommands or list(WARMERS)
+    unknown = [n for n in names if n not in WARMERS]
+    if unknown:
+        raise JaxrnaError(f"warmup: unknown subcommand {unknown[0]!r} (of {', '.join(WARMERS)})")
+    out = []
+    for name in dict.fromkeys(names):
+        for label, module, options in WARMERS[name]:
+            if name == "fold" and args.model != "all" and not label.endswith(args.model):
+                continue
+            out.append((label, module, options))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from jaxrna import runtime, stages
+
+    if args.max_length < 1:
+        raise JaxrnaError("--max-length must be at least 1")
+    path = runtime.cache_dir()
+    if path is None:
+        raise JaxrnaError("warmup needs a compile cache, but JAXRNA_CACHE_DIR is off")
+    runtime.prepare_private_cache(path)
+    if runtime.enable_compilation_cache() is None:
+        raise JaxrnaError(f"warmup: the compile cache {path} cannot be used (see above)")
+    backend = runtime.resolve_backend(args.backend)
+    rows = []
+    for label, module, options in chosen(args):
+        before = stages.counts()
+        start = time.perf_counter()
+        prepared = importlib.import_module(module).warm(backend=backend,
+                                                        max_length=args.max_length, **options)
+        after = stages.counts()
+        compiled = after.get("compiled", 0) - before.get("compiled", 0)
+        rows.append((label, int(prepared or 0), compiled, time.perf_counter() - start))
+        if not args.quiet:
+            print(f"jaxrna: warmup {label}: {rows[-1][1]} programs ready ({compiled} compiled) in "
+                  f"{rows[-1][3]:.1f} s", file=sys.stderr, flush=True)
+    print(f"cache\t{path}")
+    print("subcommand\tprograms\tcompiled\tseconds")
+    for label, prepared, compiled, seconds in rows:
+        print(f"{label}\t{prepared}\t{compiled}\t{seconds:.1f}")
+    return 0

@@ -1,0 +1,58 @@
+"""``jaxrna warmup`` (issue 26): it fills a private cache with the standard programs, after which
+a job on new data compiles nothing; it refuses to run without a cache."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from compile_count import run_counted
+
+
+def _fasta(path, lengths, seed):
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as fh:
+        for k, n in enumerate(lengths):
+            fh.write(f">r{k}\n{''.join(rng.choice(list('ACGU'), n))}\n")
+    return str(path)
+
+
+def test_warmup_options_choose_the_warmers():
+    from jaxrna.cli import build_parser
+    from jaxrna.cli.warmup import WARMERS, chosen
+
+    parse = build_parser().parse_args
+    assert [c[0] for c in chosen(parse(["warmup"]))] == [
+        label for name in WARMERS for label, _, _ in WARMERS[name]]
+    assert [c[0] for c in chosen(parse(["warmup", "fold", "--model", "nussinov"]))] == \
+        ["fold nussinov"]
+    assert [c[0] for c in chosen(parse(["warmup", "align", "interact"]))] == ["align", "interact"]
+
+
+def test_warmup_needs_a_cache_and_known_subcommands(tmp_path):
+    off = run_counted(["warmup", "fold"], str(tmp_path / "c"), env={"JAXRNA_CACHE_DIR": "off"})
+    assert off.returncode == 2 and "JAXRNA_CACHE_DIR is off" in off.stderr
+    assert "Traceback" not in off.stderr
+    bad = run_counted(["warmup", "fnord"], str(tmp_path / "c"))
+    assert bad.returncode == 2 and "unknown subcommand 'fnord'" in bad.stderr
+
+
+def test_warmup_then_a_turner_job_on_new_data_compiles_nothing(tmp_path):
+    cache = str(tmp_path / "cache")
+    warm = run_counted(["warmup", "fold", "--model", "turner", "--max-length", "150",
+                        "--backend", "cpu"], cache)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.compiled >= 1
+    lines = warm.stdout.splitlines()
+    assert lines[0] == f"cache\t{cache}" and lines[2].startswith("fold turner\t")
+    # the cache was created private: only its owner may write it
+    assert stat.S_IMODE(os.stat(cache).st_mode) & 0o022 == 0
+    fa = _fasta(tmp_path / "new.fa", [7, 33, 80, 149, 150, 61], seed=5)
+    job = run_counted(["fold", "--model", "turner", "--backend", "cpu", fa, "-T", "30",
+                       "--dangles", "0"], cache)
+    assert job.returncode == 0, job.stderr
+    assert job.stdout.count(">") == 6
+    assert job.compiled == 0, job.counts
