@@ -21,6 +21,7 @@ table is also a GPU-equals-CPU check. Prints one table; ``--json FILE`` keeps th
     python bench/bench_turner.py                              # all three, issue sizes
     python bench/bench_turner.py --workloads batch --count 1000 --length 100   # CPU goal
     python bench/bench_turner.py --workloads duplex --count 20000 --quick
+    python bench/bench_turner.py --workloads batch --count 1000 --min-length 50 --length 500
 """
 
 from __future__ import annotations
@@ -114,8 +115,9 @@ def device_name() -> str:
     return f"{d.platform}:{getattr(d, 'device_kind', '')}"
 
 
-def run_batch(count: int, length: int, seed: int, log_dir: str | None = None) -> dict:
-    seqs = random_sequences(count, length, length, seed)
+def run_batch(count: int, length: int, seed: int, log_dir: str | None = None,
+              min_length: int | None = None, backend: str = "auto") -> dict:
+    seqs = random_sequences(count, min_length or length, length, seed)
     with tempfile.TemporaryDirectory() as tmp:
         fa = os.path.join(tmp, "in.fa")
         with open(fa, "w") as fh:
@@ -129,7 +131,7 @@ def run_batch(count: int, length: int, seed: int, log_dir: str | None = None) ->
             env["JAXRNA_PROFILE"] = os.path.join(tmp, f"{run}.json")
             t = time.perf_counter()
             proc = subprocess.run([sys.executable, "-m", "jaxrna", "fold", "--model", "turner", fa,
-                                   "-v", "-f", "tsv", "-o", out], env=env, capture_output=True,
+                                   "-v", "-f", "tsv", "-o", out, "--backend", backend], env=env, capture_output=True,
                                   text=True)
             times.append(time.perf_counter() - t)
             if log_dir:
@@ -146,7 +148,8 @@ def run_batch(count: int, length: int, seed: int, log_dir: str | None = None) ->
         energies = None if failed else [round(float(line.split("\t")[2]) * 100)
                                          for line in open(out).read().splitlines()[1:]]
     want, t_peer = peer(seqs)
-    row = {"workload": f"batch {count} x {length} nt (CLI, structures)",
+    span = f"{min_length}-{length}" if min_length else f"{length}"
+    row = {"workload": f"batch {count} x {span} nt (CLI, structures)",
            "jaxrna_s": times[-1] if not failed else float("nan"),
            "jaxrna_cold_s": times[0], "peer_s": t_peer, "peer": f"ViennaRNA, {os.cpu_count()} cores",
            "per_s": count / times[-1] if not failed else 0.0, "exact": energies == want,
@@ -268,6 +271,9 @@ def main(argv=None) -> int:
                     help="duplex-engine: run the peer on this many of the strings (its time "
                          "scaled to all; energies compared on those)")
     ap.add_argument("--length", type=int, default=None, help="nt (batch: 100, long: 4000)")
+    ap.add_argument("--min-length", type=int, default=None,
+                    help="batch: random lengths from this to --length (a mix of classes)")
+    ap.add_argument("--backend", default="auto", help="batch: the CLI's --backend")
     ap.add_argument("--duplex-batch", type=int, default=None,
                     help="device batch of the duplex workload (default 8192 on a GPU, 8 on a CPU)")
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
@@ -282,7 +288,7 @@ def main(argv=None) -> int:
     for w in args.workloads.split(","):
         if w == "batch":
             rows.append(run_batch(args.count or (2000 if args.quick else 100_000), args.length or 100,
-                                  args.seed, args.log_dir))
+                                  args.seed, args.log_dir, args.min_length, args.backend))
         elif w == "duplex":
             batch = args.duplex_batch or (8192 if gpu else 8)
             rows.append(run_duplex(args.count or (20_000 if args.quick else 1_000_000), args.seed,

@@ -70,7 +70,8 @@ def test_interior_mode_picks_the_kernel_on_gpus_only(monkeypatch):
 
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR", raising=False)
     monkeypatch.setattr(fill_module, "_cuda", lambda: True)
-    assert interior_mode("cpu") == "jax" and interior_mode("gpu") == "pallas"
+    assert interior_mode("cpu") == "loop" and interior_mode("gpu") == "pallas"
+    assert interior_mode("cpu", 4096) == "loop"
     assert interior_mode("gpu", 256) == "pallas" and interior_mode("gpu", 320) == "jax"
     monkeypatch.setattr(fill_module, "_cuda", lambda: False)      # e.g. ROCm
     assert interior_mode("gpu") == "jax"

@@ -605,7 +605,9 @@ def interior_mode(platform: str, length: int = 64) -> str:
     kernels' few programs per diagonal left the GPU idle: 4,000 nt, 2.9 s against 0.54 s with
     slices, H200), the rolled loop on CPUs (a program a fraction of the size, and faster there
     than the ~490 slices fused into one loop). ``JAXRNA_ENERGY_INTERIOR`` (one of
-    :data:`INTERIOR_MODES`) overrides it, for comparisons.
+    :data:`INTERIOR_MODES`) overrides it, for comparisons; ``JAXRNA_ENERGY_INTERIOR_LONG``
+    ("jax" or "loop") only that of GPUs above :data:`KERNEL_MAX_LENGTH` (to measure the rolled
+    loop there, where it would make the long classes' programs small too).
 
     >>> interior_mode("cpu"), interior_mode("gpu", 4096)
     ('loop', 'jax')
@@ -617,7 +619,10 @@ def interior_mode(platform: str, length: int = 64) -> str:
         return forced
     if platform != "gpu":
         return "loop"
-    return "pallas" if length <= KERNEL_MAX_LENGTH and _cuda() else "jax"
+    if length <= KERNEL_MAX_LENGTH and _cuda():
+        return "pallas"
+    long = os.environ.get("JAXRNA_ENERGY_INTERIOR_LONG", "")
+    return long if long in ("jax", "loop") else "jax"
 
 
 @functools.lru_cache(maxsize=1)
