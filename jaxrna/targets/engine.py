@@ -48,7 +48,8 @@ from jaxrna.kernels.miranda_fill import packed_positions
 from jaxrna.targets import extract
 from jaxrna.targets import hits as hitlib
 from jaxrna.targets.scan import RESET, WORD, fill_segments, scan_lanes_words
-from jaxrna.targets.scoring import RowTables, ScanParams, exact_overlap, max_gain, row_tables
+from jaxrna.targets.scoring import (RowTables, ScanParams, exact_overlap, gain_bound, max_gain,
+                                    row_tables)
 from jaxrna.stages import NO_EVENTS, Events
 from jaxrna.targets.select import (MOVES_PER_WORD, SpilledRows, TargetText, Traced, accepted_hits,
                                    select, traced_from_batches)
@@ -179,14 +180,28 @@ def prepare_query(id: str, description: str, sequence: str, params: ScanParams) 
                  profile, gap_open, gap_extend, seed)
 
 
+def overlap_bound(height: int, params: ScanParams) -> int | None:
+    """The largest exact overlap W of any miRNA up to ``height`` nt under ``params`` (None:
+    gaps are free): the run's lead and lane room follow from it, so they are fixed by the
+    options and the run's tallest height, whatever the miRNAs' letters."""
+    return exact_overlap(height, gain_bound(height, params), params)
+
+
+def lead_for(height: int, params: ScanParams) -> int:
+    """Columns refilled before a tile (at least 2 W, W = :func:`overlap_bound`): a power of two
+    less one word, so a segment is a power of two long."""
+    return _bucket(2 * overlap_bound(height, params) + WORD, SEGMENT_MIN) - WORD
+
+
 def value_dtype(queries: list[Query], params: ScanParams):
-    """int16 when every value the fill can reach fits comfortably, else int32."""
+    """int16 when every value the fill can reach fits comfortably, else int32 (judged by the
+    bound for the tallest miRNA's height: the same for every run of that option class)."""
     if not queries:
         return jnp.int16
     if params.gaps_can_gain:
         return jnp.int32
-    gain = max(q.gain for q in queries)
-    low = min(int(q.profile.min()) for q in queries)
+    gain = gain_bound(max(q.height for q in queries), params)
+    low = -(gain + 1)  # padding rows' scores (the lowest of any profile)
     gaps = (max(abs(params.gap_open), abs(params.seed_open))
             + max(abs(params.gap_extend), abs(params.seed_extend)))
     bound = 2 * gain + abs(low) + 2 * gaps + 2
@@ -219,7 +234,8 @@ class Chunk:
     (:func:`_pack_lanes`); the host builds ``lanes_t`` and ``codes`` only when asked."""
 
     def __init__(self, targets: "list[Target] | TargetText", overlap: int | None,
-                 max_lanes: int = MAX_LANES, lane_columns: int | None = None, min_class: int = 0):
+                 max_lanes: int = MAX_LANES, lane_columns: int | None = None, min_class: int = 0,
+                 overlap_room: int | None = None):
         if isinstance(targets, TargetText):  # letters read in bulk
             lengths = targets.lengths.astype(np.int64)
             self.letters = targets.chars
@@ -262,8 +278,11 @@ class Chunk:
         self.rows = _round_up(self.span + self.width, WORD)  # whole flag words (scanned)
         # the class's lane length: room for the longest lanes any chunk of the class gets
         # (n_lanes = lanes_out: span <= class / lanes_out; fewer lanes: span < 2 want)
-        longest = max(-(-self.size_class // self.lanes_out), 2 * want)
-        self.rows_out = _pow2(_round_up(longest + self.width, WORD))
+        # (``overlap_room``: the largest overlap of the option class, so the room is the same
+        # for every run of it)
+        room = max(self.width, _round_up(overlap_room or 0, OVERLAP_STEP))
+        longest = max(-(-self.size_class // self.lanes_out), 2 * max(MIN_LANE, 4 * room))
+        self.rows_out = _pow2(_round_up(longest + room, WORD))
 
     @functools.cached_property
     def codes(self) -> np.ndarray:
@@ -328,7 +347,8 @@ class _Run:
         self.dtype = value_dtype(live_qs, engine.params)
         # segments of a power-of-two length (few compiled shapes): a 32-column tile after a lead
         # of at least 2 W columns
-        self.lead = (_bucket(2 * max(q.overlap for q in live_qs) + WORD, SEGMENT_MIN) - WORD
+        # (fixed by the options and the tallest height, not by the miRNAs' letters)
+        self.lead = (lead_for(max(q.height for q in live_qs), engine.params)
                      if not chunk.lane_of_target else 0)
         #: each miRNA height's height in this run (at most MAX_HEIGHTS of them: few programs)
         self.heights = height_classes([q.height for q in live_qs])
@@ -540,8 +560,10 @@ class Engine:
                     progress.update(len(targets) * len(ks))
                 yield ks, Traced.concat([])
             return
-        chunk = Chunk(targets, self.overlap(live_qs), self.max_lanes, self.lane_columns,
-                      min_class=self._class_floor)
+        overlap = self.overlap(live_qs)
+        chunk = Chunk(targets, overlap, self.max_lanes, self.lane_columns, min_class=self._class_floor,
+                      overlap_room=overlap_bound(max(q.height for q in live_qs), self.params)
+                      if overlap is not None else None)
         if not chunk.lane_of_target:  # later chunks keep this class (or a larger one)
             self._class_floor = max(self._class_floor, chunk.size_class)
         run = _Run(self, queries, chunk, live)

@@ -127,9 +127,9 @@ def refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, t
     return best[lead:], code
 
 
-@stored_jit("targets.extract.trace_candidates", static_argnames=("lead", "capacity", "n_words"))
+@stored_jit("targets.extract.trace_candidates", static_argnames=("lead", "capacity", "n_words", "rolled"))
 def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshold, max_steps, skip=0, *,
-                     lead: int, capacity: int, n_words: int):
+                     lead: int, capacity: int, n_words: int, rolled: bool = False):
     """The candidates of refilled tiles (:func:`refill_tiles`), each traced back.
 
     ``own`` (B,) the tile columns each lane owns; ``starts`` each target's first stream
@@ -178,25 +178,32 @@ def trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshol
         w, _, _, _, active, _, _ = carry
         return (w < n_words) & (w * MOVES_PER_WORD < max_steps) & jnp.any(active)
 
+    def move(step, carry):  # one traceback step of every candidate
+        i, j, state, active, nsteps, word = carry
+        act = active & (i > 0) & (j > 0)
+        cc = jnp.where(act, j + tcol - 1, 0)
+        rr = jnp.where(act, i - 1 + pad, 0)
+        bits = code[cc, rr, s].astype(jnp.int32) & 0xFF
+        act = act & ((bits & 3) != 0) & (state != 0)
+        word = word | (jnp.where(act, state, 0).astype(jnp.uint32) << (2 * jnp.asarray(step, jnp.uint32)))
+        nxt = jnp.where(state == 1, (bits >> 2) & 3,
+                        jnp.where(state == 2, jnp.where(bits & 16, 2, 1), jnp.where(bits & 32, 3, 1)))
+        i = jnp.where(act & ((state == 1) | (state == 3)), i - 1, i)
+        j = jnp.where(act & ((state == 1) | (state == 2)), j - 1, j)
+        state = jnp.where(act, nxt, state)
+        return i, j, state, act, nsteps + act, word
+
     def body(carry):
         w, i, j, state, active, nsteps, words = carry
         round_words = []
         for _ in range(per_round):
-            word = jnp.zeros(capacity, jnp.uint32)
-            for step in range(MOVES_PER_WORD):
-                act = active & (i > 0) & (j > 0)
-                cc = jnp.where(act, j + tcol - 1, 0)
-                rr = jnp.where(act, i - 1 + pad, 0)
-                bits = code[cc, rr, s].astype(jnp.int32) & 0xFF
-                act = act & ((bits & 3) != 0) & (state != 0)
-                word = word | (jnp.where(act, state, 0).astype(jnp.uint32) << (2 * step))
-                nxt = jnp.where(state == 1, (bits >> 2) & 3,
-                                jnp.where(state == 2, jnp.where(bits & 16, 2, 1), jnp.where(bits & 32, 3, 1)))
-                i = jnp.where(act & ((state == 1) | (state == 3)), i - 1, i)
-                j = jnp.where(act & ((state == 1) | (state == 2)), j - 1, j)
-                state = jnp.where(act, nxt, state)
-                nsteps = nsteps + act
-                active = act
+            step_carry = (i, j, state, active, nsteps, jnp.zeros(capacity, jnp.uint32))
+            if rolled:  # a loop (CPUs: a 16th of the program to compile, the same answer)
+                step_carry = jax.lax.fori_loop(0, MOVES_PER_WORD, move, step_carry)
+            else:       # unrolled (GPUs: no loop overhead per step)
+                for step in range(MOVES_PER_WORD):
+                    step_carry = move(step, step_carry)
+            i, j, state, active, nsteps, word = step_carry
             round_words.append(word)
         words = jax.lax.dynamic_update_slice(words, jnp.stack(round_words), (w, 0))
         return w + per_round, i, j, state, active, nsteps, words
@@ -240,7 +247,8 @@ def refill_and_trace(stream, front, tile_start, tile_own, first, qidx, profile, 
     best, code = refill_tiles(stream, front, p0, qidx, profile, gap_open, gap_extend, seed, threshold,
                               lead=lead, pallas=pallas, dtype=dtype, interpret=interpret)
     rows, sizes = trace_candidates(best, code, starts, p0, own, qidx, pads, overlaps, threshold,
-                                   max_steps, skip, lead=lead, capacity=capacity, n_words=n_words)
+                                   max_steps, skip, lead=lead, capacity=capacity, n_words=n_words,
+                                   rolled=not pallas)
     cols = min(FIELDS + HEAD_WORDS, rows.shape[1])
     heads = tuple(rows[:capacity >> k, :cols] for k in HEAD_SHIFTS)
     return heads, rows, sizes

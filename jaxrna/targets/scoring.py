@@ -184,6 +184,16 @@ def max_gain(tables: RowTables) -> int:
     return int(np.maximum(tables.profile.max(axis=1), 0).sum())
 
 
+def gain_bound(n: int, params: ScanParams) -> int:
+    """The largest :func:`max_gain` any miRNA of ``n`` nt can have under ``params`` (every
+    row at its best pair score: a row of A's holds both the best and the worst pair score).
+
+    >>> gain_bound(21, ScanParams()), max_gain(row_tables("GUGAGAUCAUUUUGAAAGCUG", ScanParams())), gain_bound(23, ScanParams())
+    (195, 195, 205)
+    """
+    return max_gain(row_tables("A" * n, params))
+
+
 def exact_overlap(n_rows: int, gain: int, params: ScanParams) -> int | None:
     """Columns of overlap after which a window started with a zero boundary is exact.
 
