@@ -56,3 +56,13 @@ def test_warmup_then_a_turner_job_on_new_data_compiles_nothing(tmp_path):
     assert job.returncode == 0, job.stderr
     assert job.stdout.count(">") == 6
     assert job.compiled == 0, job.counts
+
+
+def test_warmup_on_a_cpu_skips_the_energy_model_that_auto_folds_with_viennarna(tmp_path):
+    """Without a GPU, ``fold --model turner`` (``--backend auto``) folds with ViennaRNA, so
+    there is nothing of it to compile; ``--backend cpu`` warms jaxrna's own engine (above)."""
+    pytest.importorskip("RNA")
+    r = run_counted(["warmup", "fold", "--model", "turner"], str(tmp_path / "c"))
+    assert r.returncode == 0, r.stderr
+    assert "fold turner (ViennaRNA engine: nothing to compile)\t0\t0" in r.stdout
+    assert r.compiled == 0

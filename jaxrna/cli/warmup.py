@@ -10,7 +10,10 @@ jaxrna's: warm up on the machine (and image) that runs the jobs.
 Each algorithm package provides ``warmup.warm(backend, max_length, **options)``, which runs
 minimal synthetic inputs through the same code path the CLI uses and returns how many programs
 it prepared; this module chooses which, creates the cache with safe modes (only its owner may
-write it: :func:`jaxrna.runtime.prepare_private_cache`) and reports what was compiled.
+write it: :func:`jaxrna.runtime.prepare_private_cache`) and reports what was compiled. On a
+machine without a GPU, ``--backend auto`` folds ``--model turner`` with ViennaRNA
+(:mod:`jaxrna.energy.vienna`), which has nothing to compile: that warmer is skipped there
+(``--backend cpu`` warms jaxrna's own CPU engine).
 """
 
 from __future__ import annotations
@@ -85,6 +88,14 @@ def chosen(args: argparse.Namespace) -> list[tuple[str, str, dict]]:
     return out
 
 
+def _turner_runs_vienna(requested: str) -> bool:
+    """Whether ``fold --model turner --backend requested`` folds with ViennaRNA here (a CPU
+    without GPU under ``--backend auto``): then it has no program to prepare."""
+    from jaxrna.cli.fold_energy import energy_engine
+
+    return energy_engine(requested) == "vienna"
+
+
 def run(args: argparse.Namespace) -> int:
     from jaxrna import runtime, stages
 
@@ -99,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
     backend = runtime.resolve_backend(args.backend)
     rows = []
     for label, module, options in chosen(args):
+        if label == "fold turner" and _turner_runs_vienna(args.backend):
+            rows.append((label + " (ViennaRNA engine: nothing to compile)", 0, 0, 0.0))
+            continue
         before = stages.counts()
         start = time.perf_counter()
         prepared = importlib.import_module(module).warm(backend=backend,
