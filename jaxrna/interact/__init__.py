@@ -5,7 +5,8 @@ Modules: ``recurrence`` (the JAX fill of one pair), ``geometry`` (its static sha
 ``windows`` (banded layout, planning, reading windows), ``program`` (the one device program of
 a batch: fill, windows, best window and its traceback box), ``traceback``, ``reference`` (plain
 Python oracle), ``brute`` (the four rules of a valid joint structure and exhaustive
-enumeration), ``api`` (:func:`interact`, :func:`interact_pairs`).
+enumeration), ``api`` (:func:`interact`, :func:`interact_pairs`), ``warmup`` (every program a
+job can use, prepared in advance: one per geometry class, issue 26).
 
 >>> import jaxrna.interact
 >>> jaxrna.interact("UCGCUGCU", "GUCGGA").score

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Geometry:
-    """Static shape of one fill: padded lengths, windows, tile size and loop blocking.
+    """Static shape of one fill: padded lengths, bands, tile size and loop blocking (a class of
+    problems: :func:`jaxrna.interact.windows.plan`; true lengths and windows are runtime values).
 
     ``n_outer``: padded outer length; ``n_inner``: padded inner length, a multiple of
     ``tile`` and at least the true length + 1 (end-exclusive columns reach ``M``);
-    ``w_outer``/``w_inner``: the largest span ``j - i`` kept on each strand. ``sweep``: how
+    ``w_outer``/``w_inner``: the largest span ``j - i`` the table can hold on each strand (a
+    window's span is at most this; the fill stops at the batch's own spans). ``sweep``: how
     H1/H2 are reduced (see :func:`~jaxrna.interact.recurrence.inner_sweep`; ``"loop"`` for CPU, ``"reduce"`` for GPU).
     ``kernel``: the max-plus backend (:func:`~jaxrna.kernels.tropical.maxplus_update`; None
     picks the Pallas kernel on GPU and pure JAX elsewhere). ``fused``: all splits of an outer
