@@ -187,3 +187,20 @@ def test_one_strand_whole_the_other_windowed():
         assert spec[(0, len(s2) - 1 - r.window2[1])] == r.score_units
         assert r.windows.shape == (1, len(s2) - 7)
         assert_valid(r, w)
+
+
+def test_window_in_a_large_class():
+    """A strand long enough for a large class (its band is the window's class, 16 diagonals,
+    while the window spans 12: the fill stops at the batch's span; the traceback box is
+    gathered from the table at the best window), on either side of the grid."""
+    rng = random.Random(43)
+    w = parse_weights("bpmax")
+    s1, s2 = random_strand(rng, 7), random_strand(rng, 280)
+    spec = reference_windows(s1, s2, w, len(s1), 12)
+    for outer in ("1", "2"):
+        (r,) = run([(s1, s2)], w, window2=12, outer=outer, keep_windows=True)
+        assert r.score_units == max(spec.values()) and r.window1 == (0, len(s1) - 1)
+        assert spec[(0, len(s2) - 1 - r.window2[1])] == r.score_units
+        assert r.windows.shape == (1, len(s2) - 11)
+        assert [spec[(0, b)] for b in range(len(s2) - 11)] == r.windows[0][::-1].tolist()
+        assert_valid(r, w)
