@@ -231,17 +231,18 @@ def partition_and_probabilities(lw: jax.Array, method: str = "exact", tile: int 
     return lnz, _backward_jit(lw, res, lnz, method, tile), guard
 
 
-def _solve_program(codes, weight_matrix, temperature, *, min_loop: int, method: str, tile: int,
+def _solve_program(codes, weight_matrix, temperature, min_loop, *, method: str, tile: int,
                    groups: int | None):
     """``(ln Z, P, guard)`` of one padded sequence from its codes: the pair weights, the
-    forward and the outside pass as one program (what :func:`partition` runs)."""
+    forward and the outside pass as one program (what :func:`partition` runs). The weights,
+    temperature and ``min_loop`` are traced (arguments: one program serves every value)."""
     lw = masked_log_weights(pair_score_matrix(codes, weight_matrix, min_loop), temperature,
                             min_loop)
     lnz, guard, res = _forward(lw, method, tile, groups)
     return lnz, _backward(lw, res, lnz, method, tile, groups), guard
 
 
-_solve_jit = jax.jit(_solve_program, static_argnames=("min_loop", "method", "tile", "groups"))
+_solve_jit = jax.jit(_solve_program, static_argnames=("method", "tile", "groups"))
 #: Block-diagonal groups of the tiled path per platform: one loop body compiles fastest and a
 #: GPU runs it as fast (its steps are latency-bound); on a CPU three do less work on padding
 #: tiles (2,000 nt, CPU seconds: compile 7.5 and run 5.8, against 19.5 and 5.0 with eight).
@@ -256,12 +257,13 @@ def _solve_call(codes: np.ndarray, wm: np.ndarray, temperature: np.ndarray, min_
 
     device = programs.default_device()
     groups = SOLVE_GROUPS.get(device.platform) if method == "blocked" else None
-    static = dict(min_loop=min_loop, method=method, tile=tile, groups=groups)
-    run = programs.program("fold.partition", _solve_jit, (codes, wm, temperature), static, device)
+    static = dict(method=method, tile=tile, groups=groups)
+    args = (codes, wm, temperature, np.asarray(min_loop, np.int32))
+    run = programs.program("fold.partition", _solve_jit, args, static, device)
     from jaxrna import stages
 
     with stages.stage("device"):            # a GPU runs this program's loops from the host
-        return run(*jax.device_put((codes, wm, temperature), device))
+        return run(*jax.device_put(args, device))
 
 
 # -------------------------------------------------------------------------------------

@@ -1,0 +1,105 @@
+"""Issue 26 for ``jaxrna fold`` (Nussinov): a run compiles a few fixed programs, whatever its
+lengths and numeric options (counted in whole processes, :mod:`compile_count`)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+
+from compile_count import ROOT, run_counted
+
+JAX_ENGINE = {"JAXRNA_FOLD_HOST_WORK": "0"}        # JAX's CPU, not the NumPy engine
+
+
+def _fasta(path, count, lo, hi, seed):
+    rng = random.Random(seed)
+    with open(path, "w") as fh:
+        for k in range(count):
+            n = rng.randint(lo, hi)
+            fh.write(f">r{k}\n{''.join(rng.choice('ACGU') for _ in range(n))}\n")
+    return str(path)
+
+
+def test_plan_bound_up_to_10000_nt():
+    """Any length mix up to 10,240 nt: at most 8 batch shapes (one per class, fixed rows)."""
+    from jaxrna.batching import length_class_ladder
+    from jaxrna.fold.api import _batches
+
+    assert len(length_class_ladder(10_000)) == len(length_class_ladder(10_240)) == 8
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        lengths = rng.integers(1, 10_241, 3000)
+        shapes = {(p, cap) for p, cap, _ in _batches(lengths, np.arange(len(lengths)), "cpu",
+                                                     None)}
+        assert len(shapes) <= 8 and len({p for p, _ in shapes}) == len(shapes)
+
+
+def test_second_run_with_other_lengths_and_options_compiles_nothing(tmp_path):
+    cache = str(tmp_path / "cache")
+    a = _fasta(tmp_path / "a.fa", 30, 20, 500, 1)
+    b = _fasta(tmp_path / "b.fa", 25, 5, 900, 2)
+    first = run_counted(["fold", a, "--backend", "cpu"], cache, env=JAX_ENGINE)
+    assert first.returncode == 0, first.stderr
+    assert first.compiled == 2                                   # classes 256 and 512
+    second = run_counted(["fold", b, "--backend", "cpu", "--weights", "integer",
+                          "--min-loop", "2", "-f", "ct"], cache, env=JAX_ENGINE)
+    assert second.returncode == 0, second.stderr
+    assert second.compiled == 1                                  # only the new class 1024
+    third = run_counted(["fold", a, b, "--backend", "cpu", "--weights", "GC=3,AU=2,GU=0.5",
+                         "--min-loop", "0"], cache, env=JAX_ENGINE)
+    assert third.returncode == 0 and third.compiled == 0, third.counts
+    # the same structures as the NumPy engine (no JAX)
+    host = run_counted(["fold", a, b, "--backend", "cpu", "--weights", "GC=3,AU=2,GU=0.5",
+                        "--min-loop", "0"], str(tmp_path / "c2"),
+                       env={"JAXRNA_FOLD_HOST_WORK": "1e15"})
+    assert host.returncode == 0 and host.stdout == third.stdout
+    assert host.counts.get("compiled", 0) == 0
+
+
+def test_score_only_is_its_own_program_per_class(tmp_path):
+    cache = str(tmp_path / "cache")
+    a = _fasta(tmp_path / "a.fa", 20, 20, 500, 3)
+    b = _fasta(tmp_path / "b.fa", 20, 30, 480, 4)
+    first = run_counted(["fold", a, "--backend", "cpu", "--score-only", "-f", "tsv"], cache,
+                        env=JAX_ENGINE)
+    assert first.returncode == 0 and first.compiled == 2, first.counts
+    second = run_counted(["fold", b, "--backend", "cpu", "--score-only", "-f", "tsv",
+                          "--min-loop", "1", "--weights", "bpmax"], cache, env=JAX_ENGINE)
+    assert second.returncode == 0 and second.compiled == 0, second.counts
+
+
+def test_warm_then_any_run_compiles_nothing(tmp_path):
+    cache = str(tmp_path / "cache")
+    code = ("from jaxrna.fold.warmup import warm; "
+            "print(warm('cpu', max_length=600), warm('cpu', max_length=600, score_only=True))")
+    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3", "3"]                    # classes 256, 512, 1024
+    a = _fasta(tmp_path / "a.fa", 12, 3, 600, 5)
+    run = run_counted(["fold", a, "--backend", "cpu", "--weights", "integer", "--min-loop", "4"],
+                      cache, env=JAX_ENGINE)
+    assert run.returncode == 0 and run.compiled == 0, run.counts
+    run = run_counted(["fold", a, "--backend", "cpu", "--score-only", "-f", "json"], cache,
+                      env=JAX_ENGINE)
+    assert run.returncode == 0 and run.compiled == 0, run.counts
+
+
+def test_partition_options_are_runtime_values(tmp_path):
+    cache = str(tmp_path / "cache")
+    code = "from jaxrna.fold.warmup import warm; print(warm('cpu', max_length=40, partition=True))"
+    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3"]                         # padded 16, 32, 48
+    seqs = ">x\nGGGAAAUCCCGCGCAAAGCGCAUAUGGC\n>y\nGCGCAAAGCGCAUAUGG\n"
+    for extra in ([], ["--temperature", "2", "--min-loop", "1", "--weights", "integer"]):
+        run = run_counted(["fold", "-", "--partition", "-f", "json", *extra], cache, stdin=seqs)
+        assert run.returncode == 0, run.stderr
+        assert run.compiled == 0, run.counts
