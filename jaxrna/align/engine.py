@@ -8,8 +8,12 @@ in worker processes on machines with many cores) and written in order by a backg
 (:class:`jaxrna.pipeline.OrderedWriter`). Two engines compute:
 
 * :class:`DeviceRunner` (JAX, GPU or CPU): the pairs of a chunk are bucketed by length into a
-  few shapes with fixed batch sizes per job, so a job compiles one program per shape (a warm
-  run loads them all from the persistent cache); alignments are traced back on the device
+  few shapes, so a job compiles one program per shape (a warm run loads them all from the
+  persistent cache). On the CPU (the vmapped sweep) the shapes are the fixed length classes of
+  :mod:`jaxrna.align.classes` with fixed batch rows, the lengths inside a class runtime values
+  (at most 8 programs scoring only, each with an int16 variant at most, 12 with alignments, for
+  any mix up to 10,240 nt and any scores: :mod:`jaxrna.align.warmup` prepares them); on the GPU
+  (Pallas) a job-wide plan from its lengths (one square shape, or a ladder). Alignments are traced back on the device
   (:func:`jaxrna.kernels.wavefront.lanes_align` on GPU, :func:`~jaxrna.kernels.wavefront.batch_align`
   on CPU): only the ops come back. Batches are launched ahead (:func:`jaxrna.pipeline.launch_ahead`),
   so the device computes the next ones while the host collects and formats.
