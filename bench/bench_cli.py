@@ -232,7 +232,20 @@ def run_cli(args: list[str], cache: str, log: str | None, out: str) -> dict:
 
 
 def run_peer(name: str, args: list[str], log: str | None) -> dict | None:
-    """The peer on the same job (parasail on every core for align), as one process."""
+    """The peer on the same job, as one process: parasail on every core for align, ViennaRNA
+    on every core for the energy model (``bench/peer_vienna.py``)."""
+    if name.startswith("turner"):
+        try:
+            import RNA  # noqa: F401
+        except ImportError:
+            return {"error": "ViennaRNA not installed"}
+        cmd = [sys.executable, os.path.join(HERE, "peer_vienna.py"), args[3]]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            return {"error": proc.stderr.decode()[-500:]}
+        return {"wall": wall, "summary": proc.stdout.decode().strip().splitlines()[-1]}
     if not name.startswith("align"):
         return None
     try:
