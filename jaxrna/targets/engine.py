@@ -282,7 +282,7 @@ class Chunk:
         # for every run of it)
         room = max(self.width, _round_up(overlap_room or 0, OVERLAP_STEP))
         longest = max(-(-self.size_class // self.lanes_out), 2 * max(MIN_LANE, 4 * room))
-        self.rows_out = _pow2(_round_up(longest + room, WORD))
+        self.rows_out = _round_up(longest + room, WORD)
 
     @functools.cached_property
     def codes(self) -> np.ndarray:
