@@ -263,3 +263,30 @@ def test_device_packed_lanes_and_stream_equal_the_host_packing(kernel):
         stream, starts = run._host_arrays()
         assert np.array_equal(np.asarray(dev.stream), stream), trial
         assert np.array_equal(np.asarray(dev.starts), starts), trial
+
+
+@pytest.mark.parametrize("pallas", [False, True])
+def test_bulk_scan_word_bound_is_a_runtime_value(pallas):
+    """The bulk scans walk the first ``n_words`` words only (a traced bound: one program for
+    every lane length of a class): those words equal a scan of the whole array."""
+    from jaxrna.kernels.miranda_fill import scan_lanes_packed
+    from jaxrna.targets.scan import scan_lanes_words
+
+    rng = np.random.default_rng(11)
+    params = ScanParams(score_threshold=60, no_energy=True)
+    q = prepare_query("m", "", "GUGAGAUCAUUUUGAAAGCUG", params)
+    lanes = rng.integers(0, 4, size=(160, 128)).astype(np.int8)
+    lanes[rng.random(lanes.shape) < 0.01] |= 8
+    full = np.asarray(scan_lanes_words(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
+                                       threshold=params.score_threshold))
+    assert full[:3].any()
+    for n_words in (np.int32(3), np.int32(5)):
+        if pallas:
+            tabs = [t[None] for t in q.tables_at(q.height)]
+            got = np.asarray(scan_lanes_packed(*tabs, lanes, params.score_threshold, n_words,
+                                               interpret=True))[0]
+        else:
+            got = np.asarray(scan_lanes_words(q.profile, q.gap_open, q.gap_extend, q.seed, lanes,
+                                              threshold=params.score_threshold, n_words=n_words))
+            assert not got[int(n_words):].any()
+        assert np.array_equal(got[:int(n_words)], full[:int(n_words)])

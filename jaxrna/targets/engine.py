@@ -20,6 +20,24 @@ device, and :meth:`Engine.iter_traced` hands them back in miRNA order whatever d
 them. Where gaps are free (no finite overlap) a whole target is one lane and the candidates are
 extracted on the host (:mod:`jaxrna.targets.hits`).
 
+Compiled programs (issue 26): a chunk's device arrays take their shapes from its *class*, its
+nucleotides padded to a power of two from :data:`MIN_CHUNK_CLASS` (later chunks keep the first
+one's class): :data:`LANE_COLUMNS`-column lanes, the lane room, the letters, the refill stream
+and the target starts all follow from it; the chunk's own sizes (nucleotides, lanes used, lane
+length, overlap) are traced values, the scans' loops bounded by them. The refill lead, the lane
+room and the value type follow from the options and the run's tallest miRNA height
+(:func:`lead_for`), not from the letters; miRNA heights are mapped to at most
+:data:`MAX_HEIGHTS` per run (:func:`height_classes`); refill launches have a fixed size
+(:data:`LANE_BATCH`), their candidates fetched ``capacity`` at a time by the same program.
+Thresholds, scale and penalties are traced. So a run with one chunk class compiles at most
+**6 programs** (``2 + 2 * MAX_HEIGHTS``: lane packing, tiling, and per height the bulk scan
+with its tile counts and the refill with its traceback), whatever its lengths and scores; a
+second class (a later chunk larger than the first's class, a run on a file of another power of
+two) or another lead (gap penalties or a scale that widen the exact overlap W past the lead's
+power of two) prepares the same set again. :mod:`jaxrna.targets.warmup` prepares them ahead.
+Not covered: free gaps (a zero gap penalty or a scale <= 0: whole targets per lane, host
+extraction) and ``profile`` (each stage its own program).
+
 >>> p = ScanParams(no_energy=True)
 >>> q = prepare_query("m", "", "GUGAGAUCAUUUUGAAAGCUG", p)
 >>> found = Engine(p).scan_chunk([q], [make_target("t", "", "UAGUUUUCACAAUGAUCUCGG")])
