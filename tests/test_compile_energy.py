@@ -78,3 +78,21 @@ def test_classes_bound_the_programs_up_to_10240_nt():
     """At most 8 classes (8 programs) for any mix of lengths up to 10,240 nt."""
     assert len({energy_length_class(n) for n in range(0, 10241)}) == 8
     assert classes(10_000) == [128, 256, 512, 1024, 2048, 4096, 6144, 10240]
+
+
+def test_a_prefetched_program_is_the_one_the_batch_uses(monkeypatch):
+    """The plan's programs prepared in the background (``prefetch_programs``, as on hosts of
+    many cores) are keyed as the batches ask for them: each is compiled once, not twice."""
+    from jaxrna import programs, stages
+    from jaxrna.energy import api
+
+    monkeypatch.setattr(programs, "PREFETCH_FROM_CORES", 1)
+    programs.forget()
+    stages.reset()
+    assert api.prefetch_programs([(128, 8), (128, 8)], api.load_params(),
+                                 programs.default_device()) == 1
+    r = api.fold_energy(["GGGGAAACCCCAUCGAAAGAUU", "ACGUAGCUAGCUAGCAUCGAUCGA"], backend="cpu")
+    assert [x.energy for x in r] == [-650, api.fold_energy("ACGUAGCUAGCUAGCAUCGAUCGA",
+                                                           backend="cpu").energy]
+    assert stages.counts().get("executables_compiled", 0) == 1
+    programs.forget()

@@ -207,6 +207,38 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     return sequences, count, out, with_pairs
 
 
+def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, device) -> int:
+    """Start preparing the batch program of every ``(length class, rows)`` of a job's plan in
+    the background (:func:`jaxrna.programs.prefetch`, on hosts with enough cores), so that its
+    few programs compile side by side rather than one after another; the batches then find
+    them ready or under way. Returns how many were asked for.
+
+    >>> prefetch_programs([], load_params(), None)
+    0
+    """
+    import jax
+
+    from jaxrna import programs
+    from jaxrna.energy.fill import interior_mode, seq_pad
+    from jaxrna.energy.terms import COL_PAD
+
+    def spec(shape, dtype):
+        return jax.ShapeDtypeStruct(shape, np.dtype(dtype))
+
+    count = 0
+    for length, rows in dict.fromkeys(classes):
+        dp = jax.tree_util.tree_map(lambda a: spec(np.shape(a), np.asarray(a).dtype),
+                                    _device_params(params, length))
+        total = seq_pad(length)
+        args = (spec((rows, total), np.int32), spec((rows, total), np.bool_),
+                spec((rows, 3, length + COL_PAD), np.int32), spec((rows,), np.int32), dp,
+                spec((), np.int32), spec((), np.int32), spec((), np.bool_))
+        programs.prefetch("energy.fold_batch", _program().jitted(), args,
+                          {"interior": interior_mode(device.platform, length)}, device)
+        count += 1
+    return count
+
+
 def _collect(launched: tuple, as_pairs: bool = False) -> list[tuple[int, object]]:
     """Wait for a :func:`_launch` and return ``(energy, partner array or None)`` per sequence,
     or with ``as_pairs`` ``(energy, pairs tuple or None)`` (:func:`_batch_pairs`)."""
@@ -330,8 +362,10 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
             if on_done:
                 on_done(len(batch))
 
+        plan = _device_batches(lengths, backend, batch_budget)
+        prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device)
         with jax.default_device(device):
-            for padded, rows, batch in _device_batches(lengths, backend, batch_budget):
+            for padded, rows, batch in plan:
                 seqs = [buffer[k].sequence for k in batch]
                 ups = [tuple((unpaired or {}).get(buffer[k].id, ())) for k in batch]
                 launched = (batch, _launch(seqs, params, model.dangles, ups, with_pairs, padded,
