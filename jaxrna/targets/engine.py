@@ -297,8 +297,8 @@ class Chunk:
         # the class's lane length: room for the longest lanes any chunk of the class gets
         # (n_lanes = lanes_out: span <= class / lanes_out; fewer lanes: span < 2 want)
         # (``overlap_room``: the largest overlap of the option class, so the room is the same
-        # for every run of it)
-        room = max(self.width, _round_up(overlap_room or 0, OVERLAP_STEP))
+        # for every run of it), in powers of two from 128 (W <= 128: every ordinary option set)
+        room = _bucket(max(self.width, overlap_room or 0), 4 * OVERLAP_STEP)
         longest = max(-(-self.size_class // self.lanes_out), 2 * max(MIN_LANE, 4 * room))
         self.rows_out = _round_up(longest + room, WORD)
 
