@@ -69,12 +69,16 @@ def test_interior_mode_picks_the_kernel_on_gpus_only(monkeypatch):
     import jaxrna.energy.fill as fill_module
 
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR", raising=False)
+    monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR_LONG", raising=False)
     monkeypatch.setattr(fill_module, "_cuda", lambda: True)
     assert interior_mode("cpu") == "loop" and interior_mode("gpu") == "pallas"
     assert interior_mode("cpu", 4096) == "loop"
-    assert interior_mode("gpu", 256) == "pallas" and interior_mode("gpu", 320) == "jax"
+    assert interior_mode("gpu", 256) == "pallas" and interior_mode("gpu", 320) == "loop"
+    monkeypatch.setenv("JAXRNA_ENERGY_INTERIOR_LONG", "jax")      # the slices, for an A/B
+    assert interior_mode("gpu", 320) == "jax" and interior_mode("gpu", 256) == "pallas"
+    monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR_LONG")
     monkeypatch.setattr(fill_module, "_cuda", lambda: False)      # e.g. ROCm
-    assert interior_mode("gpu") == "jax"
+    assert interior_mode("gpu") == "loop"
     monkeypatch.setenv("JAXRNA_ENERGY_INTERIOR", "interpret")
     assert interior_mode("gpu") == "interpret"
 

@@ -601,16 +601,15 @@ def interior_mode(platform: str, length: int = 64) -> str:
     """The ``interior`` of :func:`fill` for programs compiled for ``platform`` (a JAX device's
     ``platform``) and tables of padded ``length``: the Pallas kernels on GPUs for short
     sequences (folded in large batches: one program per sequence and block of cells keeps the
-    GPU full), static slices on GPUs for longer ones (a long sequence is folded alone, and the
-    kernels' few programs per diagonal left the GPU idle: 4,000 nt, 2.9 s against 0.54 s with
-    slices, H200), the rolled loop on CPUs (a program a fraction of the size, and faster there
-    than the ~490 slices fused into one loop). ``JAXRNA_ENERGY_INTERIOR`` (one of
-    :data:`INTERIOR_MODES`) overrides it, for comparisons; ``JAXRNA_ENERGY_INTERIOR_LONG``
-    ("jax" or "loop") only that of GPUs above :data:`KERNEL_MAX_LENGTH` (to measure the rolled
-    loop there, where it would make the long classes' programs small too).
+    GPU full), the rolled loop elsewhere: on CPUs (a program a fraction of the size, and faster
+    there than the ~490 slices fused into one loop) and on GPUs above
+    :data:`KERNEL_MAX_LENGTH` (H100, 2026-11-25, 1,000 x 50-500 nt: cold 29.9 s against 50.1 s
+    with the slices, warm 4.37 s against 4.86 s, the same output). ``JAXRNA_ENERGY_INTERIOR``
+    (one of :data:`INTERIOR_MODES`) overrides it, for comparisons; ``JAXRNA_ENERGY_INTERIOR_LONG``
+    ("jax" or "loop") only that of GPUs above :data:`KERNEL_MAX_LENGTH`.
 
     >>> interior_mode("cpu"), interior_mode("gpu", 4096)
-    ('loop', 'jax')
+    ('loop', 'loop')
     """
     import os
 
@@ -622,7 +621,7 @@ def interior_mode(platform: str, length: int = 64) -> str:
     if length <= KERNEL_MAX_LENGTH and _cuda():
         return "pallas"
     long = os.environ.get("JAXRNA_ENERGY_INTERIOR_LONG", "")
-    return long if long in ("jax", "loop") else "jax"
+    return long if long in ("jax", "loop") else "loop"
 
 
 @functools.lru_cache(maxsize=1)
