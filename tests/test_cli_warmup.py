@@ -26,7 +26,7 @@ def test_warmup_options_choose_the_warmers():
 
     parse = build_parser().parse_args
     assert [c[0] for c in chosen(parse(["warmup"]))] == [
-        label for name in WARMERS for label, _, _ in WARMERS[name]]
+        label for name in WARMERS for label, _ in WARMERS[name]]
     assert [c[0] for c in chosen(parse(["warmup", "fold", "--model", "nussinov"]))] == \
         ["fold nussinov"]
     assert [c[0] for c in chosen(parse(["warmup", "align", "interact"]))] == ["align", "interact"]

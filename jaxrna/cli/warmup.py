@@ -25,15 +25,39 @@ import time
 
 from jaxrna.io.errors import JaxrnaError
 
-#: The subcommands warmed, in order, and the option classes each prepares: (label, module,
-#: keyword options of its ``warm``).
+#: The subcommands warmed, in order, and the option classes each prepares: (label, module).
+#: The options each ``warm`` gets come from this command's own options (:func:`options_for`).
 WARMERS = {
-    "fold": [("fold nussinov", "jaxrna.fold.warmup", {}),
-             ("fold turner", "jaxrna.energy.warmup", {})],
-    "align": [("align", "jaxrna.align.warmup", {})],
-    "interact": [("interact", "jaxrna.interact.warmup", {})],
-    "targets": [("targets", "jaxrna.targets.warmup", {})],
+    "fold": [("fold nussinov", "jaxrna.fold.warmup"), ("fold turner", "jaxrna.energy.warmup")],
+    "align": [("align", "jaxrna.align.warmup")],
+    "interact": [("interact", "jaxrna.interact.warmup")],
+    "targets": [("targets", "jaxrna.targets.warmup")],
 }
+
+
+def options_for(label: str, args: argparse.Namespace) -> dict:
+    """The option class a warmer prepares, from ``jaxrna warmup``'s options (the same names
+    and meanings as the subcommands'; numeric values such as scores, penalties, weights,
+    temperature and dangles never select a program, so they are not asked for).
+
+    >>> from jaxrna.cli import build_parser
+    >>> a = build_parser().parse_args(["warmup", "--score-only", "--mode", "local"])
+    >>> options_for("fold nussinov", a), options_for("align", a)
+    ({'score_only': True, 'partition': False}, {'mode': 'local', 'alignments': False})
+    >>> options_for("targets", build_parser().parse_args(["warmup"]))
+    {'no_energy': False}
+    """
+    if label == "fold nussinov":
+        return {"score_only": args.score_only, "partition": args.partition}
+    if label == "align":
+        return {"mode": args.mode, "alignments": not args.score_only}
+    if label == "interact":
+        return {"window1": args.window1, "window2": args.window2,
+                "with_pairs": not args.score_only}
+    if label == "targets":
+        return {"no_energy": args.no_energy}
+    return {}
+
 
 EXAMPLES = """examples:
   jaxrna warmup                          # every subcommand, inputs up to 10,000 nt
@@ -61,6 +85,19 @@ def add_parser(subparsers) -> None:
                    help="longest input the programs must cover (default 10000)")
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
                    help="the device whose programs to compile (auto: a GPU if JAX sees one)")
+    g = p.add_argument_group("option classes (as the subcommands' options of the same name)")
+    g.add_argument("--score-only", action="store_true",
+                   help="fold, align, interact: the programs of runs without structures or "
+                        "alignments (default: with them)")
+    g.add_argument("--partition", action="store_true", help="fold: the pair ensemble's programs")
+    g.add_argument("--mode", choices=["global", "local", "semi-global"], default="global",
+                   help="align: the alignment mode (semi-global: end gaps scored apart)")
+    g.add_argument("--window1", type=int, default=None, metavar="W",
+                   help="interact: a window on the first strand")
+    g.add_argument("--window2", type=int, default=None, metavar="W",
+                   help="interact: a window on the second strand")
+    g.add_argument("--no-energy", action="store_true",
+                   help="targets: scans without energies (default: with, as targets runs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no report on standard error")
     p.add_argument("-v", "--verbose", action="store_true", help="print the device used")
     p.set_defaults(func=run)
@@ -81,10 +118,10 @@ def chosen(args: argparse.Namespace) -> list[tuple[str, str, dict]]:
         raise JaxrnaError(f"warmup: unknown subcommand {unknown[0]!r} (of {', '.join(WARMERS)})")
     out = []
     for name in dict.fromkeys(names):
-        for label, module, options in WARMERS[name]:
+        for label, module in WARMERS[name]:
             if name == "fold" and args.model != "all" and not label.endswith(args.model):
                 continue
-            out.append((label, module, options))
+            out.append((label, module, options_for(label, args)))
     return out
 
 

@@ -38,7 +38,8 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     and ``score_only`` do not change the programs."""
     import jax
 
-    from jaxrna.energy.api import EnergyModel, _collect, _launch, batch_rows_for, gpu_budget
+    from jaxrna.energy.api import (EnergyModel, batch_rows_for, fold_batch, gpu_budget,
+                                   prefetch_programs)
     from jaxrna.runtime import enable_compilation_cache, resolve_backend
 
     enable_compilation_cache()
@@ -47,11 +48,10 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     if batch_budget is None:
         batch_budget = gpu_budget(device) if backend != "cpu" else 1 << 30
     params = EnergyModel().load()
-    count = 0
+    plan = [(length, batch_rows_for(length, backend, batch_budget))
+            for length in classes(max_length)]
+    prefetch_programs(plan, params, device)         # side by side on hosts of many cores
     with jax.default_device(device):
-        for length in classes(max_length):
-            rows = batch_rows_for(length, backend, batch_budget)
-            _collect(_launch(["GGGGAAACCCC"], params, 2, [()], True, length, rows,
-                             device.platform))
-            count += 1
-    return count
+        for length, rows in plan:
+            fold_batch(["GGGGAAACCCC"], params, 2, [()], True, length, rows)
+    return len(plan)
