@@ -9,7 +9,7 @@ versions, ``XLA_FLAGS``, the x64 switch and a hash of jaxrna's sources -- and ke
 :func:`jax.experimental.serialize_executable.serialize` bytes under ``<cache>/executables``.
 A file that cannot be read or loaded is ignored and rewritten; the store keeps the
 :data:`MAX_FILES` most recently used. A file someone else could have written (its owner, its
-mode: :func:`jaxrna.runtime.entry_trust`) is never unpickled (one warning per process).
+mode: :func:`jaxrna.cachetrust.entry_trust`) is never unpickled (one warning per process).
 Every subcommand gets its device programs here.
 
 :func:`use_disk` turns the disk store on (the CLI does, with the compilation cache directory
@@ -110,14 +110,14 @@ def _load(path: str, device) -> Callable | None:
 
     try:
         # a pickle runs code when loaded: only a file no one else can have written is read
-        # (runtime.entry_trust: a regular file, not a symbolic link, owned by this user or
+        # (cachetrust.entry_trust: a regular file, not a symbolic link, owned by this user or
         # root, writable by its owner alone), checked on the opened file itself
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
                      | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as fh:
-            from jaxrna import runtime
+            from jaxrna import cachetrust
 
-            untrusted = runtime.entry_trust(path, os.fstat(fh.fileno()))
+            untrusted = cachetrust.entry_trust(path, os.fstat(fh.fileno()))
             if untrusted is not None:
                 _warn_untrusted(path, untrusted)
                 return None
@@ -175,12 +175,12 @@ def _save(path: str, compiled) -> None:
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         payload, in_tree, out_tree = serialize(compiled)
-        from jaxrna.runtime import _makedirs_private
+        from jaxrna.cachetrust import makedirs_private
 
-        _makedirs_private(os.path.dirname(path))     # mode 0700, as the cache's
+        makedirs_private(os.path.dirname(path))     # mode 0700, as the cache's
         if cleanup is not None:
             cleanup.register(tmp)              # a killed run leaves no temporary file
-        # never writable by group or others, whatever the umask (runtime.entry_trust)
+        # never writable by group or others, whatever the umask (cachetrust.entry_trust)
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as fh:
             os.fchmod(fh.fileno(), os.fstat(fh.fileno()).st_mode & 0o755)
             pickle.dump((_FORMAT, payload, in_tree, out_tree), fh, protocol=4)
