@@ -211,8 +211,8 @@ def run_cli(args: list[str], cache: str, log: str | None, out: str) -> dict:
     if os.path.exists(out):
         os.unlink(out)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "jaxrna"] + args, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.run([sys.executable, "-m", "jaxrna"] + args, env=env, cwd=JAXRNA_ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # cwd: -m's path
     wall = time.perf_counter() - start
     if log:
         with open(log, "ab") as fh:
