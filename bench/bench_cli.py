@@ -239,13 +239,7 @@ def run_peer(name: str, args: list[str], log: str | None) -> dict | None:
             import RNA  # noqa: F401
         except ImportError:
             return {"error": "ViennaRNA not installed"}
-        cmd = [sys.executable, os.path.join(HERE, "peer_vienna.py"), args[3]]
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True)
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            return {"error": proc.stderr.decode()[-500:]}
-        return {"wall": wall, "summary": proc.stdout.decode().strip().splitlines()[-1]}
+        return _timed_peer([sys.executable, os.path.join(HERE, "peer_vienna.py"), args[3]])
     if not name.startswith("align"):
         return None
     try:
@@ -255,6 +249,11 @@ def run_peer(name: str, args: list[str], log: str | None) -> dict | None:
     q, t = args[1], args[2]
     cmd = [sys.executable, os.path.join(HERE, "peer_parasail.py"), q, t]
     cmd += ["--pairs", "zip", "--score-only"] if name == "align_zip" else ["--mode", "local"]
+    return _timed_peer(cmd)
+
+
+def _timed_peer(cmd: list[str]) -> dict:
+    """Run a peer's process: its wall time and last line of output, or its error."""
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True)
     wall = time.perf_counter() - start
