@@ -189,16 +189,17 @@ def _announce(backend: str, how: str) -> None:
     print(device_line(command, backend, how), file=sys.stderr, flush=True)
 
 
-def announce_host(how: str, engine: str = "NumPy") -> None:
+def announce_host(how: str, engine: str = "NumPy", where: str = "in this process") -> None:
     """For ``-v`` (:func:`announce_device`): the run computes with ``engine`` (NumPy,
-    parasail) in this process, JAX not even imported (small jobs)."""
+    parasail, ViennaRNA) ``where`` (in this process, on a pool of processes), JAX not even
+    imported."""
     global _announce_for
     if _announce_for is None:
         return
     import sys
 
     command, _announce_for = _announce_for, None
-    print(f"jaxrna: {command} runs on cpu ({how}): {engine} in this process, without JAX",
+    print(f"jaxrna: {command} runs on cpu ({how}): {engine} {where}, without JAX",
           file=sys.stderr, flush=True)
 
 

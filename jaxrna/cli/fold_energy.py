@@ -116,17 +116,10 @@ def energy_engine(requested: str) -> str:
 
 def _announce_vienna(how: str, workers: int) -> None:
     """``-v``: the line :func:`jaxrna.runtime.announce_device` asked for, for ViennaRNA."""
-    import sys
-
     from jaxrna import runtime
 
-    command = getattr(runtime, "_announce_for", None)
-    if command is None:
-        return
-    runtime.announce_device(None)
     where = "in this process" if workers <= 1 else f"on up to {workers} processes"
-    print(f"jaxrna: {command} runs on cpu ({how}): ViennaRNA's MFE {where}, without JAX",
-          file=sys.stderr, flush=True)
+    runtime.announce_host(how, "ViennaRNA's MFE", where)
 
 
 def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
