@@ -79,10 +79,7 @@ def energy_length_class(n: int) -> int:
     >>> [energy_length_class(n) for n in (0, 50, 129, 500, 4097, 10000, 10241)]
     [128, 128, 256, 512, 6144, 10240, 12288]
     """
-    for v in ENERGY_LENGTH_CLASSES:
-        if n <= v:
-            return v
-    return -(-n // 4096) * 4096
+    return _class_on(n, ENERGY_LENGTH_CLASSES)
 
 
 #: The classes of :func:`length_class` up to 10,240 nt.
@@ -93,10 +90,16 @@ def length_class(n: int) -> int:
     """The padded length (class) of a sequence of ``n`` nt for programs that run to the
     runtime length inside their class: :data:`LENGTH_CLASSES` (powers of two from 256 to
     4,096, then steps of 2,048 to 10,240: eight classes), beyond them multiples of 4,096."""
-    for v in LENGTH_CLASSES:
+    return _class_on(n, LENGTH_CLASSES)
+
+
+def _class_on(n: int, classes: tuple[int, ...], step: int = 4096) -> int:
+    """The smallest of ``classes`` that holds ``n``; beyond the last, the next multiple of
+    ``step`` (one more class per ``step`` nt)."""
+    for v in classes:
         if n <= v:
             return v
-    return -(-n // 4096) * 4096
+    return -(-n // step) * step
 
 
 def length_class_ladder(limit: int) -> list[int]:

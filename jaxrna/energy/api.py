@@ -118,10 +118,20 @@ def estimate_bytes(length: int) -> int:
     return BYTES_PER_CELL * (n + 64) * (n + 64)
 
 
-def check_memory(length: int, max_bytes: int | None = None) -> None:
-    from jaxrna.runtime import human_bytes, memory_bytes
+def memory_limit(max_bytes: int | None = None) -> int | None:
+    """``max_bytes``, or else the default limit: 80% of the machine's memory (None where the
+    machine does not say). A run asks once and passes it to :func:`check_memory`."""
+    if max_bytes is not None:
+        return max_bytes
+    from jaxrna.runtime import memory_bytes
 
-    limit = max_bytes if max_bytes is not None else int(0.8 * memory_bytes())
+    return int(0.8 * memory_bytes()) or None
+
+
+def check_memory(length: int, max_bytes: int | None = None) -> None:
+    from jaxrna.runtime import human_bytes
+
+    limit = memory_limit(max_bytes)
     need = estimate_bytes(length)
     if limit and need > limit:
         raise ResourceError(
@@ -199,12 +209,18 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
         unpaired = list(unpaired or [()] * count) + [()] * (batch - count)
     length = length or energy_length_class(max(len(s) for s in sequences))
     stack = prepare_batch(sequences, params, length, unpaired)
-    stop = int(stack["n"].max())
-    out = _program()(stack["s"], stack["allowed"], stack["special"], stack["n"],
-                     _device_params(params, length), np.int32(dangles), np.int32(stop),
-                     np.bool_(with_pairs),
+    out = _program()(*_program_args(stack, params, length, dangles, with_pairs),
                      interior=interior_mode(platform or default_device().platform, length))
     return sequences, count, out, with_pairs
+
+
+def _program_args(stack: dict, params: EnergyParams, length: int, dangles: int,
+                  with_pairs: bool) -> tuple:
+    """The batch program's arguments for the inputs ``stack`` of
+    :func:`jaxrna.energy.fill.prepare_batch` (the loops stop at its longest sequence)."""
+    return (stack["s"], stack["allowed"], stack["special"], stack["n"],
+            _device_params(params, length), np.int32(dangles), np.int32(stack["n"].max()),
+            np.bool_(with_pairs))
 
 
 def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, device) -> int:
@@ -219,21 +235,14 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     import jax
 
     from jaxrna import programs
-    from jaxrna.energy.fill import interior_mode, seq_pad
-    from jaxrna.energy.terms import COL_PAD
-
-    def spec(shape, dtype):
-        return jax.ShapeDtypeStruct(shape, np.dtype(dtype))
+    from jaxrna.energy.fill import interior_mode, prepare_batch
 
     count = 0
     for length, rows in dict.fromkeys(classes):
-        dp = jax.tree_util.tree_map(lambda a: spec(np.shape(a), np.asarray(a).dtype),
-                                    _device_params(params, length))
-        total = seq_pad(length)
-        args = (spec((rows, total), np.int32), spec((rows, total), np.bool_),
-                spec((rows, 3, length + COL_PAD), np.int32), spec((rows,), np.int32), dp,
-                spec((), np.int32), spec((), np.int32), spec((), np.bool_))
-        programs.prefetch("energy.fold_batch", _program().jitted(), args,
+        # the shapes of a batch of empty rows are those of every batch of the class
+        args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
+        specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
+        programs.prefetch("energy.fold_batch", _program().jitted(), specs,
                           {"interior": interior_mode(device.platform, length)}, device)
         count += 1
     return count
@@ -381,10 +390,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                                    pairs=pairs,
                                    description=rec.description)
 
-    if max_bytes is None:                 # the machine's memory, asked once per run
-        from jaxrna.runtime import memory_bytes
-
-        max_bytes = int(0.8 * memory_bytes()) or None
+    max_bytes = memory_limit(max_bytes)   # the machine's memory, asked once per run
     for rec in records:
         try:
             check_memory(len(rec), max_bytes)

@@ -377,10 +377,7 @@ def skew(x: jax.Array) -> jax.Array:
 def all_pair_terms(s, allowed, special, n, dp, dangles: int, length: int) -> jax.Array:
     """:func:`jaxrna.energy.terms.pair_terms` of every cell: ``[K, L, L]`` (piece, d, i)."""
     v = SquareView(s, allowed, special, dp, length, n)
-    tm = terms.pair_terms(v, dp, dangles)
-    square = jnp.stack([jnp.broadcast_to(tm[name], (length, length)).astype(jnp.int32)
-                        for name in terms.PAIR_TERMS])
-    return skew(square)
+    return skew(_stack_terms(terms.pair_terms(v, dp, dangles), (length, length)))
 
 
 def split_min(T, MC, d, height, length, bands, interior: str = "jax"):
@@ -451,13 +448,13 @@ def _diagonal(d, carry, *, s, allowed, special, n, dp, precompute, dangles, heig
     new = jnp.stack([jnp.stack([prev[name] for name in TABLES]),
                      jnp.stack([cur.get(name, inf) for name in TABLES])])
     T, MC = _store(T, MC, new, m_row, e, length, keep_columns=not _kernels(interior))
-    return T, MC, _stack_terms(tm, height)
+    return T, MC, _stack_terms(tm, (height,))
 
 
-def _stack_terms(tm: dict, height: int) -> jax.Array:
-    """The pieces of :func:`jaxrna.energy.terms.pair_terms` of a diagonal as one
-    ``(len(PAIR_TERMS), height)`` array, in that order."""
-    return jnp.stack([jnp.broadcast_to(tm[name], (height,)).astype(jnp.int32)
+def _stack_terms(tm: dict, shape: tuple[int, ...]) -> jax.Array:
+    """The pieces of :func:`jaxrna.energy.terms.pair_terms` (a diagonal's, or every cell's) as
+    one int32 array ``(len(PAIR_TERMS), *shape)``, in that order."""
+    return jnp.stack([jnp.broadcast_to(tm[name], shape).astype(jnp.int32)
                       for name in terms.PAIR_TERMS])
 
 

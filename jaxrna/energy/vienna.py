@@ -36,7 +36,7 @@ import os
 import sys
 from typing import Iterable, Iterator
 
-from jaxrna.energy.api import EnergyFoldResult, EnergyModel, check_memory
+from jaxrna.energy.api import EnergyFoldResult, EnergyModel, check_memory, memory_limit
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 
@@ -186,10 +186,6 @@ def _fold(sequences: list[str], unpaired: list, with_pairs: bool) -> list[tuple]
     return out
 
 
-def _task(sequences: list[str], unpaired: list, with_pairs: bool) -> list[tuple]:
-    return _fold(sequences, unpaired, with_pairs)
-
-
 # --------------------------------------------------------------------------- the records
 
 def _tasks(records: Iterator[Record], unpaired: dict | None, max_bytes: int | None, on_error):
@@ -249,10 +245,7 @@ def fold_records(records: Iterable[Record], model: EnergyModel | None = None,
     :class:`~jaxrna.io.errors.ResourceError` or, with ``on_error(record, error)``, is skipped.
     """
     model = model or EnergyModel()
-    if max_bytes is None:                 # the machine's memory, as the JAX engine asks it
-        from jaxrna.runtime import memory_bytes
-
-        max_bytes = int(0.8 * memory_bytes()) or None
+    max_bytes = memory_limit(max_bytes)   # the machine's memory, as the JAX engine asks it
     workers = processes if processes is not None else cpu_count()
     items = _tasks(iter(records), unpaired, max_bytes, on_error)
     # read ahead until the job is known to be more than a small one
@@ -311,7 +304,7 @@ def _in_pool(items, model, with_pairs, unpaired, on_done, on_error, workers: int
             else:
                 task = item[1]
                 pending.append(("task", task,
-                                pool.apply_async(_task, _args(task, unpaired, with_pairs))))
+                                pool.apply_async(_fold, _args(task, unpaired, with_pairs))))
             if len(pending) >= limit:
                 yield from drain(False)
         yield from drain(True)
