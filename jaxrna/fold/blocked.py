@@ -112,6 +112,21 @@ def finish_tile(bulk: jax.Array, ti: jax.Array, tj: jax.Array, below: jax.Array,
     return e[:t, t + 1:2 * t + 1]
 
 
+def _start_tiles(codes: jax.Array, weights: jax.Array, min_loop, t: int, pad: int,
+                 diag_blocks: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The fills' starting state for tiles of ``t``: the codes as tile rows with ``pad`` rows
+    of a non-pairing code below (reads past the last tile), the tile table (``[i, d]``: tile
+    (i, i + d), ``pad`` rows of padding) with the diagonal tiles filled, and its shifted copy
+    (empty)."""
+    nb = codes.shape[0] // t
+    ctiles = jnp.concatenate([codes.astype(jnp.int32).reshape(nb, t),
+                              jnp.full((pad, t), 4, jnp.int32)])
+    diag = jax.vmap(lambda c: diagonal_tile(c, weights, min_loop, diag_blocks))(ctiles[:nb])
+    tiles = jnp.full((nb + pad, nb, t, t), NEG, jnp.int32).at[:nb, 0].set(diag)
+    shifted = jnp.full((nb + pad, nb, t, t), NEG, jnp.int32)
+    return ctiles, tiles, shifted
+
+
 @partial(jax.jit, static_argnames=("min_loop", "tile", "groups", "diag_blocks", "maxplus"))
 def blocked_fill(codes: jax.Array, weights: jax.Array, min_loop: int = 3,
                  tile: int = 64, groups: int | None = None, diag_blocks: int = 4,
@@ -144,11 +159,7 @@ def blocked_fill_traced(codes: jax.Array, weights: jax.Array, min_loop, tile: in
     groups = _groups(nb, groups)
     gpad = max((d1 - d0 for d0, d1 in groups), default=0) + 1
     weights = jnp.asarray(weights, jnp.int32)
-    ctiles = jnp.concatenate([codes.astype(jnp.int32).reshape(nb, t),
-                              jnp.full((gpad, t), 4, jnp.int32)])
-    diag = jax.vmap(lambda c: diagonal_tile(c, weights, min_loop, diag_blocks))(ctiles[:nb])
-    tiles = jnp.full((nb + gpad, nb, t, t), NEG, jnp.int32).at[:nb, 0].set(diag)
-    shifted = jnp.full((nb + gpad, nb, t, t), NEG, jnp.int32)
+    ctiles, tiles, shifted = _start_tiles(codes, weights, min_loop, t, gpad, diag_blocks)
     finish = jax.vmap(finish_tile, in_axes=(0, 0, 0, 0, 0, 0, 0, 0, None, None, None))
 
     for d0, d1 in groups:
@@ -215,11 +226,7 @@ def ragged_fill(codes: jax.Array, weights: jax.Array, length, min_loop, tile: in
     weights = jnp.asarray(weights, jnp.int32)
     length = jnp.asarray(length, jnp.int32)
     nb = jnp.clip((length + t - 1) // t, 1, NB)
-    ctiles = jnp.concatenate([codes.astype(jnp.int32).reshape(NB, t),
-                              jnp.full((C, t), 4, jnp.int32)])
-    diag = jax.vmap(lambda c: diagonal_tile(c, weights, min_loop, diag_blocks))(ctiles[:NB])
-    tiles = jnp.full((NB + C, NB, t, t), NEG, jnp.int32).at[:NB, 0].set(diag)
-    shifted = jnp.full((NB + C, NB, t, t), NEG, jnp.int32)
+    ctiles, tiles, shifted = _start_tiles(codes, weights, min_loop, t, C, diag_blocks)
     finish = jax.vmap(finish_tile, in_axes=(0, 0, 0, 0, 0, 0, 0, 0, None, None, None))
     lane = jnp.arange(C)
 
