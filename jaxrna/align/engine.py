@@ -544,7 +544,7 @@ class DeviceRunner:
                  interpret: bool = False, kernel: dict | None = None) -> None:
         import jax
 
-        from jaxrna.align.api import _memory_limit
+        from jaxrna.align.api import memory_limit as _memory_limit
         from jaxrna.align.recurrence import params_of
 
         self.jax = jax

@@ -154,11 +154,11 @@ def fold_inputs_block(job: BlockJob) -> tuple:
     """A block's hits as the device folds them (in a worker process): ``(FoldInputs of the
     distinct fold strings, their special hairpins, each hit's index among them, (start, end,
     CPU seconds))``."""
-    from jaxrna.targets.energy import _unique, encode, special_hairpins
+    from jaxrna.targets.energy import unique_strings, encode, special_hairpins
     from jaxrna.targets.select import fold_strings
 
     start, cpu = time.perf_counter(), time.process_time()
-    uniq, where = _unique(fold_strings(_table(job, _chunk_of(job))))
+    uniq, where = unique_strings(fold_strings(_table(job, _chunk_of(job))))
     inputs = encode(uniq)
     special = special_hairpins(inputs)
     return inputs, special, where, (start, time.perf_counter(), time.process_time() - cpu)
