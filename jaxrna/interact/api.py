@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from jaxrna.alphabet import encode, encode_batch
-from jaxrna.interact.brute import Pair
+from jaxrna.interact.pairs import Pair
 from jaxrna.interact.program import BoxLayout, compiled
 from jaxrna.interact.traceback import to_original, traceback
 from jaxrna.interact.windows import Box, Plan, dense_single, plan

@@ -1,8 +1,7 @@
 """Valid joint structures (the spec's four rules) and their exhaustive enumeration for tiny strands.
 
-A joint structure is a list of :class:`Pair` in original coordinates: ``intra1`` (a, b) on s1,
-``intra2`` (c, d) on s2 (both 0-based, a < b), ``inter`` (x, y) with x on s1 and y on s2 (s2
-read 5'->3'). :func:`check_joint` states the rules; :func:`enumerate_best` tries every valid
+A joint structure is a list of :class:`~jaxrna.interact.pairs.Pair` (kinds, coordinates and
+weights in :mod:`jaxrna.interact.pairs`). :func:`check_joint` states the rules; :func:`enumerate_best` tries every valid
 structure, as the independent oracle for the recurrence.
 
 >>> from jaxrna.weights import parse_weights
@@ -14,30 +13,13 @@ structure, as the independent oracle for the recurrence.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
-from jaxrna.interact.reference import pair_weight
+from jaxrna.fold.reference import pair_weight
+from jaxrna.interact.pairs import KINDS, Pair, joint_weight, pair_weight_of  # noqa: F401
 from jaxrna.weights import WeightSet
 
-KINDS = ("intra1", "intra2", "inter")
 MIN_SPAN = 4
-
-
-class Pair(NamedTuple):
-    kind: str
-    i: int
-    j: int
-
-
-def pair_weight_of(p: Pair, s1: str, s2: str, weights: WeightSet) -> int:
-    a = s1 if p.kind != "intra2" else s2
-    b = s2 if p.kind != "intra1" else s1
-    return pair_weight(a[p.i], b[p.j], weights)
-
-
-def joint_weight(pairs: Iterable[Pair], s1: str, s2: str, weights: WeightSet) -> int:
-    """Total integer weight of a joint structure."""
-    return sum(pair_weight_of(p, s1, s2, weights) for p in pairs)
 
 
 def zigzag_free(arcs1, arcs2, inter) -> bool:

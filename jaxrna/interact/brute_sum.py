@@ -19,7 +19,8 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from jaxrna.interact.brute import Pair, chains, intra_structures, zigzag_free, joint_weight
+from jaxrna.interact.brute import chains, intra_structures, zigzag_free
+from jaxrna.interact.pairs import Pair, joint_weight
 from jaxrna.weights import WeightSet
 
 __all__ = ["BruteSum", "valid_structures", "weighted_structures", "brute_partition"]
