@@ -54,7 +54,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, window1: int | None = N
     import numpy as np
 
     from jaxrna import programs
-    from jaxrna.interact.api import problem_batches, check_memory, make_problem, prepare
+    from jaxrna.interact.api import check_memory, make_problem, prepare, problem_batches
     from jaxrna.io.errors import ResourceError
     from jaxrna.io.fasta import Record
     from jaxrna.runtime import enable_compilation_cache
