@@ -134,7 +134,7 @@ def main() -> None:
             for groups in (1, 2):
                 static = dict(min_loop=3, method="blocked", tile=pt.default_tile(padded),
                               groups=groups)
-                out = probe_program(f"partition 2000 groups={groups}", pt._solve_jit,
+                out = probe_program(f"partition 2000 groups={groups}", pt.solve_jit,
                                     (codes, w, np.asarray(1.0)), static, device)
                 if out is not None:
                     note(f"partition groups={groups}: lnZ", float(out[0]))

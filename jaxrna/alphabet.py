@@ -17,15 +17,15 @@ A, C, G, U, OTHER = 0, 1, 2, 3, 4
 PAD = OTHER
 LETTERS = "ACGUN"
 
-_TABLE = np.full(256, OTHER, dtype=np.int8)
+CODE_OF_BYTE = np.full(256, OTHER, dtype=np.int8)
 for _letter, _code in (("A", A), ("C", C), ("G", G), ("U", U), ("T", U)):
-    _TABLE[ord(_letter)] = _code
-    _TABLE[ord(_letter.lower())] = _code
+    CODE_OF_BYTE[ord(_letter)] = _code
+    CODE_OF_BYTE[ord(_letter.lower())] = _code
 
 
 def encode(sequence: str) -> np.ndarray:
     """Encode a nucleotide string as int8 codes (A=0, C=1, G=2, U/T=3, anything else 4)."""
-    return _TABLE[np.frombuffer(sequence.encode("ascii"), dtype=np.uint8)]
+    return CODE_OF_BYTE[np.frombuffer(sequence.encode("ascii"), dtype=np.uint8)]
 
 
 def decode(codes: np.ndarray) -> str:

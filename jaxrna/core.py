@@ -301,7 +301,7 @@ def bpmax_score(strand1: jax.Array, strand2: jax.Array, weights: jax.Array) -> j
     with 4 at either end is allowed). See ../shared/specs/bpmax.md and
     :mod:`jaxrna.interact.recurrence`; :func:`jaxrna.interact` adds windows and a traceback."""
     from jaxrna.interact.recurrence import bpmax_fill
-    from jaxrna.interact.windows import _window_scores_device, plan
+    from jaxrna.interact.windows import window_scores_device, plan
 
     n1, n2 = strand1.shape[0], strand2.shape[0]
     p = plan(n1, n2, backend="gpu" if jax.default_backend() == "gpu" else "cpu")
@@ -309,5 +309,5 @@ def bpmax_score(strand1: jax.Array, strand2: jax.Array, weights: jax.Array) -> j
     u = jnp.full((geo.n_outer,), PAD, jnp.int32).at[:n1].set(strand1.astype(jnp.int32))
     v = jnp.full((geo.n_inner,), PAD, jnp.int32).at[:n2].set(strand2[::-1].astype(jnp.int32))
     table, _, _ = bpmax_fill(u, v, jnp.asarray(weights, jnp.int32), geo)
-    return _window_scores_device(table, geo, p.w_outer, p.w_inner, 1, 1)[0, 0]
+    return window_scores_device(table, geo, p.w_outer, p.w_inner, 1, 1)[0, 0]
 

@@ -140,7 +140,7 @@ def _harden_cache() -> None:
             import tempfile
 
             from jaxrna.io import cleanup
-            from jaxrna.io.atomic import _umask
+            from jaxrna.io.atomic import current_umask
 
             fd, tmp = tempfile.mkstemp(prefix=f".{key[:48]}-", suffix=".tmp", dir=directory)
             cleanup.register(tmp)
@@ -148,7 +148,7 @@ def _harden_cache() -> None:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(value)
                 # as JAX's own entries (mkstemp's are 0600), never writable by group or others
-                os.chmod(tmp, 0o644 & ~_umask())
+                os.chmod(tmp, 0o644 & ~current_umask())
                 os.replace(tmp, os.path.join(directory, f"{key}{suffix}"))
             except BaseException:
                 cleanup.remove(tmp)

@@ -22,7 +22,7 @@ from jaxrna.align.reference import gotoh
 from jaxrna.align.scoring import edit_preset, make_scoring, match_mismatch
 from jaxrna.align.traceback import SkewedBits, Walk, finish, walk
 from jaxrna.formats.align import WRITERS
-from jaxrna.formats.align_bulk import AlignedBatch, file_parts, format_batch
+from jaxrna.align.text import AlignedBatch, file_parts, format_batch
 from jaxrna.io.bulk import read_batch
 from jaxrna.io.errors import InputError
 from jaxrna.io.fasta import read_fasta

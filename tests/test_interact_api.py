@@ -8,7 +8,8 @@ import random
 import pytest
 
 from jaxrna.interact.api import interact, interact_pairs
-from jaxrna.interact.brute import check_joint, enumerate_best, joint_weight
+from jaxrna.interact.brute import check_joint, enumerate_best
+from jaxrna.interact.pairs import joint_weight
 from jaxrna.interact.reference import reference_tables, reference_windows
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record

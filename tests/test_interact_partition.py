@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from jaxrna.alphabet import PAD, encode
-from jaxrna.interact.brute import Pair, check_joint
+from jaxrna.interact.brute import check_joint
+from jaxrna.interact.pairs import Pair
 from jaxrna.interact.brute_sum import brute_partition, valid_structures, weighted_structures
 from jaxrna.interact.partition import (JointScores, batch_partition, batch_probabilities,
                                        joint_scores)

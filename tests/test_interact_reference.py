@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from jaxrna.interact.brute import Pair, check_joint, enumerate_best, joint_weight
+from jaxrna.interact.brute import check_joint, enumerate_best
+from jaxrna.interact.pairs import Pair, joint_weight
 from jaxrna.interact.reference import reference_tables, reference_windows
 from jaxrna.weights import parse_weights
 

@@ -130,7 +130,7 @@ def test_report_with_energies_in_bulk_equals_the_pair_by_pair_text(files, monkey
     pair at a time by the slow path, for energies of every sign."""
     from jaxrna.formats.miranda import MirandaWriter
 
-    monkeypatch.setattr(api, "_energy", lambda params, engine, name: _fake_energy)
+    monkeypatch.setattr(api, "energy_for", lambda params, engine, name: _fake_energy)
     params = ScanParams(score_threshold=120, energy_threshold=3)
     out = io.StringIO()
     with monkeypatch.context() as m:     # the bulk path: no pair formatted on its own

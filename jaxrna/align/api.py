@@ -176,7 +176,7 @@ def _encode(rec: Record, scoring: Scoring, cache: dict) -> np.ndarray:
     return cache[key][1]
 
 
-def _memory_limit(backend: str, max_bytes: int | None) -> int:
+def memory_limit(backend: str, max_bytes: int | None) -> int:
     if max_bytes is not None:
         return max_bytes
     limit = device_memory_bytes("gpu") if backend == "gpu" else 0
@@ -381,7 +381,7 @@ def align_records(pairs: Iterable[tuple[Record, Record]], scoring: Scoring,
     tiles = {"tile": TILE, **(kernel or {}), "interpret": interpret} if use_pallas else None
     if tiles and block % tiles["tile"]:
         raise ValueError(f"block ({block}) must be a multiple of tile ({tiles['tile']})")
-    limit = _memory_limit(backend, max_bytes)
+    limit = memory_limit(backend, max_bytes)
     device = jax.devices(backend)[0]
     symmetric = bool(np.array_equal(scoring.matrix, scoring.matrix.T))
     with jax.default_device(device):

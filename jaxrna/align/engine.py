@@ -3,7 +3,7 @@
 The records arrive as arrays (:func:`jaxrna.io.bulk.read_batch`) and are encoded with array
 operations (:func:`encode`); no Python object is made per record or pair on the way. The pairs
 (every query against every target, query-major, or the i-th with the i-th) are taken in
-*chunks* of consecutive pairs; each chunk's results are formatted (:mod:`jaxrna.formats.align_bulk`,
+*chunks* of consecutive pairs; each chunk's results are formatted (:mod:`jaxrna.align.text`,
 in worker processes on machines with many cores) and written in order by a background thread
 (:class:`jaxrna.pipeline.OrderedWriter`). Two engines compute:
 
@@ -41,7 +41,7 @@ import numpy as np
 from jaxrna.align import classes
 from jaxrna.align.scoring import LIMIT, Scoring
 from jaxrna.batching import bucket_length
-from jaxrna.formats.align_bulk import AlignedBatch, file_parts, format_batch
+from jaxrna.align.text import AlignedBatch, file_parts, format_batch
 from jaxrna.io.bulk import SeqBatch
 from jaxrna.io.errors import InputError
 from jaxrna.oom import is_out_of_memory
@@ -544,7 +544,7 @@ class DeviceRunner:
                  interpret: bool = False, kernel: dict | None = None) -> None:
         import jax
 
-        from jaxrna.align.api import _memory_limit
+        from jaxrna.align.api import memory_limit as _memory_limit
         from jaxrna.align.recurrence import params_of
 
         self.jax = jax

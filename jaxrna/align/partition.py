@@ -414,7 +414,7 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
     than ``max_bytes`` (default 80% of the device's memory) raises
     :class:`~jaxrna.io.errors.InputError`. Pairs of one padded shape run as vmapped batches;
     ``on_done(k)``: ``k`` more pairs done."""
-    from jaxrna.align.api import _memory_limit
+    from jaxrna.align.api import memory_limit
     from jaxrna.io.errors import InputError
     from jaxrna.runtime import human_bytes
 
@@ -426,7 +426,7 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
     if not temperature > 0:
         raise ValueError(f"the temperature must be > 0, not {temperature}")
     pairs = list(pairs)
-    limit = _memory_limit(backend, max_bytes)
+    limit = memory_limit(backend, max_bytes)
     itemsize = jnp.dtype(_float_dtype()).itemsize
     cache: dict[int, np.ndarray] = {}
     groups: dict[tuple[int, int], list[int]] = {}

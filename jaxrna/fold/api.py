@@ -218,13 +218,13 @@ def _use_kernel(backend: str, with_pairs: bool) -> bool:
     return backend == "gpu" and with_pairs and WALK_KERNEL and not _kernel_walk_failed
 
 
-def _min_loop_arg(min_loop: int) -> np.ndarray:
+def min_loop_arg(min_loop: int) -> np.ndarray:
     return np.asarray(min_loop, np.int32)
 
 
-def _program(codes, lengths, wm, min_loop, with_pairs: bool, backend: str, device):
+def batch_program(codes, lengths, wm, min_loop, with_pairs: bool, backend: str, device):
     """The compiled batch program for these shapes (:mod:`jaxrna.programs`); ``min_loop``
-    is an argument (:func:`_min_loop_arg`), not part of the program."""
+    is an argument (:func:`min_loop_arg`), not part of the program."""
     global _kernel_walk_failed
     from jaxrna import programs
 
@@ -363,7 +363,7 @@ class _Folder:
         self.backend, self.max_bytes, self.budget = backend, max_bytes, batch_budget
         self.on_done, self.on_error = on_done, on_error
         self.wm = weights.matrix()
-        self.ml = _min_loop_arg(min_loop)
+        self.ml = min_loop_arg(min_loop)
         self.device = None
         self.flying: list = []               # CPU: outputs launched since the last load
         if backend != "host":
@@ -445,7 +445,7 @@ class _Folder:
             with stages.stage("device"):
                 jax.block_until_ready(self.flying)
             self.flying = []
-        run = _program(codes, lengths, self.wm, self.ml, self.with_pairs, self.backend,
+        run = batch_program(codes, lengths, self.wm, self.ml, self.with_pairs, self.backend,
                        self.device)
         with stages.stage("device"):
             try:

@@ -435,9 +435,6 @@ def structure_search(get, codes: jax.Array, weights: jax.Array, length, min_loop
     return partner, ok
 
 
-_kernel_walk_failed = False
-
-
 # --------------------------------------------------------------------------------------------
 # memory estimate and the one-call API
 # --------------------------------------------------------------------------------------------
@@ -542,11 +539,22 @@ def fold_gpu(codes: np.ndarray, weights: np.ndarray, min_loop: int = 3, *,
 
 
 def _packed_program(codes, wm, length, min_loop, *, config: GpuFoldConfig, interpret: bool,
-                    with_pairs: bool, walk: str):
+                    with_pairs: bool, walk: str, fill: str = "pallas"):
     """Fill, score and (with pairs) traceback of one padded sequence as one program
-    (``length`` and ``min_loop`` traced)."""
-    from jaxrna.fold.walk import traceback_packed_kernel
+    (``length`` and ``min_loop`` traced). ``fill="xla"``: the pure-JAX path (the tiled fill of
+    :func:`jaxrna.fold.blocked.blocked_fill` and the XLA walk over it; same score and pairs)."""
+    from jaxrna.fold.walk import tile_cell, traceback_packed_kernel
 
+    if fill == "xla":
+        from jaxrna.fold.blocked import blocked_fill_traced
+
+        tiles = blocked_fill_traced(codes, wm, min_loop, config.tile, maxplus="xla")[None]
+        get = partial(tile_cell, tiles, 0)
+        score = jnp.where(length > 1, get(0, length - 1), 0)
+        if not with_pairs:
+            return (score,)
+        partner, ok = structure_search(get, codes, wm, length, min_loop)
+        return score, partner, ok
     tab = fill_packed(codes, wm, min_loop, config, interpret)
     nb = codes.shape[0] // config.tile
     score = jnp.where(length > 1, cell(tab, 0, length - 1, nb), 0)
@@ -561,7 +569,7 @@ def _packed_program(codes, wm, length, min_loop, *, config: GpuFoldConfig, inter
 
 
 _packed_jit = jax.jit(_packed_program, static_argnames=("config", "interpret", "with_pairs",
-                                                        "walk"))
+                                                        "walk", "fill"))
 
 
 def _packed_call(codes: np.ndarray, wm: np.ndarray, length: np.ndarray, min_loop: int,
@@ -569,26 +577,26 @@ def _packed_call(codes: np.ndarray, wm: np.ndarray, length: np.ndarray, min_loop
     """Launch :func:`_packed_program` on JAX's default device through the stored executables
     (:mod:`jaxrna.programs`). On a GPU the traceback is the one-kernel walk
     (:func:`jaxrna.fold.walk.traceback_packed_kernel`: one launch for the whole structure);
-    in interpret mode, or if that kernel does not build, or with ``JAXRNA_FOLD_WALK=xla``,
-    the XLA walk of :func:`traceback_device`."""
-    import logging
+    in interpret mode, or with ``JAXRNA_FOLD_WALK=xla``, the XLA walk of
+    :func:`traceback_device`. A Pallas kernel that does not build falls back to its pure-JAX
+    path (:mod:`jaxrna.kernels.fallback`): the walk kernel to the XLA walk, the fill kernels
+    to the pure-JAX fill (``fill="xla"``)."""
     import os
 
-    global _kernel_walk_failed
     from jaxrna import programs
+    from jaxrna.kernels.fallback import compile_or_fallback
 
     device = programs.default_device()
     args = (codes, wm, length, np.asarray(min_loop, np.int32))
     static = dict(config=config, interpret=interpret, with_pairs=with_pairs, walk="xla")
-    run = None
-    if with_pairs and not interpret and not _kernel_walk_failed and \
-            os.environ.get("JAXRNA_FOLD_WALK", "kernel") != "xla":
-        try:
-            run = programs.program("fold.packed", _packed_jit, args, dict(static, walk="kernel"),
-                              device)
-        except Exception as exc:  # noqa: BLE001 - a Triton build that rejects the kernel
-            _kernel_walk_failed = True
-            logging.getLogger("jaxrna").debug("traceback kernel unavailable (%s)", exc)
-    if run is None:
-        run = programs.program("fold.packed", _packed_jit, args, static, device)
+
+    def compiled(**choice):
+        return programs.program("fold.packed", _packed_jit, args, dict(static, **choice), device)
+
+    def packed_fill():
+        if with_pairs and not interpret and os.environ.get("JAXRNA_FOLD_WALK", "kernel") != "xla":
+            return compile_or_fallback("fold.walk", lambda: compiled(walk="kernel"), compiled)
+        return compiled()
+
+    run = compile_or_fallback("fold.packed_fill", packed_fill, lambda: compiled(fill="xla"))
     return run(*jax.device_put(args, device))

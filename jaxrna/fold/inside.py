@@ -22,10 +22,10 @@ import jax.numpy as jnp
 from jaxrna.semiring import NEG_FLOAT, NEG_INT, Semiring
 
 
-def _blocks(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
+def range_blocks(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
     """Split ``[lo, hi)`` into at most ``count`` ranges of similar size.
 
-    >>> _blocks(2, 11, 3)
+    >>> range_blocks(2, 11, 3)
     [(2, 5), (5, 8), (8, 11)]
     """
     if hi <= lo:
@@ -34,7 +34,7 @@ def _blocks(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
     return [(a, min(a + size, hi)) for a in range(lo, hi, size)]
 
 
-def _zero(dtype) -> float | int:
+def semiring_zero(dtype) -> float | int:
     return NEG_INT if jnp.issubdtype(dtype, jnp.integer) else NEG_FLOAT
 
 
@@ -43,7 +43,7 @@ def skew_pair_weights(scores: jax.Array, semiring: Semiring, min_loop: int, size
     as a ``(size, size)`` array (``size`` >= n + 1; the rest is padding)."""
     n = scores.shape[0]
     dtype = scores.dtype
-    zero = jnp.asarray(_zero(dtype), dtype)
+    zero = jnp.asarray(semiring_zero(dtype), dtype)
     e = jnp.arange(size)[:, None]
     k = jnp.arange(size)[None, :]
     j = k + e
@@ -68,7 +68,7 @@ def inside_from_skew(lws: jax.Array, n: int, semiring: Semiring, blocks: int = 1
     # pcol[n - e, j] = P[j - e, j]: the split terms of cell (i, i + d) are rows[t, i] (x)
     # pcol[n - d + t, i + d], t = 0, 1, ...: one rectangular slice per span.
     pcol = jnp.full((size, size), zero, dtype)
-    for d0, d1 in _blocks(2, N, blocks):
+    for d0, d1 in range_blocks(2, N, blocks):
         width, height = max(d1 - 2, 1), N - d0
 
         def body(d, carry, width=width, height=height):
@@ -90,7 +90,7 @@ def inside_from_skew(lws: jax.Array, n: int, semiring: Semiring, blocks: int = 1
 def skew_size(n: int, blocks: int = 16) -> int:
     """Side of the skewed tables for length ``n`` (n + 1 plus slack for the block slices)."""
     N = n + 1
-    bmax = max((b - a for a, b in _blocks(1, N, blocks)), default=1)
+    bmax = max((b - a for a, b in range_blocks(1, N, blocks)), default=1)
     return N + bmax + 4
 
 

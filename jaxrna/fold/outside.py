@@ -34,7 +34,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from jaxrna.fold.inside import _blocks, skew_size, sweep_blocks
+from jaxrna.fold.inside import range_blocks, skew_size, sweep_blocks
 from jaxrna.semiring import NEG_FLOAT, log_semiring
 
 _SR = log_semiring(1.0)
@@ -69,7 +69,7 @@ def outside_probabilities(rows: jax.Array, lws: jax.Array, n: int,
     zb = jnp.full((M, M), NEG, dtype)
     zbc = jnp.full((M, M), NEG, dtype)
     pbs = jnp.full((M, M), NEG, dtype)
-    for d0, d1 in reversed(_blocks(1, N, blocks)):
+    for d0, d1 in reversed(range_blocks(1, N, blocks)):
         H = N - d0
         w2 = max(n - d0 - 1, 1)
         wp = n - d0 + 1

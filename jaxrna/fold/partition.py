@@ -61,8 +61,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.fold.inside import (_blocks, _zero, inside_from_skew, skew_pair_weights,  # noqa: F401
-                                skew_size, sweep_blocks)
+from jaxrna.fold.inside import (inside_from_skew, range_blocks, semiring_zero,  # noqa: F401
+                                skew_pair_weights, skew_size, sweep_blocks)
 from jaxrna.fold.outside import outside_probabilities
 from jaxrna.fold.partition_blocked import blocked_bytes, blocked_inside, blocked_outside
 from jaxrna.semiring import NEG_FLOAT, NEG_INT, Semiring, log_semiring
@@ -95,7 +95,7 @@ def pair_score_matrix(codes, weight_matrix, min_loop: int = 3, dtype=None) -> ja
     s = w[codes[:, None], codes[None, :]]
     i = jnp.arange(n)
     ok = (s > 0) & (i[None, :] - i[:, None] > min_loop)
-    return jnp.where(ok, s, jnp.asarray(_zero(s.dtype), s.dtype))
+    return jnp.where(ok, s, jnp.asarray(semiring_zero(s.dtype), s.dtype))
 
 
 @partial(jax.jit, static_argnames=("semiring", "blocks"))
@@ -172,7 +172,7 @@ def _lnz_bwd(method, tile, saved, g):
 _lnz.defvjp(_lnz_fwd, _lnz_bwd)
 
 
-def _check_method(method: str, n: int) -> str:
+def check_method(method: str, n: int) -> str:
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     if method == "auto":
@@ -216,7 +216,7 @@ def log_partition_from_scores(scores: jax.Array, temperature: float = 1.0, min_l
     vmap it over padded batches.
     """
     n = scores.shape[0]
-    method = _check_method(method, n)
+    method = check_method(method, n)
     tile = tile or default_tile(n)
     lw = masked_log_weights(scores, temperature, min_loop)
     return _lnz(lw, method, tile)
@@ -242,7 +242,7 @@ def _solve_program(codes, weight_matrix, temperature, min_loop, *, method: str, 
     return lnz, _backward(lw, res, lnz, method, tile, groups), guard
 
 
-_solve_jit = jax.jit(_solve_program, static_argnames=("method", "tile", "groups"))
+solve_jit = jax.jit(_solve_program, static_argnames=("method", "tile", "groups"))
 #: Block-diagonal groups of the tiled path per platform: one loop body compiles fastest and a
 #: GPU runs it as fast (its steps are latency-bound); on a CPU three do less work on padding
 #: tiles (2,000 nt, CPU seconds: compile 7.5 and run 5.8, against 19.5 and 5.0 with eight).
@@ -259,7 +259,7 @@ def _solve_call(codes: np.ndarray, wm: np.ndarray, temperature: np.ndarray, min_
     groups = SOLVE_GROUPS.get(device.platform) if method == "blocked" else None
     static = dict(method=method, tile=tile, groups=groups)
     args = (codes, wm, temperature, np.asarray(min_loop, np.int32))
-    run = programs.program("fold.partition", _solve_jit, args, static, device)
+    run = programs.program("fold.partition", solve_jit, args, static, device)
     from jaxrna import stages
 
     with stages.stage("device"):            # a GPU runs this program's loops from the host
@@ -348,7 +348,7 @@ def _solve(codes: np.ndarray, weights: WeightSet, min_loop: int, temperature: fl
         raise ValueError(f"temperature must be > 0, not {temperature}")
     if min_loop < 0:
         raise ValueError("min_loop must be >= 0")
-    chosen = _check_method(method, n)
+    chosen = check_method(method, n)
     if n < 2:
         return 0.0, np.zeros((n, n)), chosen
     from jaxrna import stages
@@ -423,7 +423,7 @@ def partition(sequence: str, weights: WeightSet | str = "unit", min_loop: int = 
 def estimate_bytes(length: int, method: str = "auto") -> int:
     """Peak memory of :func:`partition` for one sequence of ``length`` nt (float64)."""
     n = padded_length(length)
-    chosen = _check_method(method, n)
+    chosen = check_method(method, n)
     if chosen == "exact":
         side = skew_size(n, sweep_blocks(n))
         return 8 * 12 * side * side + (64 << 20)

@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.fold.inside import _blocks, inside_from_skew, skew_pair_weights, skew_size
+from jaxrna.fold.inside import range_blocks, inside_from_skew, skew_pair_weights, skew_size
 from jaxrna.semiring import NEG_FLOAT, log_semiring
 
 _SR = log_semiring(1.0)
@@ -231,7 +231,7 @@ def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None):
     ZL = jnp.zeros((S, S), dtype)
     guard = jnp.zeros((), dtype)
     finish = jax.vmap(finish_inside)
-    for d0, d1 in _blocks(1, nb, _group_count(nb, groups)):
+    for d0, d1 in range_blocks(1, nb, _group_count(nb, groups)):
         nt = nb - d0
         width = (d1 - 2) * t                                                 # widest bulk
 
@@ -353,7 +353,7 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
         ok = keep & (acc > 0)
         return jnp.where(ok, acc * jnp.exp(jnp.minimum(arg, cap)), 0.0)
 
-    for d0, d1 in reversed(_blocks(0, nb, _group_count(nb, groups))):
+    for d0, d1 in reversed(range_blocks(0, nb, _group_count(nb, groups))):
         nt = nb - d0
         width = (d1 - 1) * t                                                 # widest push
 

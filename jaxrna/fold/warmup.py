@@ -92,12 +92,12 @@ def warm(backend: str = "cpu", max_length: int = 10_000, *, partition: bool = Fa
 
         with part.float64():
             for padded in partition_lengths(max_length):
-                method = part._check_method("auto", padded)
+                method = part.check_method("auto", padded)
                 tile = part.default_tile(padded)
                 groups = part.SOLVE_GROUPS.get(device.platform) if method == "blocked" else None
                 args = (np.full(padded, 4, np.int32), np.zeros((5, 5), np.float64),
                         np.asarray(1.0), np.asarray(3, np.int32))
-                programs.program("fold.partition", part._solve_jit, args,
+                programs.program("fold.partition", part.solve_jit, args,
                                  dict(method=method, tile=tile, groups=groups), device)
                 count += 1
         return count
@@ -108,7 +108,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, *, partition: bool = Fa
         rows = api.batch_cap(padded, backend)
         codes = np.full((rows, padded), 4, np.int8)
         lengths = np.zeros(rows, np.int32)
-        api._program(codes, lengths, np.zeros((5, 5), np.int32), api._min_loop_arg(3),
+        api.batch_program(codes, lengths, np.zeros((5, 5), np.int32), api.min_loop_arg(3),
                      with_pairs, backend, device)
         count += 1
     if backend == "gpu":

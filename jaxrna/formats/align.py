@@ -20,12 +20,8 @@ from typing import IO, Callable, Iterable
 
 import numpy as np
 
-WIDTH = 50
-RULE = "#" + "=" * 39
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "0.0%"
+from jaxrna.align.text import (RULE, TSV_COLUMNS, WIDTH, end_gaps_line, number,
+                               parameter_lines, pct)
 
 
 def identity_text(aln) -> str:
@@ -44,22 +40,6 @@ def _coords(aln) -> tuple:
     qs = None if aln.query_start is None else aln.query_start + 1
     ts = None if aln.target_start is None else aln.target_start + 1
     return qs, aln.query_end, ts, aln.target_end
-
-
-def _parameters(aln) -> list[str]:
-    """EMBOSS's parameter lines; the scheme's name stands in the ``Matrix`` line (``NUC.4.4``,
-    ``match 2, mismatch -1``, ``edit (...)``): readers such as Biopython's accept no other keys."""
-    d = aln.scoring.describe()
-    return [f"# Matrix: {aln.scoring.name}", f"# Gap_penalty: {d['gap_open']}",
-            f"# Extend_penalty: {d['gap_extend']}"]
-
-
-def end_gaps_line(scoring) -> str:
-    """The pair header's ``# End_gaps: free`` (or ``open O, extend E``) line when end gaps are
-    scored apart from inner gaps (EMBOSS writes such settings only in its command line; the
-    readers take any ``# Key: value`` line of the header); empty otherwise."""
-    text = scoring.end_gaps_text()
-    return f"# End_gaps: {text}\n" if text else ""
 
 
 def write_pair(results: Iterable, out: IO[str]) -> None:
@@ -97,11 +77,11 @@ def write_pair(results: Iterable, out: IO[str]) -> None:
             st = dict(st, length=1, gaps=1)
         shown = st["length"]
         out.write(f"{RULE}\n#\n# Aligned_sequences: 2\n# 1: {aln.query_id}\n# 2: {aln.target_id}\n")
-        out.write("\n".join(_parameters(aln)) + "\n#\n")
+        out.write("\n".join(parameter_lines(aln)) + "\n#\n")
         out.write(f"# Length: {shown}\n"
-                  f"# Identity:   {st['identical']:>7}/{shown} ({_pct(st['identical'], shown)})\n"
-                  f"# Similarity: {st['similar']:>7}/{shown} ({_pct(st['similar'], shown)})\n"
-                  f"# Gaps:       {st['gaps']:>7}/{shown} ({_pct(st['gaps'], shown)})\n"
+                  f"# Identity:   {st['identical']:>7}/{shown} ({pct(st['identical'], shown)})\n"
+                  f"# Similarity: {st['similar']:>7}/{shown} ({pct(st['similar'], shown)})\n"
+                  f"# Gaps:       {st['gaps']:>7}/{shown} ({pct(st['gaps'], shown)})\n"
                   f"# Score: {aln.score_text}\n#\n#\n{RULE}\n\n")
         if n:
             _write_rows(aln, out)
@@ -135,10 +115,6 @@ def _write_rows(aln, out: IO[str]) -> None:
     out.write("\n")
 
 
-TSV_COLUMNS = ("query_id", "target_id", "score", "query_start", "query_end", "target_start",
-               "target_end", "cigar", "identity")
-
-
 def write_tsv(results: Iterable, out: IO[str]) -> None:
     """A ``#`` header line, then one row per pair (``*`` where a score-only run cannot know)."""
     out.write("#" + "\t".join(TSV_COLUMNS) + "\n")
@@ -152,11 +128,6 @@ def write_tsv(results: Iterable, out: IO[str]) -> None:
                   + "\n")
 
 
-def _number(text: str):
-    v = float(text)
-    return int(v) if v == int(v) else v
-
-
 def write_json(results: Iterable, out: IO[str]) -> None:
     """A JSON list, one object per pair: ids, mode, scoring, score (the cost for the edit
     preset), 1-based coordinates, CIGAR, statistics and the aligned rows."""
@@ -165,7 +136,7 @@ def write_json(results: Iterable, out: IO[str]) -> None:
     for aln in results:
         qs, qe, ts, te = _coords(aln)
         obj = {"query_id": aln.query_id, "target_id": aln.target_id, "mode": aln.mode,
-               **{k: (_number(v) if k != "scoring" else v)
+               **{k: (number(v) if k != "scoring" else v)
                   for k, v in aln.scoring.describe().items()},
                "objective": "minimise cost" if aln.scoring.minimise else "maximise score",
                "score": aln.score, "query_start": qs, "query_end": qe,
@@ -173,7 +144,7 @@ def write_json(results: Iterable, out: IO[str]) -> None:
         if aln.ops is not None:
             st = aln.stats()
             qa, ta = aln.columns()
-            obj.update(cigar=aln.cigar, identity=_number(identity_text(aln)), **st,
+            obj.update(cigar=aln.cigar, identity=number(identity_text(aln)), **st,
                        query_aligned=qa, target_aligned=ta)
         out.write(("\n  " if first else ",\n  ") + json.dumps(obj))
         first = False

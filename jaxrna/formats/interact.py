@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import IO, Callable, Iterable
 
-from jaxrna.interact.brute import pair_weight_of
+from jaxrna.interact.pairs import pair_weight_of
 
 TSV_HEADER = "#id1\tid2\tscore\ts1_score\ts2_score\tstructure\tstart1\tend1\tstart2\tend2\n"
 

@@ -73,10 +73,13 @@ class TargetsWriter:
         """True when a pair without hits still produces text (miRanda's verbose mode)."""
         return False
 
-    def spec(self) -> tuple[str, bool, bool]:
-        """``(format, no_energy, quiet)``: enough to rebuild this writer with :func:`writer_for`
-        (format "" for writers it cannot build)."""
-        return (self.name if type(self) in _BUILT else "", self.no_energy, self.quiet)
+    def spec(self) -> tuple:
+        """``(format, no_energy, quiet, build)``: enough to rebuild this writer in another
+        process as ``build(format, None, no_energy=no_energy, quiet=quiet)`` (``build`` is
+        :func:`writer_for`, which pickles by name; format "" for writers it cannot build). The
+        scan (:mod:`jaxrna.targets.output`) rebuilds writers from it without importing this
+        layer above it."""
+        return (self.name if type(self) in _BUILT else "", self.no_energy, self.quiet, writer_for)
 
     #: :meth:`table_text` takes the rows' energies (else it renders only without energies)
     table_energies = False

@@ -3,10 +3,11 @@
 
 Modules: ``recurrence`` (the JAX fill of one pair), ``geometry`` (its static shape),
 ``windows`` (banded layout, planning, reading windows), ``program`` (the one device program of
-a batch: fill, windows, best window and its traceback box), ``traceback``, ``reference`` (plain
-Python oracle), ``brute`` (the four rules of a valid joint structure and exhaustive
-enumeration), ``api`` (:func:`interact`, :func:`interact_pairs`), ``warmup`` (every program a
-job can use, prepared in advance: one per geometry class, issue 26).
+a batch: fill, windows, best window and its traceback box), ``traceback``, ``pairs`` (the pairs
+of a joint structure and their weights), ``reference`` (plain Python oracle), ``brute`` (the
+four rules of a valid joint structure and exhaustive enumeration), ``api`` (:func:`interact`,
+:func:`interact_pairs`), ``warmup`` (every program a job can use, prepared in advance: one per
+geometry class, issue 26).
 
 >>> import jaxrna.interact
 >>> jaxrna.interact("UCGCUGCU", "GUCGGA").score

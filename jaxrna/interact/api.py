@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from jaxrna.alphabet import encode, encode_batch
-from jaxrna.interact.brute import Pair
+from jaxrna.interact.pairs import Pair
 from jaxrna.interact.program import BoxLayout, compiled
 from jaxrna.interact.traceback import to_original, traceback
 from jaxrna.interact.windows import Box, Plan, dense_single, plan
@@ -250,7 +250,7 @@ def class_rows(geo, batch_budget: int) -> int:
     return 1 << (cap.bit_length() - 1)
 
 
-def _batches(problems: Sequence[Problem], batch_budget: int) -> list[tuple[object, int, list[int]]]:
+def problem_batches(problems: Sequence[Problem], batch_budget: int) -> list[tuple[object, int, list[int]]]:
     """``(geometry, rows, members)`` of each batch: problems of one geometry class, sorted by
     their windows and lengths so a batch's spans (the diagonals its fill runs) stay tight,
     ``rows`` = :func:`class_rows` (members fewer than rows are topped up with empty pairs)."""
@@ -316,7 +316,7 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
 
     device = default_device()
     out: list[InteractResult | None] = [None] * len(problems)
-    batches = _batches(problems, batch_budget)
+    batches = problem_batches(problems, batch_budget)
     # one batch ahead only while two batches' tables fit in the budget
     depth = 1 if all(b[1] * (b[0].table_bytes() + b[0].work_bytes()) * 2 <= batch_budget
                      for b in batches) else 0

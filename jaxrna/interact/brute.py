@@ -1,8 +1,7 @@
 """Valid joint structures (the spec's four rules) and their exhaustive enumeration for tiny strands.
 
-A joint structure is a list of :class:`Pair` in original coordinates: ``intra1`` (a, b) on s1,
-``intra2`` (c, d) on s2 (both 0-based, a < b), ``inter`` (x, y) with x on s1 and y on s2 (s2
-read 5'->3'). :func:`check_joint` states the rules; :func:`enumerate_best` tries every valid
+A joint structure is a list of :class:`~jaxrna.interact.pairs.Pair` (kinds, coordinates and
+weights in :mod:`jaxrna.interact.pairs`). :func:`check_joint` states the rules; :func:`enumerate_best` tries every valid
 structure, as the independent oracle for the recurrence.
 
 >>> from jaxrna.weights import parse_weights
@@ -14,33 +13,16 @@ structure, as the independent oracle for the recurrence.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
-from jaxrna.interact.reference import pair_weight
+from jaxrna.fold.reference import pair_weight
+from jaxrna.interact.pairs import KINDS, Pair, joint_weight, pair_weight_of  # noqa: F401
 from jaxrna.weights import WeightSet
 
-KINDS = ("intra1", "intra2", "inter")
 MIN_SPAN = 4
 
 
-class Pair(NamedTuple):
-    kind: str
-    i: int
-    j: int
-
-
-def pair_weight_of(p: Pair, s1: str, s2: str, weights: WeightSet) -> int:
-    a = s1 if p.kind != "intra2" else s2
-    b = s2 if p.kind != "intra1" else s1
-    return pair_weight(a[p.i], b[p.j], weights)
-
-
-def joint_weight(pairs: Iterable[Pair], s1: str, s2: str, weights: WeightSet) -> int:
-    """Total integer weight of a joint structure."""
-    return sum(pair_weight_of(p, s1, s2, weights) for p in pairs)
-
-
-def _zigzag_free(arcs1, arcs2, inter) -> bool:
+def zigzag_free(arcs1, arcs2, inter) -> bool:
     for a, b in arcs1:
         xin = {(x, y) for x, y in inter if a < x < b}
         if not xin:
@@ -92,12 +74,12 @@ def check_joint(pairs: Iterable[Pair], s1: str, s2: str, weights: WeightSet) -> 
         for x2, y2 in inter:
             if x < x2 and not y > y2:
                 raise ValueError(f"inter pairs {(x, y)} and {(x2, y2)} are not antiparallel")
-    if not _zigzag_free(arcs1, arcs2, inter):              # rule 4
+    if not zigzag_free(arcs1, arcs2, inter):              # rule 4
         raise ValueError("zigzag: an arc on each strand share inter pairs without one "
                          "containing the other's")
 
 
-def _intra_structures(seq: str, weights: WeightSet) -> list[tuple[tuple[int, int], ...]]:
+def intra_structures(seq: str, weights: WeightSet) -> list[tuple[tuple[int, int], ...]]:
     """Every non-crossing set of allowed pairs with span >= 4 (including the empty set)."""
     memo: dict[tuple[int, int], list] = {}
 
@@ -119,7 +101,7 @@ def _intra_structures(seq: str, weights: WeightSet) -> list[tuple[tuple[int, int
     return rec(0, len(seq) - 1) if seq else [()]
 
 
-def _chains(s1: str, s2: str, weights: WeightSet, free1: list[int], free2: set[int]):
+def chains(s1: str, s2: str, weights: WeightSet, free1: list[int], free2: set[int]):
     """Every antiparallel set of inter pairs on free positions (x increasing, y decreasing)."""
     out = []
 
@@ -142,17 +124,17 @@ def enumerate_best(s1: str, s2: str, weights: WeightSet) -> tuple[int, int]:
     s1, s2 = s1.upper().replace("T", "U"), s2.upper().replace("T", "U")
     best, count = 0, 0
     wc = {(x, y): pair_weight(s1[x], s2[y], weights) for x in range(len(s1)) for y in range(len(s2))}
-    for p1 in _intra_structures(s1, weights):
+    for p1 in intra_structures(s1, weights):
         used1 = {q for arc in p1 for q in arc}
         w1 = sum(pair_weight(s1[a], s1[b], weights) for a, b in p1)
         free1 = [x for x in range(len(s1)) if x not in used1]
-        for p2 in _intra_structures(s2, weights):
+        for p2 in intra_structures(s2, weights):
             used2 = {q for arc in p2 for q in arc}
             w12 = w1 + sum(pair_weight(s2[c], s2[d], weights) for c, d in p2)
             free2 = {y for y in range(len(s2)) if y not in used2}
             check = bool(p1) and bool(p2)
-            for chain in _chains(s1, s2, weights, free1, free2):
-                if check and chain and not _zigzag_free(p1, p2, chain):
+            for chain in chains(s1, s2, weights, free1, free2):
+                if check and chain and not zigzag_free(p1, p2, chain):
                     continue
                 count += 1
                 total = w12 + sum(wc[xy] for xy in chain)

@@ -19,7 +19,8 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from jaxrna.interact.brute import Pair, _chains, _intra_structures, _zigzag_free, joint_weight
+from jaxrna.interact.brute import chains, intra_structures, zigzag_free
+from jaxrna.interact.pairs import Pair, joint_weight
 from jaxrna.weights import WeightSet
 
 __all__ = ["BruteSum", "valid_structures", "weighted_structures", "brute_partition"]
@@ -33,15 +34,15 @@ def valid_structures(s1: str, s2: str, weights: WeightSet) -> Iterator[tuple[Pai
     """Every valid joint structure (original coordinates, s2 read 5'->3'), the empty one
     included, each exactly once."""
     s1, s2 = _norm(s1), _norm(s2)
-    intra2 = _intra_structures(s2, weights)
-    for p1 in _intra_structures(s1, weights):
+    intra2 = intra_structures(s2, weights)
+    for p1 in intra_structures(s1, weights):
         used1 = {q for arc in p1 for q in arc}
         free1 = [x for x in range(len(s1)) if x not in used1]
         for p2 in intra2:
             used2 = {q for arc in p2 for q in arc}
             free2 = {y for y in range(len(s2)) if y not in used2}
-            for chain in _chains(s1, s2, weights, free1, free2):
-                if p1 and p2 and chain and not _zigzag_free(p1, p2, chain):
+            for chain in chains(s1, s2, weights, free1, free2):
+                if p1 and p2 and chain and not zigzag_free(p1, p2, chain):
                     continue
                 yield (tuple(Pair("intra1", a, b) for a, b in p1)
                        + tuple(Pair("intra2", c, d) for c, d in p2)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxrna.fold.traceback import traceback as fold_traceback
-from jaxrna.interact.brute import Pair
+from jaxrna.interact.pairs import Pair
 from jaxrna.interact.windows import Box
 
 MIN_LOOP = 3
@@ -112,7 +112,7 @@ def traceback(box: Box, weights: np.ndarray) -> list[tuple[str, int, int]]:
 
 def to_original(local: list[tuple[str, int, int]], outer_is_1: bool, o0: int, q0: int,
                 m2: int) -> list[Pair]:
-    """Map local pairs to :class:`~jaxrna.interact.brute.Pair` on strand 1 / strand 2 (5'->3',
+    """Map local pairs to :class:`~jaxrna.interact.pairs.Pair` on strand 1 / strand 2 (5'->3',
     0-based). ``m2`` is strand 2's length; strand 2 is reversed internally."""
     def on1(pos: int, outer: bool) -> int:
         return pos + (o0 if outer else q0)

@@ -54,7 +54,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, window1: int | None = N
     import numpy as np
 
     from jaxrna import programs
-    from jaxrna.interact.api import _batches, check_memory, make_problem, prepare
+    from jaxrna.interact.api import check_memory, make_problem, prepare, problem_batches
     from jaxrna.io.errors import ResourceError
     from jaxrna.io.fasta import Record
     from jaxrna.runtime import enable_compilation_cache
@@ -82,7 +82,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, window1: int | None = N
     with jax.default_device(jax.devices(backend)[0]):
         device = programs.default_device()
         problems = list(seen.values())
-        for batch in _batches(problems, batch_budget):
+        for batch in problem_batches(problems, batch_budget):
             prepare(problems, (batch[0], batch[1], batch[2][:1]), wm, with_pairs, keep_windows,
                     device)
     return len(seen)

@@ -190,7 +190,7 @@ def cell_index(geo: Geometry, i1, j1, i2, j2):
 
 
 @partial(jax.jit, static_argnames=("geo", "w_outer", "w_inner", "count_outer", "count_inner"))
-def _window_scores_device(table, geo, w_outer, w_inner, count_outer, count_inner):
+def window_scores_device(table, geo, w_outer, w_inner, count_outer, count_inner):
     o = jnp.arange(count_outer)[:, None]
     q = jnp.arange(count_inner)[None, :]
     return table[cell_index(geo, o, o + w_outer, q, q + w_inner)]
@@ -204,7 +204,7 @@ def window_scores(table, geo: Geometry, w_outer: int, w_inner: int, count_outer:
         o = np.arange(count_outer)[:, None]
         q = np.arange(count_inner)[None, :]
         return table[cell_index(geo, o, o + w_outer, q, q + w_inner)]
-    return np.asarray(_window_scores_device(table, geo, w_outer, w_inner, count_outer,
+    return np.asarray(window_scores_device(table, geo, w_outer, w_inner, count_outer,
                                             count_inner))
 
 

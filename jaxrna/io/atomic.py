@@ -131,7 +131,7 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
             handle.flush()
         # no fsync: the rename is what makes the output all-or-nothing for every reader and
         # for a killed run; forcing GBs of output to disk first cost seconds (3.7 GB: 3.9 s)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, target)
     except BaseException as exc:
         cleanup.remove(tmp)
@@ -143,7 +143,7 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
         cleanup.unregister(tmp)
 
 
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from jaxrna.io.errors import InputError
-from jaxrna.io.fasta import NUCLEOTIDE_LETTERS, Record, _LineTracker
+from jaxrna.io.fasta import NUCLEOTIDE_LETTERS, Record, LineTracker
 from jaxrna.io.source import InputSource, TextSource
 
 #: Bytes read per block (a block ends at a record boundary, so a longer record makes it longer).
@@ -129,7 +129,7 @@ def padded_codes(batch: SeqBatch, indices: Sequence[int] | np.ndarray, length: i
     :mod:`jaxrna.alphabet`'s nucleotide codes) into a ``(rows, length)`` array padded with
     ``pad`` (``rows`` defaults to ``len(indices)``; extra rows are all padding)."""
     if table is None:
-        from jaxrna.alphabet import _TABLE as table
+        from jaxrna.alphabet import CODE_OF_BYTE as table
     idx = np.asarray(indices, np.int64)
     rows = len(idx) if rows is None else rows
     out = np.full((rows, length), pad, dtype=dtype)
@@ -258,7 +258,7 @@ class _Reader:
         from Bio import SeqIO
 
         stream = TextSource(self.path, source=_Chain(data, source, before), lines_before=before)
-        tracker = _LineTracker(stream, self.path, self.alphabet)
+        tracker = LineTracker(stream, self.path, self.alphabet)
         tracker.lineno = before
         tracker._seen_header = self.started
         records: list[Record] = []

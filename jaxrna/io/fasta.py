@@ -98,7 +98,7 @@ def sequence_record(sequence: str, id: str = "seq", alphabet: str = "rna") -> Re
                   description=id, line=None, source="--sequence")
 
 
-class _LineTracker:
+class LineTracker:
     """A text stream wrapper that numbers lines and validates them as SeqIO reads them."""
 
     def __init__(self, stream: IO[str], path: str, alphabet: str) -> None:
@@ -156,7 +156,7 @@ class _LineTracker:
             return ""
         raise io.UnsupportedOperation("read")
 
-    def __iter__(self) -> "_LineTracker":
+    def __iter__(self) -> "LineTracker":
         return self
 
     def __next__(self) -> str:
@@ -166,7 +166,7 @@ class _LineTracker:
         return line
 
 
-def _open_text(path: str) -> IO[str]:
+def open_text(path: str) -> IO[str]:
     """The text of a plain or gzip file (``-``: standard input); every fault (missing,
     unreadable, corrupt or truncated gzip, not UTF-8, a device, a file changing while read)
     raises a located :class:`InputError` (:mod:`jaxrna.io.source`)."""
@@ -186,8 +186,8 @@ def read_fasta(path: str | os.PathLike, alphabet: str = "rna", *,
     from Bio import SeqIO  # imported here so that jaxrna's core imports without Biopython
 
     path = os.fspath(path)
-    handle = _open_text(path)
-    tracker = _LineTracker(handle, path, alphabet)
+    handle = open_text(path)
+    tracker = LineTracker(handle, path, alphabet)
     seen: dict[str, int] = {}
     count = 0
     try:

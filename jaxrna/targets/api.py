@@ -89,7 +89,7 @@ def _chunks(records: Iterable[Record], chunk_nt: int) -> Iterator[list[Record]]:
         yield chunk
 
 
-def _energy(params: ScanParams, engine: Engine, energy_engine: str | None):
+def energy_for(params: ScanParams, engine: Engine, energy_engine: str | None):
     """The run's energy engine (:func:`jaxrna.targets.energy.make_engine`), None without energies."""
     if params.no_energy:
         return None
@@ -116,7 +116,7 @@ def scan_targets(mirnas, targets, params: ScanParams | None = None, *, chunk_nt:
     target_iter = read_records(targets) if isinstance(targets, (str, os.PathLike)) \
         else iter(_as_records(targets, "target"))
     engine = Engine(params)
-    engine.energy = _energy(params, engine, energy_engine)
+    engine.energy = energy_for(params, engine, energy_engine)
     queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
     found = {}
     meta = []
@@ -239,7 +239,7 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     from jaxrna.targets.output import BlockJob, ChunkInfo, OrderedReport
 
     engine = Engine(params, **engine_options)
-    engine.energy = _energy(params, engine, energy_engine)
+    engine.energy = energy_for(params, engine, energy_engine)
     spec = writer.spec()
     workers = default_workers() if host_workers is None else host_workers
     if not spec[0]:

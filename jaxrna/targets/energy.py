@@ -291,7 +291,7 @@ def encode(fold_strings: Sequence[str]) -> FoldInputs:
     return FoldInputs(letters, lengths, linker)
 
 
-def _unique(fold_strings: Sequence[str]) -> tuple[list[str], np.ndarray]:
+def unique_strings(fold_strings: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """The distinct strings (first-seen order) and each string's index among them."""
     index: dict[str, int] = {}
     where = np.fromiter((index.setdefault(s, len(index)) for s in fold_strings), np.int64,
@@ -319,7 +319,7 @@ class CpuEngine:
         self.threads = threads
 
     def energies(self, fold_strings: Sequence[str]) -> list[float]:
-        uniq, where = _unique(fold_strings)
+        uniq, where = unique_strings(fold_strings)
         return kcal(self.fold(encode(uniq)))[where].tolist()
 
     def fold(self, inputs: FoldInputs) -> np.ndarray:
@@ -393,7 +393,7 @@ class DeviceEngine:
         return {"devices": None, "batch": self.batch}
 
     def energies(self, fold_strings: Sequence[str]) -> list[float]:
-        uniq, where = _unique(fold_strings)
+        uniq, where = unique_strings(fold_strings)
         inputs = encode(uniq)
         return kcal(self.fold(inputs, special_hairpins(inputs)))[where].tolist()
 

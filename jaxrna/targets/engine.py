@@ -60,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.programs import stored_jit
-from jaxrna.alphabet import _TABLE as CODE_OF_BYTE
+from jaxrna.alphabet import CODE_OF_BYTE
 from jaxrna.alphabet import encode
 from jaxrna.kernels.miranda_fill import packed_positions
 from jaxrna.targets import extract

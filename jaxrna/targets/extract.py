@@ -269,9 +269,9 @@ def scan_block(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, w
         words = scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, n_words,
                                   interpret=interpret)
     else:
-        from jaxrna.targets.scan import _scan_words
+        from jaxrna.targets.scan import scan_words
 
-        words = jnp.stack([_scan_words(profile[k][:, :, None], gap_open[k][:, None], gap_extend[k][:, None],
+        words = jnp.stack([scan_words(profile[k][:, :, None], gap_open[k][:, None], gap_extend[k][:, None],
                                        seed[k][:, None].astype(bool), lanes, threshold, n_words, dtype)
                            for k in range(profile.shape[0])])
     counts = _tiles(words, width, span, n_lanes, total)[0].sum(axis=(1, 2), dtype=jnp.int32)

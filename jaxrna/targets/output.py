@@ -21,7 +21,8 @@ energies to be written (:func:`run_block`).
 >>> from jaxrna.targets.select import TargetText, Traced
 >>> chunk = ChunkInfo(["t1"], ["t1"], TargetText.from_sequences(["AAAA"]), seen=0, total=1)
 >>> tr = Traced.from_moves(q=[0], t=[0], i=[4], j=[4], score=[20], moves=[[1, 1, 1, 1]])
->>> job = BlockJob(chunk, [0], ["m1"], ["m1"], ["UUUU"], tr, ("miranda", True, True), 0, True)
+>>> job = BlockJob(chunk, [0], ["m1"], ["m1"], ["UUUU"], tr,
+...                writer_for("miranda", None, no_energy=True, quiet=True).spec(), 0, True)
 >>> texts, hits = render_block(job)
 >>> print(texts[0].splitlines()[1])
    Forward:	Score: 20.000000  Q:1 to 5  R:1 to 4 Align Len (4) (100.00%) (100.00%)
@@ -95,12 +96,10 @@ def _chunk_of(job: BlockJob) -> ChunkInfo:
 
 def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
     """The report text and the number of accepted hits of each miRNA of a block, in order."""
-    from jaxrna.formats.miranda import writer_for
-
     chunk = _chunk_of(job)
-    if isinstance(job.writer, tuple):
-        fmt, no_energy, quiet = job.writer
-        writer = writer_for(fmt, None, no_energy=no_energy, quiet=quiet)
+    if isinstance(job.writer, tuple):  # a writer's spec(), rebuilt here (a worker process)
+        fmt, no_energy, quiet, build = job.writer
+        writer = build(fmt, None, no_energy=no_energy, quiet=quiet)
     else:  # a writer object (rendering in this process)
         writer = job.writer
     table = _table(job, chunk)
@@ -154,11 +153,11 @@ def fold_inputs_block(job: BlockJob) -> tuple:
     """A block's hits as the device folds them (in a worker process): ``(FoldInputs of the
     distinct fold strings, their special hairpins, each hit's index among them, (start, end,
     CPU seconds))``."""
-    from jaxrna.targets.energy import _unique, encode, special_hairpins
+    from jaxrna.targets.energy import unique_strings, encode, special_hairpins
     from jaxrna.targets.select import fold_strings
 
     start, cpu = time.perf_counter(), time.process_time()
-    uniq, where = _unique(fold_strings(_table(job, _chunk_of(job))))
+    uniq, where = unique_strings(fold_strings(_table(job, _chunk_of(job))))
     inputs = encode(uniq)
     special = special_hairpins(inputs)
     return inputs, special, where, (start, time.perf_counter(), time.process_time() - cpu)

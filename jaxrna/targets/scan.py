@@ -131,7 +131,7 @@ def scan_lanes(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=j
 WORD = 32
 
 
-def _scan_words(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, dtype):
+def scan_words(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, dtype):
     """The packed bulk scan (see :func:`scan_lanes_words`) of the first ``n_words`` words of
     ``lanes`` (a traced count: the loop's bound, so one program serves every lane length up to
     the array's); the words past it are left 0."""
@@ -166,7 +166,7 @@ def scan_lanes_words(profile, gap_open, gap_extend, seed, lanes, *, threshold, n
     multiple of 32): (L/32, B); bit k of word w is column 32 w + k. 8x less output to move and
     search than one flag per column. ``n_words`` (traced; default all): scan only the first
     ``n_words`` words (the rest come back 0)."""
-    return _scan_words(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, dtype)
+    return scan_words(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, dtype)
 
 
 @stored_jit("targets.scan.fill_segments", static_argnames=("dtype",))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from jaxrna.alphabet import _TABLE as CODE_OF_BYTE
+from jaxrna.alphabet import CODE_OF_BYTE
 from jaxrna.targets.hits import diagonal_survivors, span_registered, strict_seed_ok, trace
 from jaxrna.targets.records import Hit
 from jaxrna.targets.scoring import pair_symbol

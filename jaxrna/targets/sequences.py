@@ -24,7 +24,7 @@ from typing import Iterator
 import numpy as np
 
 from jaxrna.io.errors import InputError
-from jaxrna.io.fasta import Record, _open_text
+from jaxrna.io.fasta import Record, open_text
 from jaxrna.io.source import read_whole
 
 #: miRanda's accepted sequence letters (IUPAC nucleotide codes and X), either case.
@@ -55,7 +55,7 @@ def read_records(path: str | os.PathLike) -> Iterator[Record]:
     Records are cut out of large blocks of text at each line starting with ``>``; a record's
     sequence is its lines joined with all blanks removed."""
     path = os.fspath(path)
-    handle = _open_text(path)
+    handle = open_text(path)
     count = 0
     lineno = 0          # lines before ``buf``
     buf = ""
@@ -246,7 +246,7 @@ def read_bulk_once(path: str | os.PathLike):
 def count_records(path: str) -> int:
     """Number of FASTA records (lines starting with '>') in a plain or gzip file."""
     count, last = 0, "\n"
-    with _open_text(path) as fh:
+    with open_text(path) as fh:
         while True:
             block = fh.read(1 << 24)
             if not block:

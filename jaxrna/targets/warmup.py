@@ -108,7 +108,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, *, no_energy: bool = Tr
 
     from jaxrna import programs
     from jaxrna.runtime import enable_compilation_cache
-    from jaxrna.targets.api import _energy
+    from jaxrna.targets.api import energy_for
     from jaxrna.targets.engine import MIN_CHUNK_CLASS, Engine, lead_for, prepare_query
     from jaxrna.targets.scoring import ScanParams
 
@@ -120,7 +120,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, *, no_energy: bool = Tr
     for device in jax.devices(backend):
         with jax.default_device(device):
             engine = Engine(params, devices=[device])
-            engine.energy = _energy(params, engine, energy_engine)
+            engine.energy = energy_for(params, engine, energy_engine)
             qb = engine.query_block
             for c in chunk_classes(target_nt, max_length):
                 total = c if c == MIN_CHUNK_CLASS else c // 2 + 1   # a chunk of class c

@@ -1,11 +1,15 @@
-"""The alignment formats (pair, tsv, json) for many alignments at once, from arrays.
+"""The alignment formats' text (pair, tsv, json) for many alignments at once, from arrays, and
+the pieces the writers of :mod:`jaxrna.formats.align` share with it.
+
+It lives beside the engine (:mod:`jaxrna.align.engine` formats each chunk as it goes) rather
+than in :mod:`jaxrna.formats`, which sits above the algorithms (``tests/test_layout.py``).
 
 :class:`AlignedBatch` holds consecutive results of ``jaxrna align`` as arrays (scores, 0-based
 coordinates, the ops of every alignment concatenated, the aligned stretches of the two
 sequences); :func:`format_batch` turns one into text with whole-array operations (statistics,
 CIGARs, aligned rows and match lines are computed for the whole batch; only the lines are
 assembled per alignment). The text is byte for byte that of the writers of
-:mod:`jaxrna.formats.align` on the same alignments (``tests/test_align_bulk.py`` compares
+:mod:`jaxrna.formats.align` on the same alignments (``tests/test_align_engine.py`` compares
 them); those writers stay the reference and the API's path. Batches pickle, so a process pool
 can format them (:func:`format_batch` is a module-level function).
 
@@ -23,12 +27,43 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jaxrna.formats.align import (RULE, TSV_COLUMNS, WIDTH, _number, _parameters, _pct,
-                                  end_gaps_line)
-
 #: Op codes of :attr:`AlignedBatch.ops` (as :mod:`jaxrna.kernels.gotoh_defs`).
 OP_M, OP_I, OP_D = 0, 1, 2
 _GAP = ord("-")
+
+WIDTH = 50
+RULE = "#" + "=" * 39
+
+
+def pct(part: int, whole: int) -> str:
+    """``part`` as a percentage of ``whole``, one decimal (``"0.0%"`` of nothing)."""
+    return f"{100 * part / whole:.1f}%" if whole else "0.0%"
+
+
+def parameter_lines(aln) -> list[str]:
+    """EMBOSS's parameter lines; the scheme's name stands in the ``Matrix`` line (``NUC.4.4``,
+    ``match 2, mismatch -1``, ``edit (...)``): readers such as Biopython's accept no other keys."""
+    d = aln.scoring.describe()
+    return [f"# Matrix: {aln.scoring.name}", f"# Gap_penalty: {d['gap_open']}",
+            f"# Extend_penalty: {d['gap_extend']}"]
+
+
+def end_gaps_line(scoring) -> str:
+    """The pair header's ``# End_gaps: free`` (or ``open O, extend E``) line when end gaps are
+    scored apart from inner gaps (EMBOSS writes such settings only in its command line; the
+    readers take any ``# Key: value`` line of the header); empty otherwise."""
+    text = scoring.end_gaps_text()
+    return f"# End_gaps: {text}\n" if text else ""
+
+
+TSV_COLUMNS = ("query_id", "target_id", "score", "query_start", "query_end", "target_start",
+               "target_end", "cigar", "identity")
+
+
+def number(text: str):
+    """A number's text as JSON wants it: an int where it is whole, else a float."""
+    v = float(text)
+    return int(v) if v == int(v) else v
 
 
 @dataclass
@@ -241,7 +276,7 @@ PAIR_FOOTER = "#" + "-" * 39 + "\n"
 
 
 class _Holder:
-    """Just enough of an alignment for :func:`jaxrna.formats.align._parameters`."""
+    """Just enough of an alignment for :func:`jaxrna.formats.align.parameter_lines`."""
 
     def __init__(self, scoring) -> None:
         self.scoring = scoring
@@ -254,7 +289,7 @@ def pair_text(b: AlignedBatch) -> str:
     if not len(b):
         return ""
     cols = _Columns(b)
-    params = "\n".join(_parameters(_Holder(b.scoring))) + "\n#\n"
+    params = "\n".join(parameter_lines(_Holder(b.scoring))) + "\n#\n"
     scores = _score_texts(b.scoring, b.units)
     qa = cols.qa.tobytes().decode("ascii")
     ta = cols.ta.tobytes().decode("ascii")
@@ -272,9 +307,9 @@ def pair_text(b: AlignedBatch) -> str:
         shown, gshown = (n, gaps) if n else (1, 1)
         out.append(f"{RULE}\n#\n# Aligned_sequences: 2\n# 1: {qid}\n# 2: {tid}\n{params}"
                    f"# Length: {shown}\n"
-                   f"# Identity:   {ident:>7}/{shown} ({_pct(ident, shown)})\n"
-                   f"# Similarity: {sim:>7}/{shown} ({_pct(sim, shown)})\n"
-                   f"# Gaps:       {gshown:>7}/{shown} ({_pct(gshown, shown)})\n"
+                   f"# Identity:   {ident:>7}/{shown} ({pct(ident, shown)})\n"
+                   f"# Similarity: {sim:>7}/{shown} ({pct(sim, shown)})\n"
+                   f"# Gaps:       {gshown:>7}/{shown} ({pct(gshown, shown)})\n"
                    f"# Score: {score}\n#\n#\n{RULE}\n\n")
         qname, tname = qid[:13], tid[:13]
         if not n:
@@ -300,7 +335,7 @@ def json_text(b: AlignedBatch, first: bool) -> str:
     if not len(b):
         return ""
     sc = b.scoring
-    params = {k: (_number(v) if k != "scoring" else v) for k, v in sc.describe().items()}
+    params = {k: (number(v) if k != "scoring" else v) for k, v in sc.describe().items()}
     objective = "minimise cost" if sc.minimise else "maximise score"
     scores = _score_numbers(sc, b.units)
     qs, qe, ts, te = _coords(b)
@@ -320,7 +355,7 @@ def json_text(b: AlignedBatch, first: bool) -> str:
                "query_end": qe[k], "target_start": ts[k], "target_end": te[k]}
         if extra is not None:
             cigar, ident, n, same, sim, gaps = (x[k] for x in extra)
-            obj.update(cigar=cigar, identity=_number(ident), length=n, identical=same,
+            obj.update(cigar=cigar, identity=number(ident), length=n, identical=same,
                        similar=sim, gaps=gaps, query_aligned=qa[off[k]:off[k + 1]],
                        target_aligned=ta[off[k]:off[k + 1]])
         out.append(("\n  " if first and k == 0 else ",\n  ") + json.dumps(obj))
