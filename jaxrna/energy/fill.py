@@ -77,19 +77,19 @@ def band_bounds(length: int, bands: int, first: int = 4) -> list[tuple[int, int]
 
 
 def sweep_bands(length: int) -> list[tuple[int, int]]:
-    """The bands of the sweep: the first diagonals hold few interior loops (two bands up to
-    diagonal 36, where every loop size fits), the rest are split by length (each band
-    compiles its own loop body, so they are few).
+    """The bands of the sweep, diagonals 4 .. length-1 in ranges of equal size: two up to
+    512 nt, four beyond. Each band compiles its own loop body (most of a program's size and
+    compile time), and computes its diagonals over the static height of its first one, so
+    fewer bands mean smaller programs but more cells computed: two bands compute 0.75 L^2
+    cells against the triangle's 0.5 L^2, four 0.63 L^2 (issue 26: six bands before, two of
+    them for the first 32 diagonals, 0.72 L^2 at 512 nt, 0.63 at 1,024).
 
     >>> sweep_bands(64)
-    [(4, 20), (20, 36), (36, 64)]
+    [(4, 34), (34, 64)]
     >>> sweep_bands(1024)
-    [(4, 20), (20, 36), (36, 283), (283, 530), (530, 777), (777, 1024)]
+    [(4, 259), (259, 514), (514, 769), (769, 1024)]
     """
-    out = [(d0, min(d0 + 16, length)) for d0 in range(4, min(36, length), 16)]
-    if length > 36:
-        out += band_bounds(length, 1 if length <= 128 else 2 if length <= 512 else 4, first=36)
-    return out
+    return band_bounds(length, 2 if length <= 512 else 4, first=4)
 
 
 def seq_pad(length: int) -> int:

@@ -50,10 +50,11 @@ from jaxrna.energy.encoding import PAIR
 from jaxrna.energy.params import INF, MAXLOOP, EnergyParams
 
 #: Table rows kept above diagonal 0 (cells of the first diagonals read a few rows above it;
-#: the fill's bands keep every read within them, see :func:`jaxrna.energy.fill.check_band`).
-ROW_PAD = 16
+#: the fill's bands keep every read within them, see :func:`jaxrna.energy.fill.check_band`):
+#: enough for a band that starts at diagonal 4 and holds interior loops of every size).
+ROW_PAD = 40
 #: Columns kept right of the last cell (reads past a band's last cell).
-COL_PAD = 16
+COL_PAD = 40
 #: Candidate kinds (what the traceback continues with).
 NONE, KIND_C, KIND_M2, KIND_M = 0, 1, 2, 3
 SPECIALS = ((0, 0), (1, 0), (0, 1), (1, 1), (1, 2), (2, 1), (2, 2))
