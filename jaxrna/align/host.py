@@ -42,6 +42,7 @@ import threading
 
 import numpy as np
 
+from jaxrna.align import hostwalk
 from jaxrna.kernels.gotoh_defs import NEG, OP_D, OP_I, OP_M
 from jaxrna.stages import stage
 
@@ -261,6 +262,7 @@ class HostEngine:
             v = H(b[:, None], wd[:, None], *cells) + go + (reach[:, None] - 1 - kk) * ge
             return np.where(ok, v, NEG).max(axis=1)
 
+        codes8 = qcodes, tcodes
         qcodes = qcodes.astype(np.int64) if qcodes.dtype != np.int64 and len(qcodes) < (1 << 22) \
             else qcodes
         tcodes = tcodes.astype(np.int64) if tcodes.dtype != np.int64 and len(tcodes) < (1 << 22) \
@@ -278,7 +280,11 @@ class HostEngine:
             for r in range(n):
                 self._trailing(r, H, S, scan, base, width, q0, t0, moff, score, i, j, st, val,
                                rev, count)
-        while True:
+        lib = hostwalk.library()
+        if lib is not None:                  # the same decisions, compiled
+            hostwalk.walk(lib, F, base, width, codes8[0], q0, codes8[1], t0, flat, moff, size, go,
+                          ge, local, free, i, j, st, val, done, rev, count)
+        while lib is None:
             act = np.flatnonzero(~done & (i > 0) & (j > 0))
             if not act.size:
                 break
