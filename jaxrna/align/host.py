@@ -13,7 +13,8 @@ tie, and it ends a local alignment at the first column reaching the best score),
   penalty the cells holding the best H are the cells holding the best M.
 * alignments: the score table (H of every cell; local: clamped at 0) of the table's part that
   the traceback can reach (global: all of it; local: the rectangle up to the end cell, whose
-  values depend on nothing else), then our traceback, walked over all pairs of a group at once
+  values depend on nothing else), then our traceback: compiled (:mod:`jaxrna.align.hostwalk`,
+  a pair at a time in C) or, without a C compiler, walked over all pairs of a group at once
   with numpy. It rebuilds each decision of :func:`jaxrna.align.traceback.walk` from H alone:
   ``M = H(i-1, j-1) + s``, and since gaps open from H when opening costs at least as much as
   extending (``X = max(H_up + open, X_up + extend)``, the same integers as the three-state
