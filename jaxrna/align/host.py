@@ -13,7 +13,8 @@ tie, and it ends a local alignment at the first column reaching the best score),
   penalty the cells holding the best H are the cells holding the best M.
 * alignments: the score table (H of every cell; local: clamped at 0) of the table's part that
   the traceback can reach (global: all of it; local: the rectangle up to the end cell, whose
-  values depend on nothing else), then our traceback, walked over all pairs of a group at once
+  values depend on nothing else), then our traceback: compiled (:mod:`jaxrna.align.hostwalk`,
+  a pair at a time in C) or, without a C compiler, walked over all pairs of a group at once
   with numpy. It rebuilds each decision of :func:`jaxrna.align.traceback.walk` from H alone:
   ``M = H(i-1, j-1) + s``, and since gaps open from H when opening costs at least as much as
   extending (``X = max(H_up + open, X_up + extend)``, the same integers as the three-state
@@ -42,6 +43,7 @@ import threading
 
 import numpy as np
 
+from jaxrna.align import hostwalk
 from jaxrna.kernels.gotoh_defs import NEG, OP_D, OP_I, OP_M
 from jaxrna.stages import stage
 
@@ -261,6 +263,7 @@ class HostEngine:
             v = H(b[:, None], wd[:, None], *cells) + go + (reach[:, None] - 1 - kk) * ge
             return np.where(ok, v, NEG).max(axis=1)
 
+        codes8 = qcodes, tcodes
         qcodes = qcodes.astype(np.int64) if qcodes.dtype != np.int64 and len(qcodes) < (1 << 22) \
             else qcodes
         tcodes = tcodes.astype(np.int64) if tcodes.dtype != np.int64 and len(tcodes) < (1 << 22) \
@@ -278,7 +281,11 @@ class HostEngine:
             for r in range(n):
                 self._trailing(r, H, S, scan, base, width, q0, t0, moff, score, i, j, st, val,
                                rev, count)
-        while True:
+        lib = hostwalk.library()
+        if lib is not None:                  # the same decisions, compiled
+            hostwalk.walk(lib, F, base, width, codes8[0], q0, codes8[1], t0, flat, moff, size, go,
+                          ge, local, free, i, j, st, val, done, rev, count)
+        while lib is None:
             act = np.flatnonzero(~done & (i > 0) & (j > 0))
             if not act.size:
                 break

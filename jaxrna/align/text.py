@@ -124,6 +124,21 @@ class AlignedBatch:
         return out
 
 
+def _exclusive(flags: np.ndarray) -> np.ndarray:
+    """``0`` then the running count of ``flags`` (length ``len(flags) + 1``)."""
+    out = np.zeros(len(flags) + 1, np.int64)
+    np.cumsum(flags, out=out[1:])
+    return out
+
+
+def _ramp(counts: np.ndarray) -> np.ndarray:
+    """``0, 1, .., c - 1`` for every count ``c``, concatenated."""
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
 def _offsets(lengths) -> np.ndarray:
     out = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=out[1:])
@@ -171,39 +186,50 @@ class _Columns:
         pair = np.repeat(np.arange(n), self.lengths)
         is_m, takes_q, takes_t = ops == OP_M, ops != OP_D, ops != OP_I
         # index of the residue each column consumes (or would), inside the pair's stretch
-        cq = np.cumsum(takes_q) - takes_q
-        ct = np.cumsum(takes_t) - takes_t
+        self.qcum = _exclusive(takes_q)          # residues consumed before each column
+        self.tcum = _exclusive(takes_t)
+        cq, ct = self.qcum[:-1], self.tcum[:-1]
         starts = off[:-1]
-        cq0 = np.concatenate([[0], np.cumsum(takes_q)])[starts]
-        ct0 = np.concatenate([[0], np.cumsum(takes_t)])[starts]
-        qidx = b.query_seg_offsets[:-1][pair] + cq - cq0[pair]
-        tidx = b.target_seg_offsets[:-1][pair] + ct - ct0[pair]
+        cq0, ct0 = self.qcum[starts], self.tcum[starts]
+        qidx = cq + np.repeat(b.query_seg_offsets[:-1] - cq0, self.lengths)
+        tidx = ct + np.repeat(b.target_seg_offsets[:-1] - ct0, self.lengths)
         qlet = b.query_seg[np.clip(qidx, 0, max(len(b.query_seg) - 1, 0))] if len(b.query_seg) \
             else np.zeros(len(ops), np.uint8)
         tlet = b.target_seg[np.clip(tidx, 0, max(len(b.target_seg) - 1, 0))] if len(b.target_seg) \
             else np.zeros(len(ops), np.uint8)
-        self.qa = np.where(takes_q, qlet, _GAP).astype(np.uint8)
-        self.ta = np.where(takes_t, tlet, _GAP).astype(np.uint8)
+        self.qa = np.where(takes_q, qlet, np.uint8(_GAP))
+        self.ta = np.where(takes_t, tlet, np.uint8(_GAP))
+        # per letter pair (256 x 256): same code, similar, and the match line's mark
+        codes = np.full(256, -1, np.int64)
         table = sc.table()
-        qc = table[qlet].astype(np.int64)
-        tc = table[tlet].astype(np.int64)
-        same = is_m & (qc == tc)
-        sub = np.where(is_m, sc.matrix[np.maximum(qc, 0), np.maximum(tc, 0)], 0)
-        similar = is_m & ((sub >= 0) if sc.minimise else (sub > 0))
-        marks = np.full(len(ops), ord(" "), np.uint8)
-        marks[is_m] = np.where(same[is_m], ord("|"), np.where(sub[is_m] > 0, ord(":"), ord(".")))
-        self.marks = marks
-        self.identical = np.bincount(pair, weights=same, minlength=n).astype(np.int64)
-        self.similar = np.bincount(pair, weights=similar, minlength=n).astype(np.int64)
-        self.matched = np.bincount(pair, weights=is_m, minlength=n).astype(np.int64)
+        codes[:len(table)] = table[:256]
+        c0 = np.maximum(codes, 0)
+        same_lut = codes[:, None] == codes[None, :]
+        sub = sc.matrix[c0[:, None], c0[None, :]]
+        sim_lut = (sub >= 0) if sc.minimise else (sub > 0)
+        mark_lut = np.where(same_lut, ord("|"), np.where(sub > 0, ord(":"), ord(".")))
+        key = (qlet.astype(np.intp) << 8) | tlet
+        same = is_m & same_lut.reshape(-1)[key]
+        similar = is_m & sim_lut.reshape(-1)[key]
+        self.marks = np.where(is_m, mark_lut.astype(np.uint8).reshape(-1)[key], np.uint8(32))
+
+        def per_pair(flags):                 # how many columns of each alignment hold flags
+            return np.diff(_exclusive(flags)[off])
+
+        self.identical = per_pair(same)
+        self.similar = per_pair(similar)
+        self.matched = per_pair(is_m)
         self.gaps = self.lengths - self.matched
-        # residues consumed before each column, inside its pair (block numbering)
-        self.qbefore = cq - cq0[pair]
-        self.tbefore = ct - ct0[pair]
         self.takes_q, self.takes_t = takes_q, takes_t
-        self._letters = np.where(is_m, np.where(same, ord("="), ord("X")),
-                                 np.where(ops == OP_I, ord("I"), ord("D"))).astype(np.uint8)
+        self._same, self._ops = same, ops
         self._pair = pair
+
+    @property
+    def _letters(self) -> np.ndarray:
+        """The CIGAR letter of every column."""
+        is_m, ops = self._ops == OP_M, self._ops
+        return np.where(is_m, np.where(self._same, ord("="), ord("X")),
+                        np.where(ops == OP_I, ord("I"), ord("D"))).astype(np.uint8)
 
     def cigars(self) -> list[str]:
         """Extended CIGAR of every alignment (``*`` when empty)."""
@@ -294,15 +320,24 @@ def pair_text(b: AlignedBatch) -> str:
     qa = cols.qa.tobytes().decode("ascii")
     ta = cols.ta.tobytes().decode("ascii")
     marks = cols.marks.tobytes().decode("ascii")
-    off = b.op_offsets.tolist()
-    # residues of each row consumed before column c, per alignment (block numbering)
-    qcum = np.concatenate([[0], np.cumsum(cols.takes_q)]).tolist()
-    tcum = np.concatenate([[0], np.cumsum(cols.takes_t)]).tolist()
-    qstart, tstart = b.query_start.tolist(), b.target_start.tolist()
+    # the blocks of WIDTH columns of every alignment, and the residue numbers around them
+    off = b.op_offsets
+    lengths = cols.lengths
+    nblocks = -(-lengths // WIDTH)
+    owner = np.repeat(np.arange(len(b)), nblocks)
+    bs = off[:-1][owner] + _ramp(nblocks) * WIDTH
+    be = np.minimum(bs + WIDTH, off[1:][owner])
+    qcum, tcum = cols.qcum, cols.tcum               # residues consumed before each column
+    qshift = (b.query_start - qcum[off[:-1]])[owner]
+    tshift = (b.target_start - tcum[off[:-1]])[owner]
+    q1, q2 = (qshift + qcum[bs] + 1).tolist(), (qshift + qcum[be]).tolist()
+    t1, t2 = (tshift + tcum[bs] + 1).tolist(), (tshift + tcum[be]).tolist()
+    bs, be = bs.tolist(), be.tolist()
+    first = np.concatenate([[0], np.cumsum(nblocks)]).tolist()
     out: list[str] = []
     blank = f"{'':<13} {'':>6} "
     for k, (qid, tid, score, n, ident, sim, gaps) in enumerate(zip(
-            b.query_ids, b.target_ids, scores, cols.lengths.tolist(), cols.identical.tolist(),
+            b.query_ids, b.target_ids, scores, lengths.tolist(), cols.identical.tolist(),
             cols.similar.tolist(), cols.gaps.tolist())):
         shown, gshown = (n, gaps) if n else (1, 1)
         out.append(f"{RULE}\n#\n# Aligned_sequences: 2\n# 1: {qid}\n# 2: {tid}\n{params}"
@@ -316,15 +351,11 @@ def pair_text(b: AlignedBatch) -> str:
             out.append(f"{qname:<13} {1:>6} - {0:>6}\n{blank} \n"
                        f"{tname:<13} {1:>6} - {0:>6}\n\n\n")
             continue
-        a, z = off[k], off[k + 1]
-        qshift, tshift = qstart[k] - qcum[a], tstart[k] - tcum[a]
         qname, tname = f"{qname:<13} ", f"{tname:<13} "
-        for s in range(a, z, WIDTH):
-            e = min(s + WIDTH, z)
-            qpos, tpos = qshift + qcum[s], tshift + tcum[s]
-            out.append(f"{qname}{qpos + 1:>6} {qa[s:e]} {qshift + qcum[e]:>6}\n"
-                       f"{blank}{marks[s:e]}\n"
-                       f"{tname}{tpos + 1:>6} {ta[s:e]} {tshift + tcum[e]:>6}\n\n")
+        out.extend([f"{qname}{q1[x]:>6} {qa[bs[x]:be[x]]} {q2[x]:>6}\n"
+                    f"{blank}{marks[bs[x]:be[x]]}\n"
+                    f"{tname}{t1[x]:>6} {ta[bs[x]:be[x]]} {t2[x]:>6}\n\n"
+                    for x in range(first[k], first[k + 1])])
         out.append("\n")
     return "".join(out)
 

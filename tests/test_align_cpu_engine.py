@@ -1,0 +1,102 @@
+"""The CPU engine of ``jaxrna align`` (parasail's values, our traceback; issue 27): its compiled
+walk (:mod:`jaxrna.align.hostwalk`) gives the numpy walk's alignments, and whole runs through it
+write the device (JAX) engine's bytes on a mixed job: global, local and free end gaps, with and
+without alignments, every format."""
+
+import io
+import random
+
+import numpy as np
+import pytest
+
+from jaxrna.align import engine, hostwalk
+from jaxrna.align.scoring import make_scoring
+from jaxrna.io.bulk import read_batch
+
+pytest.importorskip("parasail")
+
+
+@pytest.fixture
+def numpy_walk():
+    """Run the test body with the numpy walk (the compiled one restored after)."""
+    saved = list(hostwalk._LIB)
+    hostwalk._LIB[:] = [None]
+    yield
+    hostwalk._LIB[:] = saved
+
+
+def _pairs(rng, alphabet, count, lo, hi):
+    word = lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi)))  # noqa: E731
+    return [(word(), word()) for _ in range(count)]
+
+
+def _align_all(scoring, local, pairs):
+    from jaxrna.align.host import HostEngine, code_text
+
+    eng = HostEngine(scoring, local)
+    codes = [(scoring.encode(a), scoring.encode(b)) for a, b in pairs]
+    rows = [code_text(a) for a, _ in codes]
+    cols = [code_text(b) for _, b in codes]
+    rc = np.concatenate([a for a, _ in codes])
+    cc = np.concatenate([b for _, b in codes])
+    r0 = np.concatenate([[0], np.cumsum([len(a) for a, _ in codes])[:-1]])
+    c0 = np.concatenate([[0], np.cumsum([len(b) for _, b in codes])[:-1]])
+    swap = np.array([k % 3 == 0 for k in range(len(pairs))])
+    return eng.align(rows, cols, swap, rc, r0, cc, c0)
+
+
+SCHEMES = [("local", make_scoring(1, -1, None, 1, 1)), ("local", make_scoring(2, -3, None, 5, 2)),
+           ("global", make_scoring(1, -1, None, 2, 1)), ("global", make_scoring()),
+           ("global", make_scoring(1, -1, None, 2, 1, end_gaps="free"))]
+
+
+def test_compiled_walk_is_built():
+    """With a C compiler here (CI and the developers' machines have one) the walk is compiled."""
+    assert hostwalk.library() is not None
+
+
+@pytest.mark.parametrize("mode,scoring", SCHEMES)
+def test_compiled_walk_equals_numpy_walk(mode, scoring, request):
+    """Tie-heavy pairs (two letters, unit scores), some swapped, empty local alignments: the
+    compiled walk's scores, ends, starts and ops are the numpy walk's."""
+    rng = random.Random(27)
+    pairs = _pairs(rng, "AC", 120, 1, 40) + [("AAAA", "CCCC"), ("A", "C")]
+    local = mode == "local"
+    fast = _align_all(scoring, local, pairs)
+    request.getfixturevalue("numpy_walk")
+    slow = _align_all(scoring, local, pairs)
+    for a, b in zip(fast, slow):
+        np.testing.assert_array_equal(a, b)
+
+
+def _write(path, rng, count, lo, hi, alphabet):
+    with open(path, "w") as fh:
+        for k in range(count):
+            seq = "".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi)))
+            fh.write(f">r{k} d\n{seq[:37]}\n{seq[37:]}\n" if len(seq) > 37 else f">r{k}\n{seq}\n")
+    return str(path)
+
+
+def test_host_engine_writes_the_device_engines_bytes(tmp_path):
+    """A mixed job through both engines (``engine="host"``: parasail and the compiled walk;
+    ``engine="device"``: JAX on the CPU): the same bytes for every case."""
+    rng = random.Random(2027)
+    q = _write(tmp_path / "q.fa", rng, 5, 33, 48, "ACGU")      # one length bucket: few programs
+    t = _write(tmp_path / "t.fa", rng, 4, 33, 48, "ACGU")
+    z = _write(tmp_path / "z.fa", rng, 5, 33, 48, "ACGU")
+    cases = [("global", make_scoring(), False, "pair", t),
+             ("local", make_scoring(2, -3, None, 5, 2), False, "tsv", t),
+             ("local", make_scoring(1, -1, None, 1, 1), False, "json", z),
+             ("global", make_scoring(1, -1, None, 2, 1, end_gaps="free"), False, "pair", t),
+             ("global", make_scoring(2, -3, None, 5, 2), True, "tsv", z),
+             ("local", make_scoring(2, -3, None, 5, 2), True, "json", t)]
+    for mode, scoring, score_only, fmt, targets in cases:
+        texts = []
+        for name in ("host", "device"):
+            job = engine.Job(read_batch(q, "letters"), read_batch(targets, "letters"), scoring,
+                             mode == "local", targets == z, score_only)
+            out = io.StringIO()
+            engine.run(job, fmt, out, backend="cpu", engine=name)
+            texts.append(out.getvalue())
+        assert texts[0] == texts[1], (mode, scoring.name, score_only, fmt)
+        assert texts[0].count("\n") > 5
