@@ -8,7 +8,7 @@ import logging
 
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
                                add_output_options, ensemble_temperature, positive_int,
-                               setup_logging, weights_arg)
+                               setup_logging, use_device_options, weights_arg)
 from jaxrna.cli.fold_energy import ENERGY_HELP, add_energy_options, energy_model, run_turner
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io import InputError, atomic_output, sequence_record
@@ -188,6 +188,7 @@ class _Pieces:
 
 def run(args) -> int:
     setup_logging(args.quiet)
+    use_device_options(args)           # --devices N
     model = energy_model(args)          # --model turner (None: Nussinov)
     if args.weights is None:
         args.weights = "unit"
