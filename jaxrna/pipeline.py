@@ -1,9 +1,16 @@
 """The host pipeline every subcommand runs on: read, launch, collect, format, write, overlapped.
 
-A subcommand turns its input into batches (one length bucket each) and hands them to
-:func:`launch_ahead`, which dispatches device work for up to ``depth`` batches before the
-first is collected: JAX runs device programs asynchronously, so the device computes batch
-``k + 1`` while the host collects, traces back and formats batch ``k``. Formatting can go to
+A subcommand turns its input into batches (planned into its size classes, each with its fixed
+program) and hands them to :func:`schedule` with ``run(batch, device)``, which dispatches the
+batch's program on a device without waiting, and ``collect(batch, pending)``, which waits for
+it and reads the results back. The scheduler spreads the batches over every device it is
+given (a queue per device, each with at most ``depth`` batches in flight beyond the one being
+collected), and returns the results in input order: JAX runs device programs
+asynchronously, so the devices compute the next batches while the host collects, traces back
+and formats the last one, and the output never depends on how many devices there were. A
+batch that runs out of device memory (at dispatch or when collected) goes to ``retry``
+(which splits it: :func:`jaxrna.oom.split_on_oom`). :func:`launch_ahead` is its one-device
+case. Formatting can go to
 worker processes (:func:`map_ordered` over :func:`worker_pool`) on machines with many cores,
 and text is written in order by a background thread (:class:`OrderedWriter`), so the host
 never waits on the disk.
@@ -17,6 +24,9 @@ never waits on the disk.
 'aA\\nbB\\ncC\\n'
 >>> list(map_ordered(len, ["xx", "y", ""], workers=0))
 [2, 1, 0]
+>>> [(b, r) for b, r in schedule([1, 2, 3, 4, 5], lambda b, d: (d, b * 10),
+...                               lambda b, p: p, devices=["d0", "d1"], depth=1)]
+[(1, ('d0', 10)), (2, ('d1', 20)), (3, ('d0', 30)), (4, ('d1', 40)), (5, ('d0', 50))]
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ import multiprocessing
 import os
 import queue
 import threading
-from typing import IO, Callable, Iterable, Iterator, TypeVar
+from typing import IO, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from jaxrna.stages import stage
 
@@ -40,14 +50,79 @@ R = TypeVar("R")
 def launch_ahead(items: Iterable[T], launch: Callable[[T], P], depth: int = 2) -> Iterator[tuple[T, P]]:
     """``(item, launch(item))`` in order, with ``launch`` called up to ``depth`` items ahead of
     the consumer (``launch`` should only dispatch work, e.g. call jitted functions without
-    reading their results)."""
+    reading their results): :func:`schedule` on one device, collecting nothing."""
+    return schedule(items, lambda item, device: launch(item), lambda item, pending: pending,
+                    devices=None, depth=depth)
+
+
+class _Failed:
+    """A batch whose dispatch raised an out-of-memory error (handed to ``retry`` in order)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def schedule(batches: Iterable[T], run: Callable[[T, object], P],
+             collect: Callable[[T, P], R], devices: Sequence | None = None, depth: int = 2,
+             retry: Callable[[T, object, BaseException], R] | None = None
+             ) -> Iterator[tuple[T, R]]:
+    """``(batch, collect(batch, run(batch, device)))`` for every batch, in input order.
+
+    ``devices``: where to run (None: one unnamed device, ``run`` gets None). Batch ``k`` goes
+    to the device with the fewest batches in flight, the next one in turn on a tie (round
+    robin: the devices take turns, each with its own queue); up to ``depth`` batches per
+    device are dispatched ahead of the one being collected, so every device has work queued
+    while the host collects, formats and reads. ``run`` must only dispatch (JAX's calls
+    return before the device finishes); ``collect`` waits and reads the results back, on the
+    host thread, in input order -- so what is written does not depend on the device count
+    as long as each device runs the same program for a batch.
+
+    Out of device memory (:func:`jaxrna.oom.is_out_of_memory`) in ``run`` or ``collect``:
+    ``retry(batch, device, error)`` gives the batch's result instead (it splits the batch,
+    :func:`jaxrna.oom.split_on_oom`, on that device); without ``retry`` the error is raised.
+    """
+    from jaxrna.oom import is_out_of_memory
+
+    slots = list(devices) if devices else [None]
+    flying = [0] * len(slots)                 # batches in flight per device
+    turn = 0
     window: collections.deque = collections.deque()
-    for item in items:
-        window.append((item, launch(item)))
-        if len(window) > depth:
-            yield window.popleft()
+
+    def pick() -> int:
+        nonlocal turn
+        order = [(turn + k) % len(slots) for k in range(len(slots))]
+        best = min(order, key=lambda d: flying[d])
+        turn = (best + 1) % len(slots)
+        return best
+
+    def finish():
+        batch, d, pending = window.popleft()
+        flying[d] -= 1
+        try:
+            if isinstance(pending, _Failed):
+                raise pending.exc
+            return batch, collect(batch, pending)
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are retried
+            if retry is None or not is_out_of_memory(exc):
+                raise
+            return batch, retry(batch, slots[d], exc)
+
+    for batch in batches:
+        d = pick()
+        try:
+            pending = run(batch, slots[d])
+        except Exception as exc:  # noqa: BLE001 - out of memory: retried when collected
+            if retry is None or not is_out_of_memory(exc):
+                raise
+            pending = _Failed(exc)
+        window.append((batch, d, pending))
+        flying[d] += 1
+        if len(window) > depth * len(slots):
+            yield finish()
     while window:
-        yield window.popleft()
+        yield finish()
 
 
 class OrderedWriter:
@@ -218,5 +293,5 @@ def map_ordered(func: Callable[[T], R], items: Iterable[T], workers: int,
         yield window.popleft().result()
 
 
-__all__ = ["launch_ahead", "OrderedWriter", "map_ordered", "worker_pool", "default_workers",
+__all__ = ["schedule", "launch_ahead", "OrderedWriter", "map_ordered", "worker_pool", "default_workers",
            "cores", "keep_heap", "shutdown_pools", "WORKER_NICENESS"]

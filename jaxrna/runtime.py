@@ -205,18 +205,41 @@ def announce_host(how: str, engine: str = "NumPy", where: str = "in this process
 
 def device_line(command: str, backend: str, how: str) -> str:
     """The line a ``-v`` run prints once its backend is chosen: the backend, how it was chosen
-    and the device(s) the run computes on: the backend's first device, or all of them for
-    ``targets``, which spreads its blocks over every device of the backend.
+    and the devices the run computes on (:func:`devices`: every device of the backend, or the
+    first ``--devices N``).
 
     >>> device_line("fold", "cpu", "--backend cpu")
     'jaxrna: fold runs on cpu (--backend cpu): cpu:0 (cpu)'
     """
+    names = ", ".join(f"{d} ({d.device_kind})" for d in devices(backend))
+    return f"jaxrna: {command} runs on {backend} ({how}): {names}"
+
+
+#: ``--devices N``: runs use the first N devices of their backend (None: all of them).
+_device_limit: int | None = None
+
+
+def limit_devices(count: int | None) -> None:
+    """Use the first ``count`` devices of the chosen backend from now on (``--devices N``;
+    None: every device JAX exposes). ``CUDA_VISIBLE_DEVICES`` limits what JAX exposes."""
+    global _device_limit
+    if count is not None and count < 1:
+        raise ValueError(f"the device count must be at least 1, not {count}")
+    _device_limit = count
+
+
+def devices(backend: str | None = None) -> list:
+    """The devices a run on ``backend`` (a JAX platform name; None: JAX's default backend)
+    computes on, in JAX's order: all of them, or the first ``--devices N``
+    (:func:`limit_devices`).
+
+    >>> [str(d) for d in devices("cpu")][:1]
+    ['cpu:0']
+    """
     import jax
 
-    devices = jax.devices(backend)
-    used = devices if command == "targets" else devices[:1]
-    names = ", ".join(f"{d} ({d.device_kind})" for d in used)
-    return f"jaxrna: {command} runs on {backend} ({how}): {names}"
+    found = list(jax.devices(backend) if backend else jax.devices())
+    return found if _device_limit is None else found[:_device_limit]
 
 
 def resolve_backend(choice: str) -> str:

@@ -86,7 +86,7 @@ def test_verbose_names_the_device(sub, tmp_path, capsys):
     from jaxrna.runtime import resolve_backend
 
     backend = resolve_backend("auto")
-    devices = jax.devices(backend) if sub == "targets" else jax.devices(backend)[:1]
+    devices = jax.devices(backend)          # every subcommand uses every device (issue 27)
     expected = (f"jaxrna: {sub} runs on {backend} (--backend auto): "
                 + ", ".join(f"{d} ({d.device_kind})" for d in devices))
     if sub == "fold":     # a job this small folds with NumPy, JAX not even imported

@@ -128,11 +128,11 @@ def test_fold_batches_launched_ahead_are_retried_in_halves(monkeypatch):
     launch, collect = api._Folder.launch, api._Folder._collect_batch
     sizes = []
 
-    def launch_small(self, job):                   # a batch of several: no room at launch
+    def launch_small(self, job, *device):          # a batch of several: no room at launch
         if job.kind != "batch":
-            return launch(self, job)
+            return launch(self, job, *device)
         sizes.append(len(job.members))
-        return oom() if len(job.members) > 1 else launch(self, job)
+        return oom() if len(job.members) > 1 else launch(self, job, *device)
 
     def collect_but(self, job, outputs):           # one record: no room when collected
         if job.chunk.ids[int(job.members[0])] == fails_alone:

@@ -15,8 +15,9 @@ in worker processes on machines with many cores) and written in order by a backg
   any mix up to 10,240 nt and any scores: :mod:`jaxrna.align.warmup` prepares them); on the GPU
   (Pallas) a job-wide plan from its lengths (one square shape, or a ladder). Alignments are traced back on the device
   (:func:`jaxrna.kernels.wavefront.lanes_align` on GPU, :func:`~jaxrna.kernels.wavefront.batch_align`
-  on CPU): only the ops come back. Batches are launched ahead (:func:`jaxrna.pipeline.launch_ahead`),
-  so the device computes the next ones while the host collects and formats.
+  on CPU): only the ops come back. Batches are spread over every device of the backend and
+  launched ahead (:func:`jaxrna.pipeline.schedule`), so the devices compute the next ones while
+  the host collects and formats; results are collected in input order.
 * :class:`HostRunner` (CPU, when parasail is installed and :func:`jaxrna.align.host.supports`
   the scheme): parasail's SIMD kernels for the values, our traceback rules
   (:mod:`jaxrna.align.host`), one thread per core. It needs no JAX at all.
@@ -44,7 +45,6 @@ from jaxrna.batching import bucket_length
 from jaxrna.align.text import AlignedBatch, file_parts, format_batch
 from jaxrna.io.bulk import SeqBatch
 from jaxrna.io.errors import InputError
-from jaxrna.oom import is_out_of_memory
 from jaxrna.stages import stage
 
 log = logging.getLogger("jaxrna")
@@ -530,13 +530,6 @@ def _fill(arr: np.ndarray, lens: np.ndarray, rows: np.ndarray, side: tuple,
     arr[np.repeat(rows, ll), col] = codes[np.repeat(off[records], ll) + col]
 
 
-class _OutOfMemory:
-    """A batch whose launch ran out of device memory (handled when it is collected)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
 class DeviceRunner:
     """Chunks through JAX programs on ``backend`` (see the module docstring)."""
 
@@ -545,7 +538,6 @@ class DeviceRunner:
         import jax
 
         from jaxrna.align.api import memory_limit as _memory_limit
-        from jaxrna.align.recurrence import params_of
 
         self.jax = jax
         self.job = job
@@ -554,13 +546,15 @@ class DeviceRunner:
         self.interpret = interpret
         self.kernel = dict(kernel or {})
         self.pallas = self.gpu or interpret
-        self.device = jax.devices(backend)[0]
+        from jaxrna.runtime import devices
+
+        self.devices = devices(backend)      # every device of the backend, or --devices N
+        self.device = self.devices[0]
         self.max_bytes, self.on_error = max_bytes, on_error
         sc = self.kscoring = kernel_scoring(job)
         self.symmetric = bool(np.array_equal(sc.matrix, sc.matrix.T))
-        with jax.default_device(self.device):
-            self.params = params_of(sc)
-            self.params_t = self.params if self.symmetric else params_of(sc.transposed())
+        self._params: dict = {}              # per device: (params, transposed params)
+        self.params, self.params_t = self.params_on(self.device)
         self.limit = _memory_limit(backend, max_bytes)
         self._rows: dict[tuple, int] = {}
         self._plan_shapes()
@@ -577,6 +571,18 @@ class DeviceRunner:
             fits = side * side * self.kernel.get("lanes", 128) <= GPU_DIRS_BYTES
             if fits and job.n_pairs * side * side <= max(GPU_WASTE * real, GPU_MERGE_CELLS):
                 self.side = side             # one shape for the whole job
+
+    def params_on(self, device) -> tuple:
+        """The scheme's scalars on ``device``, and those of the transposed scheme."""
+        if device not in self._params:
+            from jaxrna.align.recurrence import params_of
+
+            sc = self.kscoring
+            with self.jax.default_device(device):
+                params = params_of(sc)
+                self._params[device] = (params, params if self.symmetric
+                                        else params_of(sc.transposed()))
+        return self._params[device]
 
     def _square(self, n: int) -> int:
         lanes_rows = self.kernel.get("rows", 8)
@@ -712,8 +718,10 @@ class DeviceRunner:
                   max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
                   use_pallas=self.pallas or None)
 
-    def launch(self, b: _Batch, qi_all: np.ndarray, ti_all: np.ndarray):
+    def launch(self, b: _Batch, qi_all: np.ndarray, ti_all: np.ndarray, device=None):
+        """Dispatch batch ``b``'s program on ``device`` (default: the first) without waiting."""
         job = self.job
+        device = device or self.device
         from jaxrna.kernels import wavefront
 
         with stage("encode"):
@@ -732,11 +740,12 @@ class DeviceRunner:
             _fill(q, m, turn, tside, ti[turn])
             _fill(t, n, keep, tside, ti[keep])
             _fill(t, n, turn, qside, qi[turn])
-        params = self.params_t if b.transposed else self.params
+        params, params_t = self.params_on(device)
+        params = params_t if b.transposed else params
         sc = self.kscoring
         eq = sc.equality
         ends = {"ends": True} if sc.separate_end_gaps else {}   # default: the same programs
-        with self.jax.default_device(self.device):
+        with self.jax.default_device(device):
             if b.kind == "lanes":
                 opts = {key: v for key, v in self.kernel.items() if key in ("rows", "lanes",
                                                                              "num_warps")}
@@ -966,29 +975,29 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
                 for b in plan:
                     yield ci, b
 
-        def launch(item):
+        def launch(item, device):
             ci, b = item
             if b is None:
                 return None
             _, _, _, qi, ti = state[ci]
-            try:
-                return runner.launch(b, qi, ti)
-            except Exception as exc:  # out of device memory: retried in pieces below
-                if not is_out_of_memory(exc):
-                    raise
-                return _OutOfMemory(exc)
+            return runner.launch(b, qi, ti, device)
 
-        for (ci, b), pend in pipeline.launch_ahead(batches(), launch, depth=2):
+        def collect(item, pend):
+            ci, b = item
+            if b is not None:
+                entry = state[ci]
+                runner.collect(b, pend, entry[0], entry[1])
+
+        def retry(item, device, exc):        # out of device memory: in pieces
+            ci, b = item
+            entry = state[ci]
+            runner.retry_in_pieces(b, entry[3], entry[4], entry[0], entry[1], exc)
+
+        # the batches spread over every device, results collected in input order
+        for (ci, b), _ in pipeline.schedule(batches(), launch, collect, runner.devices, depth=2,
+                                            retry=retry):
             entry = state[ci]
             if b is not None:
-                try:
-                    if isinstance(pend, _OutOfMemory):
-                        raise pend.exc
-                    runner.collect(b, pend, entry[0], entry[1])
-                except Exception as exc:
-                    if not is_out_of_memory(exc):
-                        raise
-                    runner.retry_in_pieces(b, entry[3], entry[4], entry[0], entry[1], exc)
                 entry[2] -= 1
             if entry[2] <= 0:
                 c, ragged = entry[0], entry[1]

@@ -8,7 +8,8 @@ import logging
 from fractions import Fraction
 
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
-                               add_output_options, ensemble_temperature, setup_logging)
+                               add_output_options, ensemble_temperature, setup_logging,
+                               use_device_options)
 from jaxrna.formats.align import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io import InputError, atomic_output, read_fasta
 from jaxrna.progress import progress
@@ -207,6 +208,7 @@ def read_inputs(args):
 
 def run(args) -> int:
     setup_logging(args.quiet)
+    use_device_options(args)           # --devices N
     temperature = ensemble_temperature(args, "posterior", "one alignment")
     if args.score_only and args.format not in SCORE_ONLY_FORMATS:
         raise InputError(f"--score-only needs a score-only format "
@@ -230,8 +232,9 @@ def run(args) -> int:
         raise InputError("--max-memory must be positive")
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     if args.posterior:
-        from jaxrna.runtime import choose_backend, enable_compilation_cache
+        from jaxrna.runtime import choose_backend, enable_compilation_cache, limit_devices
 
+        limit_devices(1)                # posteriors run pair by pair on one device
         backend = choose_backend(args.backend)
         enable_compilation_cache()
         return _run_posterior(args, temperature, scoring, backend, max_bytes)

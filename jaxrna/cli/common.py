@@ -23,7 +23,18 @@ def add_backend_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
                         help="where to compute: auto picks the GPU when JAX sees one (default: auto)")
     parser.add_argument("-v", "--verbose", action="store_true",
-                        help="print the device the run computes on (one line on stderr)")
+                        help="print the devices the run computes on (one line on stderr)")
+    parser.add_argument("--devices", type=int_at_least(1), metavar="N", default=None,
+                        help="compute on the first N devices of the backend (default: every "
+                             "device JAX exposes; CUDA_VISIBLE_DEVICES also limits them)")
+
+
+def use_device_options(args) -> None:
+    """Apply ``--devices N`` (:func:`add_backend_option`) to this run, before its backend is
+    chosen (:func:`jaxrna.runtime.limit_devices`); without it, every device."""
+    from jaxrna import runtime
+
+    runtime.limit_devices(getattr(args, "devices", None))
 
 
 def _temperature(text: str) -> float:

@@ -8,7 +8,7 @@ import logging
 
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
                                add_output_options, ensemble_temperature, positive_int,
-                               setup_logging, weights_arg)
+                               setup_logging, use_device_options, weights_arg)
 from jaxrna.cli.fold_energy import ENERGY_HELP, add_energy_options, energy_model, run_turner
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io import InputError, atomic_output, sequence_record
@@ -66,7 +66,10 @@ def add_parser(subparsers) -> None:
 
 
 def _run_partition(args, temperature: float, requested: str, max_bytes) -> int:
+    from jaxrna.runtime import limit_devices
+
     chunks, work = _peek(_read(args), PARTITION_PEEK)
+    limit_devices(1)                    # record by record, on one device
     backend = _start_jax(requested, work, partition=True)
     with stage("imports"):
         from jaxrna.fold.partition import partition_records
@@ -188,6 +191,7 @@ class _Pieces:
 
 def run(args) -> int:
     setup_logging(args.quiet)
+    use_device_options(args)           # --devices N
     model = energy_model(args)          # --model turner (None: Nussinov)
     if args.weights is None:
         args.weights = "unit"

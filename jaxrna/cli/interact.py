@@ -8,7 +8,7 @@ import itertools
 import logging
 
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_output_options, int_at_least,
-                               setup_logging, weights_arg)
+                               setup_logging, use_device_options, weights_arg)
 from jaxrna.formats.interact import SCORE_ONLY_FORMATS, WRITERS, write_window_rows, write_windows_header
 from jaxrna.io import InputError, atomic_output, sequence_record
 from jaxrna.progress import progress
@@ -85,6 +85,7 @@ def _records(path: str | None, seq: str | None, name: str, flag: str):
 
 def run(args) -> int:
     setup_logging(args.quiet)
+    use_device_options(args)           # --devices N
     if isinstance(args.weights, str):
         args.weights = weights_arg(args.weights)
     if args.seq1 is not None and args.fasta2 is None and args.fasta1 is not None:

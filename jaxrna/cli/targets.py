@@ -12,7 +12,8 @@ import math
 import re
 import time
 
-from jaxrna.cli.common import add_backend_option, positive_int, setup_logging
+from jaxrna.cli.common import (add_backend_option, positive_int, setup_logging,
+                               use_device_options)
 from jaxrna.io import InputError, atomic_output
 from jaxrna.progress import progress
 
@@ -126,6 +127,7 @@ def _scan_size(mirnas: str, targets: str) -> float | None:
 
 def run(args) -> int:
     setup_logging(args.quiet)
+    use_device_options(args)           # --devices N
     from jaxrna.targets.sequences import forget_read_ahead, read_ahead
 
     read_ahead(args.targets)  # the target file is read while JAX starts
@@ -163,12 +165,15 @@ def _run(args) -> int:
     bar = progress(None, "targets", unit="pair", quiet=args.quiet)
     start = time.perf_counter()
     try:
-        with jax.default_device(jax.devices(backend)[0]):
+        from jaxrna.runtime import devices
+
+        used = devices(backend)             # every device, or the first --devices N
+        with jax.default_device(used[0]):
             with atomic_output(args.output) as out:
                 writer = writer_for(fmt, out, no_energy=params.no_energy, quiet=args.quiet)
                 stats = write_scan(args.mirnas, args.targets, writer, params, chunk_nt=chunk_nt,
                                    pair_offset=args.pair_offset, progress=bar,
-                                   engine_options={"devices": jax.devices(backend)},
+                                   engine_options={"devices": used},
                                    energy_engine=args.energy_engine)
     finally:
         bar.close()

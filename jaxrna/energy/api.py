@@ -346,44 +346,49 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     As :func:`jaxrna.fold.api.fold_records`: ``chunk`` records are read at a time (default
     4,096 on a CPU, 65,536 on a GPU) and grouped by padded length into device batches of at
     most ``batch_budget`` bytes (1 GiB on a CPU; on a GPU :func:`gpu_budget`, where large
-    batches are what makes it fast), the next batch prepared while one runs; ``on_done(k)`` reports progress; a record too large for the memory
+    batches are what makes it fast), spread over every device of ``backend``
+    (:func:`jaxrna.runtime.devices`, :func:`jaxrna.pipeline.schedule`), the next batch
+    prepared while one runs; ``on_done(k)`` reports progress; a record too large for the memory
     limit raises :class:`ResourceError` or, with ``on_error(record, error)``, is skipped.
     ``unpaired``: ``{record id: 0-based positions that must not pair}``.
     """
     import jax
 
+    from jaxrna.pipeline import schedule
+    from jaxrna.runtime import devices
+
     model = model or EnergyModel()
     params = model.load()
     gpu = backend != "cpu"
-    device = jax.devices(backend)[0]
+    used = devices(backend)             # every device of the backend, or --devices N
     chunk = chunk or (65536 if gpu else 4096)
-    batch_budget = batch_budget or (gpu_budget(device) if gpu else 1 << 30)
+    batch_budget = batch_budget or (gpu_budget(used[0]) if gpu else 1 << 30)
     buffer: list[Record] = []
+
+    def run(batch, device):
+        """Dispatch one batch on ``device`` (the program of its class, for that device)."""
+        padded, rows, members = batch
+        seqs = [buffer[k].sequence for k in members]
+        ups = [tuple((unpaired or {}).get(buffer[k].id, ())) for k in members]
+        with jax.default_device(device):
+            return _launch(seqs, params, model.dangles, ups, with_pairs, padded, rows,
+                           device.platform)
+
+    def collect(batch, launched):
+        out = _collect(launched, as_pairs=True)
+        if on_done:
+            on_done(len(batch[2]))
+        return out
 
     def flush() -> Iterator[EnergyFoldResult]:
         lengths = [len(r) for r in buffer]
         results: dict[int, tuple] = {}
-        pending = None                  # the batch on the device while the next is prepared
-
-        def finish(pending):
-            batch, launched = pending
-            results.update(zip(batch, _collect(launched, as_pairs=True)))
-            if on_done:
-                on_done(len(batch))
-
         plan = _device_batches(lengths, backend, batch_budget)
-        prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device)
-        with jax.default_device(device):
-            for padded, rows, batch in plan:
-                seqs = [buffer[k].sequence for k in batch]
-                ups = [tuple((unpaired or {}).get(buffer[k].id, ())) for k in batch]
-                launched = (batch, _launch(seqs, params, model.dangles, ups, with_pairs, padded,
-                                           rows, device.platform))
-                if pending is not None:
-                    finish(pending)
-                pending = launched
-            if pending is not None:
-                finish(pending)
+        for device in used:
+            prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device)
+        # one batch ahead per device: the next is prepared while one runs
+        for (_, _, members), out in schedule(plan, run, collect, used, depth=1):
+            results.update(zip(members, out))
         for k, rec in enumerate(buffer):
             energy, pairs = results[k]
             yield EnergyFoldResult(id=rec.id, sequence=rec.sequence, energy=energy, model=model,

@@ -23,7 +23,7 @@ from jaxrna.batching import batch_rows, bucket_length, bucket_length_coarse
 from jaxrna.fold.traceback import pairs_to_dotbracket
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
-from jaxrna.oom import is_out_of_memory, split_on_oom
+from jaxrna.oom import split_on_oom
 from jaxrna.runtime import human_bytes, memory_bytes
 from jaxrna.weights import ScoredResult, WeightSet, parse_weights
 
@@ -364,12 +364,12 @@ class _Folder:
         self.on_done, self.on_error = on_done, on_error
         self.wm = weights.matrix()
         self.ml = min_loop_arg(min_loop)
-        self.device = None
+        self.devices: list = [None]          # where batches run (pipeline.schedule)
         self.flying: list = []               # CPU: outputs launched since the last load
         if backend != "host":
-            import jax
+            from jaxrna.runtime import devices
 
-            self.device = jax.devices(backend)[0]
+            self.devices = devices(backend)
 
     # -- planning -------------------------------------------------------------------------
 
@@ -415,7 +415,8 @@ class _Folder:
         if self.backend == "gpu":          # compile (or load) the batch shapes side by side
             shapes = {(self.rows(len(g), cap), padded) for padded, cap, g in plan}
             for rows, padded in sorted(shapes, key=lambda x: -x[1]):
-                _prefetch(rows, padded, self.with_pairs, self.backend, self.device)
+                for device in self.devices:
+                    _prefetch(rows, padded, self.with_pairs, self.backend, device)
         for padded, cap, group in plan:
             yield _Job("batch", chunk, group, padded, cap, results)
 
@@ -426,7 +427,12 @@ class _Folder:
 
     # -- launching and collecting ---------------------------------------------------------
 
-    def launch(self, job: _Job):
+    def launch(self, job: _Job, device=None):
+        """Dispatch a batch job's program on ``device`` (default: the first) without waiting;
+        a packed job gets its device back (it runs when collected), other jobs None."""
+        device = device or self.devices[0]
+        if job.kind == "packed":
+            return device
         if job.kind != "batch":
             return None
         import jax
@@ -439,31 +445,28 @@ class _Folder:
             lengths = np.zeros(rows, np.int32)
             lengths[:len(job.members)] = np.asarray(job.chunk.lengths)[job.members]
         if self.backend == "cpu" and not _ready(codes, lengths, self.wm, self.ml,
-                                                self.with_pairs, self.backend, self.device):
+                                                self.with_pairs, self.backend, device):
             # XLA:CPU can fail an executable that runs while another one is being loaded
             # ("Function ... not found"): let what runs finish before loading a program
             with stages.stage("device"):
                 jax.block_until_ready(self.flying)
             self.flying = []
         run = batch_program(codes, lengths, self.wm, self.ml, self.with_pairs, self.backend,
-                       self.device)
+                            device)
         with stages.stage("device"):
-            try:
-                args = jax.device_put((codes, lengths, self.wm, self.ml), self.device)
-                out = run(*args)
-                if self.backend == "cpu":
-                    self.flying.append(out)
-                return out
-            except Exception as exc:  # out of device memory: collect() retries in halves
-                if not is_out_of_memory(exc):
-                    raise
-                return exc
+            args = jax.device_put((codes, lengths, self.wm, self.ml), device)
+            out = run(*args)       # out of device memory: retry() (pipeline.schedule)
+            if self.backend == "cpu":
+                self.flying.append(out)
+            return out
 
     def collect(self, job: _Job, outputs) -> list[FoldResult]:
         """Finish a job; at a chunk's ``end``, its results in input order."""
         chunk, results = job.chunk, job.results
         if job.kind == "batch":
-            self._collect_or_split(job, outputs)
+            if isinstance(outputs, BaseException):
+                raise outputs
+            self._collect_batch(job, outputs)
         elif job.kind == "host":
             from jaxrna.fold.host import fold_host
 
@@ -476,9 +479,15 @@ class _Folder:
             k = int(job.members[0])
             try:
                 results[k] = _fold_gpu_packed(chunk.sequence(k), chunk.ids[k], self.weights,
-                                              self.min_loop, self.with_pairs, self.max_bytes)
+                                              self.min_loop, self.with_pairs, self.max_bytes,
+                                              outputs)
             except ResourceError as exc:
                 self._refuse(chunk, k, exc)
+        return self._done(job)
+
+    def _done(self, job: _Job) -> list[FoldResult]:
+        """After a job: progress, and at a chunk's ``end`` its results in input order."""
+        chunk, results = job.chunk, job.results
         if job.kind in ("batch", "host", "packed") and self.on_done:
             self.on_done(len(job.members))
         if job.kind != "end":
@@ -491,22 +500,15 @@ class _Folder:
                                   description=chunk.descriptions[k], structure_text=text))
         return out
 
-    def _collect_or_split(self, job: _Job, outputs) -> None:
-        """:meth:`_collect_batch`; out of device memory (at launch or here), the members again
-        in halves, down to single records (:func:`jaxrna.oom.split_on_oom`)."""
-        try:
-            if isinstance(outputs, BaseException):
-                raise outputs
-            return self._collect_batch(job, outputs)
-        except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are retried
-            if not is_out_of_memory(exc):
-                raise
-            failed = exc
+    def retry(self, job: _Job, device, failed: BaseException) -> list[FoldResult]:
+        """A batch that ran out of device memory (at launch or when collected: ``failed``),
+        folded again on ``device`` in halves, down to single records
+        (:func:`jaxrna.oom.split_on_oom`); then as :meth:`collect`."""
 
         def run(part):
             rows = 1 << (len(part) - 1).bit_length()      # fewer rows than the batch had
             sub = _Job("batch", job.chunk, np.asarray(part), job.padded, rows, {})
-            out = self.launch(sub)
+            out = self.launch(sub, device)
             if isinstance(out, BaseException):
                 raise out
             self._collect_batch(sub, out)
@@ -517,6 +519,7 @@ class _Folder:
                             self.on_error and (lambda k, e: self.on_error(job.chunk.record(k), e)),
                             failed=failed)
         job.results.update((k, r) for k, r in zip(members, done) if r is not None)
+        return self._done(job)
 
     def _collect_batch(self, job: _Job, outputs) -> None:
         import jax
@@ -555,15 +558,17 @@ def fold_batches(chunks, weights: WeightSet | str = "unit", min_loop: int = 3,
 
     Each chunk's records are grouped by padded length into batches of at most
     ``batch_budget`` bytes (one compiled program per padded length and batch size; tables
-    filled and traced back on the device: only scores and partners come back); ``depth``
-    batches are launched ahead of the one being collected, so the device works while the
-    host reads, collects and formats. ``on_done(k)`` is called as ``k`` more records finish.
+    filled and traced back on the device: only scores and partners come back), spread over
+    every device of ``backend`` (:func:`jaxrna.runtime.devices`, :func:`jaxrna.pipeline.schedule`)
+    with ``depth`` batches per device launched ahead of the one being collected, so the
+    devices work while the host reads, collects and formats; results in input order whatever
+    the device count. ``on_done(k)`` is called as ``k`` more records finish.
     ``backend`` is a JAX platform name (``"cpu"`` or ``"gpu"``), or ``"host"`` for NumPy
     without JAX (:mod:`jaxrna.fold.host`, for small work). A record that cannot be folded
     (too large) raises :class:`ResourceError`, or, when ``on_error(record, error)`` is given,
     is reported to it and skipped.
     """
-    from jaxrna.pipeline import launch_ahead
+    from jaxrna.pipeline import schedule
 
     if isinstance(weights, str):
         weights = parse_weights(weights)
@@ -573,8 +578,9 @@ def fold_batches(chunks, weights: WeightSet | str = "unit", min_loop: int = 3,
         raise ValueError(f"backend must be host, cpu or gpu, not {backend!r}")
     folder = _Folder(weights, min_loop, with_pairs, backend, max_bytes, batch_budget, on_done,
                      on_error)
-    for job, outputs in launch_ahead(folder.jobs(chunks), folder.launch, depth):
-        yield from folder.collect(job, outputs)
+    for _, results in schedule(folder.jobs(chunks), folder.launch, folder.collect,
+                               folder.devices, depth, retry=folder.retry):
+        yield from results
 
 
 def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", min_loop: int = 3,
@@ -601,15 +607,16 @@ def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", m
 
 
 def _fold_gpu_packed(sequence: str, record_id: str, weights: WeightSet, min_loop: int,
-                     with_pairs: bool, max_bytes: int | None) -> tuple:
-    """``(score, pairs, None)`` of one long sequence through the packed GPU schedule (memory
-    checked up front; :class:`ResourceError` if it does not fit)."""
+                     with_pairs: bool, max_bytes: int | None, device=None) -> tuple:
+    """``(score, pairs, None)`` of one long sequence through the packed GPU schedule on
+    ``device`` (default: the first GPU; memory checked up front; :class:`ResourceError` if it
+    does not fit)."""
     import jax
 
     from jaxrna.fold.gpu import GpuMemoryError, fold_gpu
 
     try:
-        with stages.stage("device"), jax.default_device(jax.devices("gpu")[0]):
+        with stages.stage("device"), jax.default_device(device or jax.devices("gpu")[0]):
             score, pairs = fold_gpu(encode(sequence), weights.matrix(), min_loop,
                                     with_pairs=with_pairs, record_id=record_id,
                                     max_bytes=max_bytes, pad_to=bucket_length(len(sequence), TILE))

@@ -37,7 +37,7 @@ from jaxrna.interact.windows import Box, Plan, dense_single, plan
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 from jaxrna.oom import split_on_oom
-from jaxrna.pipeline import launch_ahead
+from jaxrna.pipeline import schedule
 from jaxrna.runtime import device_memory_bytes, human_bytes, memory_bytes
 from jaxrna.stages import stage
 from jaxrna.weights import WeightSet, format_number, parse_weights, user_number
@@ -300,10 +300,12 @@ def _launch(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool
 
 
 def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bool = True,
-                 keep_windows: bool = False, batch_budget: int = 1 << 30) -> list[InteractResult]:
+                 keep_windows: bool = False, batch_budget: int = 1 << 30,
+                 devices: Sequence | None = None) -> list[InteractResult]:
     """Compute every problem (same weights), batching those that share a geometry class: one
-    program per class (its rows fixed, :func:`class_rows`), the next batch dispatched while
-    the last one is read and traced back.
+    program per class (its rows fixed, :func:`class_rows`), the batches spread over
+    ``devices`` (default: JAX's default device; :func:`jaxrna.pipeline.schedule`), the next
+    batch dispatched while the last one is read and traced back; results in input order.
 
     Programs of a run: one per geometry class met (:func:`jaxrna.interact.windows.plan`) and
     traceback switch. Bounds: pairs of at most 32 x 63 nt take at most 3 classes (shorter
@@ -314,17 +316,21 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
     wm = np.asarray(weights.matrix(), np.int32)
     from jaxrna.programs import default_device
 
-    device = default_device()
+    devices = list(devices) if devices else [default_device()]
     out: list[InteractResult | None] = [None] * len(problems)
     batches = problem_batches(problems, batch_budget)
-    # one batch ahead only while two batches' tables fit in the budget
+    # one batch ahead (per device) only while two batches' tables fit in the budget
     depth = 1 if all(b[1] * (b[0].table_bytes() + b[0].work_bytes()) * 2 <= batch_budget
                      for b in batches) else 0
-    launched = launch_ahead(batches, lambda b: _launch(problems, b, wm, with_pairs,
-                                                       keep_windows, device), depth)
-    for (geo, rows, chunk), outputs in launched:
+
+    def collect(batch, outputs):
         with stage("device"):
-            host = jax.device_get(outputs)
+            return jax.device_get(outputs)
+
+    launched = schedule(batches, lambda b, device: _launch(problems, b, wm, with_pairs,
+                                                           keep_windows, device),
+                        collect, devices, depth)
+    for (geo, rows, chunk), host in launched:
         for b, k in enumerate(chunk):
             out[k] = _finish(problems[k], host, b, weights, with_pairs, keep_windows)
     return out  # type: ignore[return-value]
@@ -350,10 +356,15 @@ def interact_pairs(pairs: Iterable[tuple[Record, Record]], weights: WeightSet | 
             raise ValueError(f"{name} must be at least 1, got {w}")
     buffer: list[Problem] = []
 
+    from jaxrna.runtime import devices
+
+    used = devices(backend)             # every device of the backend, or --devices N
+
     def flush() -> Iterator[InteractResult]:
-        with jax.default_device(jax.devices(backend)[0]):
+        with jax.default_device(used[0]):
             results = split_on_oom(  # out of device memory: halves, down to one pair
-                lambda probs: run_problems(probs, weights, with_pairs, keep_windows, batch_budget),
+                lambda probs: run_problems(probs, weights, with_pairs, keep_windows, batch_budget,
+                                           used),
                 buffer, lambda prob: f"pair {prob.rec1.id} x {prob.rec2.id}",
                 on_error and (lambda prob, exc: on_error((prob.rec1, prob.rec2), exc)))
         if on_done:

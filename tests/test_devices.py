@@ -1,0 +1,82 @@
+"""Every subcommand on every device of its backend (issue 27): with 2 and 4 forced CPU devices
+(``--xla_force_host_platform_device_count``) the output is byte-identical to one device's,
+``-v`` lists every device (``--devices 1`` only the first), and every device really computed:
+each of the job's batches runs the one program of its class, so each device used compiles
+that program once (the count of compiled programs is the count of devices that ran a batch).
+
+The JAX engines are forced where a CPU run would otherwise take a host engine (the NumPy fold
+below its work limit, ViennaRNA for ``--model turner``, parasail for ``align``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+
+import pytest
+
+from compile_count import run_counted
+
+#: The JAX engine of each subcommand, on a CPU.
+FORCE_JAX = {"JAXRNA_FOLD_HOST_WORK": "0", "JAXRNA_ENERGY_ENGINE": "jax",
+             "JAXRNA_ALIGN_ENGINE": "device"}
+
+
+def _fasta(path, prefix: str, lengths, seed: int) -> str:
+    rng = random.Random(seed)
+    with open(path, "w") as fh:
+        for k, n in enumerate(lengths):
+            fh.write(f">{prefix}{k}\n{''.join(rng.choice('ACGU') for _ in range(n))}\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """Per subcommand: its arguments and how many batches (all of one class) it runs."""
+    d = tmp_path_factory.mktemp("devices")
+    rng = random.Random(5)
+    lengths = lambda k, lo, hi: [rng.randint(lo, hi) for _ in range(k)]  # noqa: E731
+    fold = _fasta(d / "fold.fa", "f", lengths(200, 20, 40), 1)         # 4 batches of 64 rows
+    turner = _fasta(d / "turner.fa", "e", lengths(30, 15, 30), 2)       # 4 batches of 8 rows
+    s1 = _fasta(d / "s1.fa", "a", lengths(16, 10, 16), 3)              # 4 batches of 4 pairs
+    s2 = _fasta(d / "s2.fa", "b", lengths(16, 20, 31), 4)
+    q = _fasta(d / "q.fa", "q", lengths(20, 30, 60), 5)                # 400 pairs: 4 batches
+    t = _fasta(d / "t.fa", "t", lengths(20, 30, 60), 6)
+    return {
+        "fold": (["fold", fold, "-f", "dbn"], 4),
+        "turner": (["fold", turner, "--model", "turner"], 4),
+        "interact": (["interact", s1, s2, "--pairs", "zip", "-f", "tsv"], 4),
+        "align": (["align", q, t, "--mode", "local", "-f", "tsv"], 4),
+    }
+
+
+def _run(args, devices: int, tmp_path, *extra):
+    cache = tmp_path / f"cache{devices}{''.join(extra)}"
+    r = run_counted([*args, "--backend", "cpu", "-v", *extra], str(cache), env=FORCE_JAX,
+                    devices=devices)
+    assert r.returncode == 0, r.stderr
+    line = [x for x in r.stderr.splitlines() if " runs on " in x]
+    assert len(line) == 1, r.stderr
+    return r, re.findall(r"\b(cpu:\d+) \(cpu\)", line[0])
+
+
+@pytest.mark.parametrize("name", ["fold", "turner", "interact", "align"])
+def test_every_device_same_output(jobs, name, tmp_path):
+    args, batches = jobs[name]
+    one, used = _run(args, 1, tmp_path)
+    assert used == ["cpu:0"] and one.stdout
+    for n in (2, 4):
+        many, used = _run(args, n, tmp_path)
+        assert used == [f"cpu:{k}" for k in range(n)]
+        assert many.stdout == one.stdout               # byte for byte, in input order
+        # one program per class, compiled for each device that ran a batch
+        assert many.compiled == one.compiled * min(n, batches), (many.counts, one.counts)
+
+
+def test_devices_option_limits_them(jobs, tmp_path):
+    args, _ = jobs["interact"]
+    one, used = _run(args, 1, tmp_path)
+    limited, used = _run(args, 2, tmp_path, "--devices", "1")
+    assert used == ["cpu:0"]
+    assert limited.stdout == one.stdout and limited.compiled == one.compiled
