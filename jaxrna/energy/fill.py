@@ -92,6 +92,19 @@ def sweep_bands(length: int) -> list[tuple[int, int]]:
     return band_bounds(length, 2 if length <= 512 else 4, first=4)
 
 
+def along(x, ref):
+    """``x`` (an array built from constants) marked as varying like ``ref`` (a traced scalar:
+    under ``jax.vmap``, one value per row), the same values. A loop's carries that start
+    unbatched but become batched make JAX batch the loop body again until they settle, and
+    nested loops multiply that: with every carry batched from the start, tracing the batch
+    program takes about a third of the time (issue 26: tracing was most of a cold GPU run).
+
+    >>> along(jnp.zeros(2, jnp.int32), jnp.int32(5)).tolist()
+    [0, 0]
+    """
+    return jnp.where(ref == ref, x, x)
+
+
 def seq_pad(length: int) -> int:
     """Padded length of the code arrays for tables of ``length`` positions."""
     return SEQ_LEFT + 2 * length + COL_PAD + 8
@@ -279,7 +292,7 @@ class DiagView:
             return acc
 
         return jax.lax.fori_loop(0, (count + pad) // LOOP_UNROLL, trip,
-                                 jnp.full((h,), 2 * INF, jnp.int32))
+                                 along(jnp.full((h,), 2 * INF, jnp.int32), self.n))
 
     def group_mins(self, cands) -> list:
         """``group_min`` of each group candidate: one slice per member in JAX, or all groups
@@ -520,7 +533,7 @@ def exterior(T, s, allowed, special, n, dp, dangles: int, length: int, stop) -> 
         best = jnp.minimum(f[j], jnp.min(f[:length] + E[j]))
         return f.at[j + 1].set(_clip(best))
 
-    f = jnp.zeros(length + 1, jnp.int32)
+    f = along(jnp.zeros(length + 1, jnp.int32), n)
     return jax.lax.fori_loop(0, jnp.minimum(stop, length), body, f)
 
 
@@ -557,10 +570,10 @@ def fill(s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array, dp:
     pre = all_pair_terms(s, allowed, special, n, dp, dangles, length) if precompute else None
     bands = sweep_bands(length)
     width = max(max(b - a for a, b in split_bands_for(length, d0, d1)) for d0, d1 in bands)
-    T = jnp.full((ROW_PAD + length, len(TABLES), length + COL_PAD), INF, jnp.int32)
+    T = along(jnp.full((ROW_PAD + length, len(TABLES), length + COL_PAD), INF, jnp.int32), n)
     # MC[L - 1 - d, d + i]: rows up to L + band width, columns up to d + row length < 2L
-    MC = jnp.full((length + width + 1, 2 * length) if not _kernels(interior) else (1, 1), INF,
-                  jnp.int32)
+    MC = along(jnp.full((length + width + 1, 2 * length) if not _kernels(interior) else (1, 1),
+                        INF, jnp.int32), n)
     carried = None
     for d0, d1 in bands:
         max_loop = min(MAXLOOP, d1 - 1 - 6)
@@ -571,7 +584,7 @@ def fill(s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array, dp:
                        interior=interior)
         # the pieces of diagonal d0 - 1: the previous band's (as wide or wider); before the
         # first band, none are read (diagonal 3 holds no pair: its rows stay INF)
-        carried = jnp.zeros((len(terms.PAIR_TERMS), length - d0), jnp.int32) \
+        carried = along(jnp.zeros((len(terms.PAIR_TERMS), length - d0), jnp.int32), n) \
             if carried is None else carried[:, :length - d0]
         T, MC, carried = jax.lax.fori_loop(d0, jnp.clip(stop, d0, d1), body, (T, MC, carried))
     F = exterior(T, s, allowed, special, n, dp, dangles, length, stop)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.energy import terms
-from jaxrna.energy.fill import INDEX, PointsView, c_reader
+from jaxrna.energy.fill import INDEX, PointsView, along, c_reader
 from jaxrna.energy.terms import COL_PAD, KIND_C, KIND_M, KIND_M2, NONE, ROW_PAD
 
 TASK_F, TASK_C, TASK_M, TASK_M2 = 0, 1, 2, 3
@@ -174,7 +174,9 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
 
     stack = jnp.zeros((cap, 3), jnp.int32).at[0].set(jnp.stack([TASK_F, n, 0]).astype(jnp.int32))
     partner = jnp.full((length,), -1, jnp.int32)
-    state = (stack, jnp.int32(1), partner, jnp.bool_(True), jnp.int32(0))
+    # every carry varies with the row from the start (fill.along: one batching of the body)
+    state = tuple(along(x, n) for x in (stack, jnp.int32(1), partner, jnp.bool_(True),
+                                        jnp.int32(0)))
     stack, sp, partner, ok, steps = jax.lax.while_loop(cond, body, state)
     if debug:
         return stack, sp, partner, ok, steps
