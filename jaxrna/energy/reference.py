@@ -10,6 +10,13 @@ Positions are 0-based. Tables (``INF`` = impossible):
   least two (``min_k M[i][k] + M[k+1][j]``).
 - ``F[k]``: the exterior loop over the first k bases.
 
+The traceback tries the decompositions of a cell in ViennaRNA's order (its backtracking in
+``mfe.c`` and ``backtrack/``), so where several structures share the minimum energy it picks
+RNAfold's: a hairpin, then interior loops by inner pair (k ascending, then l descending), then
+multiloops; ``M``: an unpaired base at j, then at i, then one branch, then the leftmost split;
+the exterior loop: the last base unpaired, else the last branch starting furthest right (with
+dangles 1, one starting at base 0 first).
+
 Dangles follow ViennaRNA: ``0`` none; ``2`` each branch gets the mismatch/dangle of both
 neighbouring bases; ``1`` a branch may take an unpaired neighbour on either side, each base
 used once (the recursions keep that base inside the branch's interval). A pair (i, j) needs
@@ -108,6 +115,16 @@ class Model:
                 out.append((i, (i + 1, j - 1), loops.ext_stem(p, self.ptype(i + 1, j - 1), s[i], s[j])))
         return out
 
+    def ext_order(self, j: int):
+        """:meth:`ext_options` in the order ViennaRNA's backtracking tries them: the branch
+        starting furthest right first (with dangles 1, one starting at base 0 before all);
+        for one start, no dangle, a 5' dangle, a 3' dangle, both."""
+        def key(option):
+            i, (a, b), _ = option
+            return (a != 0 or self.d != 1), -a, (a - i) + 2 * (j - b)
+
+        return sorted(self.ext_options(j), key=key)
+
     def interior_options(self, i: int, j: int):
         for k in range(i + 1, min(i + MAXLOOP + 2, j - 1)):
             u1 = k - i - 1
@@ -174,7 +191,7 @@ class Model:
                     if j > 0:
                         todo.append(("F", 0, j - 1))
                     continue
-                for k, (a, b), e in self.ext_options(j - 1):
+                for k, (a, b), e in self.ext_order(j - 1):
                     if a < b and C[a][b] < INF and F[k] + C[a][b] + e == F[j]:
                         todo += [("F", 0, k), ("C", a, b)]
                         break
@@ -206,18 +223,20 @@ class Model:
                         break
                 else:
                     raise AssertionError("multiloop split traceback failed")
-            else:  # "M"
+            else:  # "M": an unpaired base at j, then at i, then one branch, then a split
                 target = M[i][j]
+                if M[i][j - 1] + self.p.ml_base == target:
+                    todo.append(("M", i, j - 1))
+                    continue
+                if M[i + 1][j] + self.p.ml_base == target:
+                    todo.append(("M", i + 1, j))
+                    continue
                 for (a, b), e in self.m_stem_options(i, j):
                     if a < b and C[a][b] < INF and C[a][b] + e == target:
                         todo.append(("C", a, b))
                         break
                 else:
-                    if M[i][j - 1] + self.p.ml_base == target:
-                        todo.append(("M", i, j - 1))
-                    elif M[i + 1][j] + self.p.ml_base == target:
-                        todo.append(("M", i + 1, j))
-                    elif M2[i][j] == target:
+                    if M2[i][j] == target:
                         todo.append(("M2", i, j))
                     else:
                         raise AssertionError("multiloop traceback failed")

@@ -25,7 +25,8 @@ The fill of :mod:`jaxrna.energy.fill` computes the pieces of every cell at once 
 diagonal sweep (a view over the whole table) and reduces the candidates of a whole diagonal at
 once (every table read a static shift of a block of rows); the traceback of
 :mod:`jaxrna.energy.traceback` computes them for one cell (scalars) and takes the first
-candidate equal to the cell's value. ``dangles`` (0, 1 or 2) may be traced: the cases of other
+candidate equal to the cell's value, in ViennaRNA's backtracking order (its own ranking of
+these lists: their order here is free). ``dangles`` (0, 1 or 2) may be traced: the cases of other
 dangle models are ``INF``.
 
 Interior loops factor as ``outer(i, j) + inner(k, l) + cost(u1, u2)`` except the stack, 1-base

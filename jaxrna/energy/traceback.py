@@ -6,6 +6,21 @@ code the fill used (:mod:`jaxrna.energy.terms`, through a one-cell view), takes 
 whose energy equals the cell's value and pushes what it decomposes into. The result is a
 partner array (-1 for unpaired bases) and a flag that every step found its candidate.
 
+"First" is ViennaRNA 2.8's backtracking order, so where several structures share the
+minimum energy the structure is RNAfold's (tests/test_energy_ties.py):
+
+- ``F(k)``: base k-1 unpaired; else the last branch starting furthest right (with dangles 1,
+  one starting at base 0 before all others), and for one start the forms of
+  :data:`~jaxrna.energy.terms.EXTERIOR_SHIFTS` in order;
+- ``C(i, j)``: the hairpin; the interior loops by (u1, u2), the unpaired bases 5' and 3' of the
+  inner pair (:func:`pair_rank`); the multiloops in
+  :data:`~jaxrna.energy.terms.CLOSING_SHIFTS` order;
+- ``M(i, j)``: an unpaired base at j, at i, one branch (:data:`~jaxrna.energy.terms.STEM_SHIFTS`
+  order), then ``M2(i, j)``; ``M2(i, j)``: the leftmost split.
+
+Each is a static rank over the same candidate vector as before (one select and one reduction
+more per step): the program keeps its size and the fill is untouched.
+
 >>> from jaxrna.energy.params import load_params
 >>> from jaxrna.energy.terms import device_params
 >>> from jaxrna.energy.fill import prepare, fill_one
@@ -25,6 +40,7 @@ import numpy as np
 
 from jaxrna.energy import terms
 from jaxrna.energy.fill import INDEX, PointsView, along, c_reader
+from jaxrna.energy.params import MAXLOOP
 from jaxrna.energy.terms import COL_PAD, KIND_C, KIND_M, KIND_M2, NONE, ROW_PAD
 
 TASK_F, TASK_C, TASK_M, TASK_M2 = 0, 1, 2, 3
@@ -79,6 +95,32 @@ def _first(hit):
     return idx, hit[idx]
 
 
+def pair_rank(kinds: np.ndarray, dds: np.ndarray, dis: np.ndarray) -> np.ndarray:
+    """The order in which ViennaRNA's backtracking tries the candidates of ``C(i, j)``
+    (:func:`flatten`'s static description of :func:`jaxrna.energy.terms.pair_candidates`): the
+    hairpin, then every interior loop by its unpaired bases 5' of the inner pair (u1), then 3'
+    of it (u2) (ViennaRNA's inner pair p ascending, q descending), then the multiloops in
+    :data:`~jaxrna.energy.terms.CLOSING_SHIFTS` order. A rank per candidate (lower first).
+
+    >>> # a multiloop, the bulges 3' (u1, u2) = (0, 1) and 5' (1, 0) of the inner pair, a hairpin
+    >>> pair_rank(np.array([KIND_M2, KIND_C, KIND_C, NONE]), np.array([-2, -3, -3, 0]),
+    ...           np.array([1, 1, 2, 0])).tolist()
+    [3, 1, 2, 0]
+    """
+    u1 = dis - 1
+    u2 = -dds - 2 - u1
+    interior = 1 + u1 * (MAXLOOP + 1) + u2
+    multi = 1 + (MAXLOOP + 1) ** 2 + np.arange(len(kinds))
+    rank = np.where(kinds == NONE, 0, np.where(kinds == KIND_C, interior, multi))
+    return np.argsort(np.argsort(rank, kind="stable"), kind="stable").astype(np.int32)  # 0..n-1
+
+
+def _first_by(hit, rank: np.ndarray):
+    """Index of the True of lowest static ``rank`` (and whether there is one)."""
+    idx = jnp.argmin(jnp.where(hit, jnp.asarray(rank), len(rank)))
+    return idx, hit[idx]
+
+
 def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array,
               dp: dict, dangles, debug: bool = False, enabled=True):
     """Partner array (int32, -1 unpaired) of one optimal structure of one sequence, and a
@@ -93,6 +135,8 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
     F = tables["F"]
     pos = jnp.arange(length, dtype=jnp.int32)
     ext_shifts = terms.EXTERIOR_SHIFTS
+    a_offs = jnp.asarray([a for a, _ in ext_shifts], jnp.int32)
+    forms = jnp.arange(len(ext_shifts), dtype=jnp.int32)
 
     def step_f(k):
         # returns up to two tasks (kind, a, b), kind -1 for none
@@ -102,7 +146,13 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
         e = jnp.stack([F[:length] + get_c(pos + a, j + b) + x
                        for x, (a, b) in zip(terms.exterior_terms(v, dp, dangles), ext_shifts)])
         hit = (e == F[k]) & (pos[None, :] <= j)
-        idx, found = _first(hit.reshape(-1))
+        # ViennaRNA's order: the branch starting furthest right first (with dangles 1 one
+        # starting at base 0 before all), then the forms in EXTERIOR_SHIFTS order (no dangle,
+        # 5' dangle, 3' dangle, both)
+        start = pos[None, :] + a_offs[:, None]
+        start = jnp.where((start == 0) & (dangles == 1), length, start)
+        idx = jnp.argmax(jnp.where(hit, start * 4 + (3 - forms[:, None]), -1).reshape(-1))
+        found = hit.reshape(-1)[idx]
         which, i = idx // length, idx % length
         a_off = jnp.asarray([a for a, _ in ext_shifts], jnp.int32)[which]
         b_off = jnp.asarray([b for _, b in ext_shifts], jnp.int32)[which]
@@ -118,7 +168,7 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
     def step_c(i, j):
         v, tm = cell(i, j)
         e, kinds, dds, dis = flatten(terms.pair_candidates(v, tm, dp), v)
-        idx, found = _first(e == v.tab("C", 0, 0))
+        idx, found = _first_by(e == v.tab("C", 0, 0), pair_rank(kinds, dds, dis))
         kind = jnp.asarray([_TASK_OF_KIND[k] for k in kinds.tolist()], jnp.int32)[idx]
         ci = i + jnp.asarray(dis)[idx]
         cd = (j - i) + jnp.asarray(dds)[idx]
@@ -127,8 +177,9 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
 
     def step_m(i, j):
         v, tm = cell(i, j)
-        cands = [terms.Cand(KIND_M2, "M2", 0, 0, energy=v.tab("M2", 0, 0))]
-        cands += terms.multi_candidates(v, tm, dp)
+        # ViennaRNA's order: an unpaired base at j, then at i, then one branch, then a split
+        cands = terms.multi_candidates(v, tm, dp)
+        cands += [terms.Cand(KIND_M2, "M2", 0, 0, energy=v.tab("M2", 0, 0))]
         e, kinds, dds, dis = flatten(cands, v)
         idx, found = _first(e == v.tab("M", 0, 0))
         kind = jnp.asarray([_TASK_OF_KIND[k] for k in kinds.tolist()], jnp.int32)[idx]

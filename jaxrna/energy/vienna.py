@@ -18,9 +18,10 @@ process it is taken into a parameter object under the caller's set, which is the
 and given to every fold compound (``params_subst``), so code that folds with ViennaRNA in the
 same process never finds another set there.
 
-Energies are always those of jaxrna's engine (both are ViennaRNA's). Structures are the same
-except where several structures share the minimum energy and the two tracebacks break the tie
-differently (see :data:`TIES`).
+Energies are always those of jaxrna's engine (both are ViennaRNA's), and so are structures:
+where several structures share the minimum energy, jaxrna's traceback
+(:mod:`jaxrna.energy.traceback`) tries each cell's decompositions in ViennaRNA's backtracking
+order and picks the same one (see :data:`TIES`), so the output is byte-identical.
 
 >>> from jaxrna.energy.api import EnergyModel
 >>> from jaxrna.io.fasta import Record
@@ -40,10 +41,14 @@ from jaxrna.energy.api import EnergyFoldResult, EnergyModel, check_memory, memor
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 
-#: What the tests measured about structures: where several structures share the minimum
-#: free energy, ViennaRNA's traceback and jaxrna's may pick different ones (the energy is
-#: the same). Documented, not used.
-TIES = "co-optimal structures may differ from jaxrna's engine's; energies never do"
+#: What the tests measured about structures (tests/test_energy_ties.py): where several
+#: structures share the minimum free energy, jaxrna's traceback picks ViennaRNA 2.8's (the
+#: hairpin, then interior loops by inner pair, then multiloops; in a multiloop part an unpaired
+#: base at its 3' end, then at its 5' end, then one branch, then the leftmost split; in the
+#: exterior loop the last base unpaired, else the last branch starting furthest right, with
+#: dangles 1 one starting at the first base before all).
+#: Documented, not used.
+TIES = "co-optimal structures are ViennaRNA's with either engine; energies are too"
 
 #: Environment variable choosing the engine of ``fold --model turner`` (shared with
 #: ``targets --energy-engine``): ``vienna`` always ViennaRNA; ``jax`` (or ``device``/``cpu``,
