@@ -3,11 +3,9 @@ against jaxrna's JAX engine: the same output, format by format.
 
 The JAX engine folds every case through one program (padded length 512, batches of 8,
 :func:`jaxrna.energy.api.fold_batch`), so this file compiles one program. Both engines' results
-go through the same writers (:data:`jaxrna.formats.fold.WRITERS`). Energies are always the
-same; a structure may differ only where several structures share the minimum energy (the
-two tracebacks break such ties differently): such a structure must evaluate, by jaxrna's own
-evaluator, to the minimum energy, and with it put in the JAX engine's result the outputs
-must be byte-identical. How many structures differed is printed (``-s``) and bounded.
+go through the same writers (:data:`jaxrna.formats.fold.WRITERS`). Energies and structures
+are the same, ties between co-optimal structures included (jaxrna's traceback takes
+ViennaRNA's choice, ``tests/test_energy_ties.py``): every format is byte-identical.
 """
 
 import io
@@ -33,7 +31,7 @@ EDGES = ["", "A", "GC", "GGC", "GGAC", "GGGAAAC", "NNNNNNNN", "GGGGNAAACCCC", "g
          "GGGGAAACCCCAUCGAAAGAUU", "CUACGG", "GGGCUACGGCCC", "ACGU" * 100]
 CONFIGS = [(p, t, d) for p in ("turner2004", "turner1999") for t in (30.0, 37.0, 55.0)
            for d in (0, 1, 2)]
-STATS = {"records": 0, "ties": 0}
+STATS = {"records": 0}
 
 
 def cases(seed: str, count: int) -> list[Record]:
@@ -71,22 +69,15 @@ def written(fmt, results) -> str:
     return out.getvalue()
 
 
-def reconcile(jax, vie, model: EnergyModel):
-    """The JAX results with each co-optimal ViennaRNA structure put in (checked)."""
-    params = model.load()
-    out = []
+def same(jax, vie):
+    """Check the two engines' results are the same, structures included; return them."""
     for a, b in zip(jax, vie):
         assert (a.id, a.sequence, a.energy, a.model) == (b.id, b.sequence, b.energy, b.model)
         assert a.description == b.description
+        assert a.pairs == b.pairs, (a.sequence, a.structure, b.structure)
         STATS["records"] += 1
-        if a.pairs != b.pairs:
-            assert a.pairs is not None and b.pairs is not None
-            STATS["ties"] += 1
-            assert energy_of_structure(b.sequence, b.structure, params, model.dangles,
-                                       vienna_d1=False) == b.energy, (b.sequence, b.structure)
-            a = EnergyFoldResult(a.id, a.sequence, a.energy, a.model, b.pairs, a.description)
-        out.append(a)
-    return out
+    assert len(jax) == len(vie)
+    return jax
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +91,7 @@ def folded():
             records = [Record(f"e{k}", s) for k, s in enumerate(EDGES)] + records
         vie = list(vienna.fold_records(records, model, processes=1 + k % 2))
         jax = jax_results(records, model)
-        out.append((model, records, jax, vie, reconcile(jax, vie, model)))
+        out.append((model, records, jax, vie, same(jax, vie)))
     return out
 
 
@@ -121,11 +112,8 @@ def test_score_only_is_byte_identical_to_the_jax_engine(folded, fmt):
         assert written(fmt, vie) == written(fmt, plain), (model, fmt)
 
 
-def test_ties_are_rare(folded):
-    """Co-optimal structures where the two tracebacks differ: few."""
-    print(f"\ncompared {STATS['records']} structures with the JAX engine's; "
-          f"{STATS['ties']} differed (co-optimal)")
-    assert STATS["records"] == 0 or STATS["ties"] <= max(2, STATS["records"] // 20)
+def test_every_structure_was_compared(folded):
+    assert STATS["records"] == sum(len(records) for _, records, _, _, _ in folded) > 200
 
 
 def test_parameter_file_and_processes(tmp_path):
