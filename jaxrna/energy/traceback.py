@@ -165,8 +165,7 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
         v = CellView(T, s, allowed, special, i, j - i, dp, n)
         return v, terms.pair_terms(v, dp, dangles)
 
-    def step_c(i, j):
-        v, tm = cell(i, j)
+    def step_c(i, j, v, tm):
         e, kinds, dds, dis = flatten(terms.pair_candidates(v, tm, dp), v)
         idx, found = _first_by(e == v.tab("C", 0, 0), pair_rank(kinds, dds, dis))
         kind = jnp.asarray([_TASK_OF_KIND[k] for k in kinds.tolist()], jnp.int32)[idx]
@@ -175,8 +174,7 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
         t1 = jnp.stack([kind, ci, ci + cd])
         return t1, jnp.array([-1, 0, 0]), found, jnp.stack([i, j])
 
-    def step_m(i, j):
-        v, tm = cell(i, j)
+    def step_m(i, j, v, tm):
         # ViennaRNA's order: an unpaired base at j, then at i, then one branch, then a split
         cands = terms.multi_candidates(v, tm, dp)
         cands += [terms.Cand(KIND_M2, "M2", 0, 0, energy=v.tab("M2", 0, 0))]
@@ -204,7 +202,10 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
         task = stack[sp - 1]
         sp = sp - 1
         kind, a, b = task[0], task[1], task[2]
-        branches = [lambda a, b: step_f(a), step_c, step_m, step_m2]
+        # the cell's energy pieces once, for the C and M steps (under vmap every branch runs)
+        v, tm = cell(a, b)
+        branches = [lambda a, b: step_f(a), lambda a, b: step_c(a, b, v, tm),
+                    lambda a, b: step_m(a, b, v, tm), step_m2]
         t1, t2, found, pair = jax.lax.switch(kind, branches, a, b)
         partner = jnp.where(pair[0] >= 0,
                             partner.at[pair[0]].set(pair[1]).at[pair[1]].set(pair[0]), partner)
