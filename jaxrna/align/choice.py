@@ -13,10 +13,11 @@ writing):
 
 ``kind`` is ``"score"`` (``--score-only``) or ``"align"`` (with alignments); ``cells`` is the
 sum of ``m * n`` over the pairs, ``letters`` the sum of ``m + n`` (what a pair's traceback and
-text grow with), ``cores`` the CPU cores this process may use. The host engine computes and
-formats every part of a job in its forked processes, so both of its terms divide by the cores;
-the device engine traces back and formats on the host after the device (its per-letter
-term). A device whose setup has already begun (the background start while reading,
+text grow with), ``cores`` the CPU cores this process may use. The host engine computes in
+one forked process per core and formats in a pool of ``cores - 1`` processes for jobs of
+20,000 pairs or more (:data:`jaxrna.align.engine.WORKERS_FROM`; below that in this process,
+where the letter term is small anyway), so both of its terms divide by the cores; the device
+engine traces back and formats on the host after the device (its per-letter term). A device whose setup has already begun (the background start while reading,
 :func:`jaxrna.align.engine.prestart`) costs ``DEVICE_STARTED_S`` instead of
 ``DEVICE_SETUP_S``.
 
