@@ -50,8 +50,13 @@ from jaxrna.stages import stage
 _H, _M, _X, _Y = 3, OP_M, OP_I, OP_D          # walk states (M, X, Y emit M, I, D)
 #: Diagonal steps the traceback takes at once (a run of M columns).
 RUN = 8
-#: Score-table cells held at once by one walk group (int32: 4 bytes each).
+#: Score-table cells of the largest table the host engine computes (int32: 4 bytes each);
+#: larger tables go the checkpointed way (:mod:`jaxrna.align.engine`).
 GROUP_CELLS = 3 << 24
+#: Cells of the tables one walk group holds at once: small enough that the tables are walked
+#: while still in the CPU's cache and their memory is reused by the next group (a forked
+#: process touching fresh pages for every table spends as much in page faults as in the walk).
+PACK_CELLS = 1 << 22
 
 
 def available() -> bool:
@@ -180,7 +185,7 @@ class HostEngine:
         while start < n:                     # groups of bounded table memory
             stop = start + 1
             total = int(cells[start])
-            while stop < n and total + int(cells[stop]) <= GROUP_CELLS:
+            while stop < n and total + int(cells[stop]) <= PACK_CELLS:
                 total += int(cells[stop])
                 stop += 1
             sl = slice(start, stop)
@@ -200,24 +205,43 @@ class HostEngine:
     def _tables(self, rows, cols, swap, m, w):
         """The score tables of a group (no border): ``(F, base, score, end_i, end_j, keep)``,
         pair ``k``'s table at ``F[base[k]:]`` row-major (local: the end by our rule, 0 when
-        nothing scores above 0); ``keep`` holds what owns the tables' memory."""
+        nothing scores above 0); ``keep`` holds what owns the tables' memory.
+
+        Local: the end is the table's first cell (row-major) holding its largest value, which
+        is the cell :meth:`scores` finds (the cells holding the best H are those holding the
+        best M, and the first in row order is our rule's); no separate scoring pass."""
         n = len(rows)
-        if self.local:
-            score, ei, ej = self.scores(rows, cols, swap)
-        else:
-            score, ei, ej = np.zeros(n, np.int64), m.copy(), w.copy()
+        score = np.zeros(n, np.int64)
+        ei, ej = (np.zeros(n, np.int64), np.zeros(n, np.int64)) if self.local else \
+            (m.copy(), w.copy())
         name = "sw_table_scan" if self.local else f"{self.glob}_table_scan"
-        results, tables = [], []
+        results, addr, size = [], [], []
         swl = swap.tolist()
+        where = _table_address()
         with stage("device"):
             for k in range(n):
                 r = self._call(name, rows[k], cols[k], self.pm if swl[k] else self.pm_t)
                 results.append(r)
-                tables.append(r.score_table)
+                if where is None:
+                    t = r.score_table
+                    addr.append(t)
+                else:
+                    addr.append(where(r.pointer))
+                size.append(len(rows[k]) * len(cols[k]))
                 if not self.local:
                     score[k] = max(r.score, 0) if self.free_ends else r.score
-        F, base = _one_view(tables)
-        return F, base, score, ei, ej, (results, tables)
+            F, base = _one_view(addr) if where is None else _view(addr, size)
+            if self.local:
+                for k in range(n):
+                    if not size[k]:
+                        continue
+                    b = int(base[k])
+                    f = int(F[b:b + size[k]].argmax())
+                    v = int(F[b + f])
+                    if v > 0:
+                        wd = len(cols[k])
+                        score[k], ei[k], ej[k] = v, f // wd + 1, f % wd + 1
+        return F, base, score, ei, ej, (results, addr)
 
     def _align_group(self, rows, cols, swap, m, w, row_codes, row_start, col_codes, col_start):
         F, base, score, ei, ej, keep = self._tables(rows, cols, swap, m, w)
@@ -455,6 +479,46 @@ class _Raw:
     def __init__(self, address: int, count: int) -> None:
         self.__array_interface__ = {"data": (address, True), "shape": (count,),
                                     "typestr": "<i4", "version": 3}
+
+
+def _table_address():
+    """A function giving the address of a parasail result's score table without making a
+    numpy array of it (parasail's ``score_table`` builds one through a memoryview per call),
+    or None where parasail's bindings do not expose what it needs."""
+    if _ADDRESS:
+        return _ADDRESS[0]
+    where = None
+    try:
+        import ctypes
+
+        from parasail import bindings_v2
+
+        get = bindings_v2._lib.parasail_result_get_score_table
+        vp = ctypes.c_void_p
+
+        def where(pointer):
+            return ctypes.cast(get(pointer), vp).value
+    except (ImportError, AttributeError):
+        where = None
+    _ADDRESS.append(where)
+    return where
+
+
+_ADDRESS: list = []
+
+
+def _view(addr: list[int], sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`_one_view`, from the tables' addresses and cell counts (int32, contiguous:
+    parasail's tables)."""
+    if not addr:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    a = np.array(addr, np.int64)
+    n = np.array(sizes, np.int64)
+    if (a % 4).any():
+        raise AssertionError("parasail score table not 4-byte aligned")
+    lo = int(a.min())
+    hi = int((a + 4 * n).max())
+    return np.asarray(_Raw(lo, (hi - lo) // 4)), (a - lo) // 4
 
 
 def _one_view(tables: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 from fractions import Fraction
 
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
@@ -206,6 +208,24 @@ def read_inputs(args):
     return queries, targets
 
 
+def _cores() -> int:
+    from jaxrna.pipeline import cores
+
+    return cores()
+
+
+def _choosing(args, scoring, local: bool) -> bool:
+    """Whether this run picks its engine by estimate (:mod:`jaxrna.align.choice`):
+    ``--backend auto`` on a host where JAX may find a GPU, a scheme the host engine supports,
+    and no engine forced by ``$JAXRNA_ALIGN_ENGINE``."""
+    if args.backend != "auto" or os.environ.get("JAXRNA_ALIGN_ENGINE"):
+        return False
+    from jaxrna.align.host import supports
+    from jaxrna.runtime import gpu_possible
+
+    return gpu_possible() and supports(scoring, local)
+
+
 def run(args) -> int:
     setup_logging(args.quiet)
     use_device_options(args)           # --devices N
@@ -241,13 +261,35 @@ def run(args) -> int:
     from jaxrna.align import engine
     from jaxrna.stages import stage
 
-    started = engine.prestart(args.backend, scoring, args.mode == "local",
-                              engine.estimate_cells(args.queries, args.targets,
-                                                    args.pairs == "zip"))
+    local = args.mode == "local"
+    choosing = _choosing(args, scoring, local)
+    started = None
+    if choosing:                    # start JAX while reading only where the device may win
+        from jaxrna.align import choice
+
+        guess = choice.size_of_files(args.queries, args.targets, args.pairs == "zip")
+        if guess is None or choice.choose(guess, args.score_only,
+                                          _cores()).engine == "device":
+            started = engine.prestart(args.backend, scoring, local,
+                                      float("inf") if guess is None else guess.cells)
+    else:
+        started = engine.prestart(args.backend, scoring, local,
+                                  engine.estimate_cells(args.queries, args.targets,
+                                                        args.pairs == "zip"))
     with stage("read"):
         queries, targets = read_inputs(args)
-    job = engine.Job(queries, targets, scoring, args.mode == "local", args.pairs == "zip",
-                     args.score_only)
+    job = engine.Job(queries, targets, scoring, local, args.pairs == "zip", args.score_only)
+    forced = None
+    if choosing:
+        picked = choice.choose(choice.size_of(job.qlen, job.tlen, job.zip), args.score_only,
+                               _cores(), started=started is not None)
+        forced = picked.engine
+        if getattr(args, "verbose", False):
+            print(f"jaxrna: {picked.line()}", file=sys.stderr, flush=True)
+        if forced == "host":
+            from jaxrna import runtime
+
+            runtime.announce_host("--backend auto, estimated faster", "parasail")
     bar = progress(job.n_pairs, "align", unit="pair", quiet=args.quiet)
     summary = RunSummary("aligned", "pair")
     try:
@@ -255,7 +297,7 @@ def run(args) -> int:
             summary.done = engine.run(
                 job, args.format, out, backend=args.backend, max_bytes=max_bytes,
                 on_error=lambda pair, exc: summary.skip(f"{pair[0].id} x {pair[1].id}", exc),
-                on_done=bar.update, started=started)
+                on_done=bar.update, started=started, engine=forced)
     finally:
         bar.close()
     return summary.finish()
