@@ -146,3 +146,33 @@ def test_align_tile_wavefront_falls_back(monkeypatch, capsys):
     want, got, warned = _forced_run(monkeypatch, capsys, "align.tile_wavefront", run)
     assert got == want
     assert len(warned) == 1 and "align.tile_wavefront" in warned[0]
+
+
+# -- fold: the GPU batch program (Pallas max-plus fill, one-kernel walk) --------------------
+
+@pytest.mark.parametrize("kernels", ["fold.walk", "tropical.maxplus"])
+def test_fold_batch_program_falls_back(monkeypatch, capsys, kernels):
+    import jax
+
+    from jaxrna.fold import api
+    from jaxrna.fold.reference import reference_score
+
+    monkeypatch.setattr(api, "PALLAS_INTERPRET", True)
+    monkeypatch.setattr(api, "WALK_KERNEL", True)
+    w = parse_weights("unit").matrix()
+    seqs = ["GGGAAAUCCGGGAAAUCC" * 4, "GCAUCGAUGCAAAGCUAGCUAGCAUCG", "A"]
+    codes = np.full((4, 128), 4, np.int8)
+    for b, s in enumerate(seqs):
+        codes[b, :len(s)] = encode(s)
+    lengths = np.array([len(s) for s in seqs] + [0], np.int32)
+    cpu = jax.devices("cpu")[0]
+
+    def run():
+        prog = api.batch_program(codes, lengths, w, api.min_loop_arg(3), True, "gpu", cpu)
+        return [np.asarray(x).tolist() for x in prog(codes, lengths, w, api.min_loop_arg(3))]
+
+    want, got, warned = _forced_run(monkeypatch, capsys, kernels, run)
+    assert got == want
+    assert want[0][:3] == [reference_score(s, parse_weights("unit"), 3) for s in seqs]
+    assert len(warned) == 1 and f"Pallas kernel {kernels} " in warned[0]
+    assert not fallback.usable(kernels)
