@@ -176,3 +176,21 @@ def test_fold_batch_program_falls_back(monkeypatch, capsys, kernels):
     assert want[0][:3] == [reference_score(s, parse_weights("unit"), 3) for s in seqs]
     assert len(warned) == 1 and f"Pallas kernel {kernels} " in warned[0]
     assert not fallback.usable(kernels)
+
+
+# -- energy (fold --turner): the fill's interior-loop kernels ---------------------------------
+
+def test_energy_interior_kernels_fall_back(monkeypatch, capsys):
+    from jaxrna.energy.api import INTERIOR_KERNEL, fold_batch, load_params
+
+    monkeypatch.setenv("JAXRNA_ENERGY_INTERIOR", "interpret")
+    seqs = ["GGGGAAACCCC", "GGGAAAUCCGCGCAAAGCGCA", "A"]
+
+    def run():
+        return [(e, None if p is None else p.tolist())
+                for e, p in fold_batch(seqs, load_params(), batch=4)]
+
+    want, got, warned = _forced_run(monkeypatch, capsys, INTERIOR_KERNEL, run)
+    assert got == want and want[0][0] == -450
+    assert len(warned) == 1 and f"Pallas kernel {INTERIOR_KERNEL} " in warned[0]
+    assert not fallback.usable(INTERIOR_KERNEL)
