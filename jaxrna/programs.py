@@ -299,7 +299,8 @@ def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool =
     argument shapes, static values and device reuse the program; a call from inside another
     trace (tracer arguments) goes through plain ``jax.jit``. The function's parameters that
     are not static must come before the static ones (keyword-only ones are passed by name).
-    ``cpu_store``: see :func:`program`.
+    ``cpu_store``: see :func:`program`. ``f.bind(*args, **kwargs)`` compiles (or loads) the
+    program of a call now and returns the call as a function of no arguments.
 
     >>> import jax.numpy as jnp
     >>> @stored_jit("doc.shift", static_argnames=("k",))
@@ -307,6 +308,9 @@ def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool =
     ...     return x + k
     >>> shift(jnp.arange(3), k=2).tolist(), shift(jnp.arange(3), 5).tolist()
     ([2, 3, 4], [5, 6, 7])
+    >>> run = shift.bind(jnp.arange(3), k=1)     # compiled now, run later
+    >>> run().tolist()
+    [1, 2, 3]
     """
     import functools
     import inspect
@@ -332,8 +336,8 @@ def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool =
                 holder.append(jax.jit(fun, static_argnames=tuple(static_argnames)))
             return holder[0]
 
-        @functools.wraps(fun)
-        def call(*args, **kwargs):
+        def prepare(args, kwargs):
+            """``(compiled, dynamic, named)`` for a call, or None inside another trace."""
             import jax
 
             bound = sig.bind(*args, **kwargs)
@@ -344,7 +348,7 @@ def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool =
             static = {p: arguments[p] for p in params if p in static_set}
             leaves = jax.tree_util.tree_leaves((dynamic, named))
             if any(isinstance(x, jax.core.Tracer) for x in leaves):
-                return jitted()(*args, **kwargs)
+                return None
             device = _device_of(leaves)
             key = (tuple(_leaf_key(x) for x in leaves),
                    jax.tree_util.tree_structure((dynamic, named)), tuple(static.items()), device)
@@ -352,9 +356,28 @@ def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool =
             if compiled is None:
                 compiled = fast[key] = program(name, jitted(), dynamic, static, device, named,
                                                cpu_store=cpu_store)
+            return compiled, dynamic, named
+
+        @functools.wraps(fun)
+        def call(*args, **kwargs):
+            ready = prepare(args, kwargs)
+            if ready is None:
+                return jitted()(*args, **kwargs)
+            compiled, dynamic, named = ready
             return compiled(*dynamic, **named)
 
+        def bind(*args, **kwargs):
+            """The call ``fun(*args, **kwargs)`` as a function of no arguments, its program
+            compiled (or loaded) now: a lowering or compile error is raised here, before
+            anything runs (:func:`jaxrna.kernels.fallback.compile_or_fallback` wraps this)."""
+            ready = prepare(args, kwargs)
+            if ready is None:
+                return functools.partial(jitted(), *args, **kwargs)
+            compiled, dynamic, named = ready
+            return functools.partial(compiled, *dynamic, **named)
+
         call.jitted = jitted          # the plain jax.jit function (tests, lowering)
+        call.bind = bind
         return call
 
     return wrap

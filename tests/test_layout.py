@@ -268,3 +268,45 @@ def test_no_module_uses_another_modules_private_names():
 def test_profiling_helpers_live_in_bench():
     assert not os.path.exists(os.path.join(PACKAGE, "targets", "timeline.py"))
     assert os.path.exists(os.path.join(ROOT, "bench", "timeline.py"))
+
+
+# --------------------------------------------------------------------------------------------
+# Pallas kernels live in kernels/
+# --------------------------------------------------------------------------------------------
+
+#: What marks a module as holding a Pallas kernel: the call, or importing Pallas in any form.
+PALLAS_MARKS = ("pallas_call", "jax.experimental.pallas", "jax.experimental import pallas")
+
+
+def pallas_outside_kernels(mods: dict[str, str] | None = None) -> list[str]:
+    """``"path:line: text"`` for every line of a module outside ``jaxrna.kernels`` that names
+    :data:`PALLAS_MARKS` (code, comments and docstrings alike)."""
+    mods = _modules() if mods is None else mods
+    out = []
+    for mod, path in sorted(mods.items()):
+        if part(mod) == "kernels":
+            continue
+        with open(path) as fh:
+            for number, line in enumerate(fh, 1):
+                if any(mark in line for mark in PALLAS_MARKS):
+                    out.append(f"{os.path.relpath(path, ROOT)}:{number}: {line.strip()}")
+    return out
+
+
+def test_the_pallas_check_finds_a_kernel_outside_kernels(tmp_path):
+    (tmp_path / "a.py").write_text("from jax.experimental import pallas as pl\n")
+    (tmp_path / "b.py").write_text("x = 1\n\n\ny = pl.pallas_call(f)\n")
+    (tmp_path / "c.py").write_text("import jax.experimental.pallas.triton\n")
+    (tmp_path / "k.py").write_text("from jax.experimental import pallas as pl\n")
+    found = pallas_outside_kernels({"jaxrna.fold.a": str(tmp_path / "a.py"),
+                                    "jaxrna.align.b": str(tmp_path / "b.py"),
+                                    "jaxrna.c": str(tmp_path / "c.py"),
+                                    "jaxrna.kernels.k": str(tmp_path / "k.py")})
+    assert sorted(os.path.basename(f.split(":")[0]) + ":" + f.split(":")[1] for f in found) \
+        == ["a.py:1", "b.py:4", "c.py:1"]
+
+
+def test_pallas_lives_in_kernels_only():
+    """Every Pallas kernel is in :mod:`jaxrna.kernels` (issue 27): no other module calls
+    ``pallas_call`` or imports ``jax.experimental.pallas``."""
+    assert pallas_outside_kernels() == []

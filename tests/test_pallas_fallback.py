@@ -71,3 +71,126 @@ def test_a_real_compile_error_falls_back_and_pure_errors_propagate(capsys):
     assert "Pallas kernel k" in capsys.readouterr().err
     with pytest.raises(ZeroDivisionError):
         fallback.compile_or_fallback("k2", lambda: 1 / 0, lambda: 1 / 0)
+
+
+def _forced_run(monkeypatch, capsys, kernels: str, run):
+    """``run()`` as is and with ``kernels`` forced to fail: both outputs, and the warnings of
+    the forced run (none may come without)."""
+    want = run()
+    assert _warnings(capsys.readouterr().err) == []
+    monkeypatch.setenv(fallback.FORCE_ENV, kernels)
+    got = run()
+    monkeypatch.delenv(fallback.FORCE_ENV)
+    return want, got, _warnings(capsys.readouterr().err)
+
+
+# -- align: the device engine (lane kernels) and the record path (tile wavefront) ------------
+
+@pytest.mark.parametrize("score_only, kernels", [
+    (False, "align.lanes_align"),
+    (True, "align.packed_scores,align.pallas_scores"),
+])
+def test_align_engine_falls_back(tmp_path, monkeypatch, capsys, score_only, kernels):
+    import io
+    import random
+
+    from jaxrna.align import engine
+    from jaxrna.align.scoring import match_mismatch
+    from jaxrna.io.bulk import read_batch
+
+    rng = random.Random(27)
+    paths = []
+    for name in ("q", "t"):
+        path = tmp_path / f"{name}.fa"
+        path.write_text("".join(f">{name}{k}\n" + "".join(rng.choice("ACGU") for _ in range(
+            rng.randint(1, 14))) + "\n" for k in range(3)))
+        paths.append(str(path))
+    scoring = match_mismatch(2, -3, 5, 2)
+
+    def run():
+        job = engine.Job(read_batch(paths[0], "letters"), read_batch(paths[1], "letters"),
+                         scoring, True, False, score_only)
+        out = io.StringIO()
+        engine.run(job, "tsv", out, backend="cpu", engine="device", interpret=True,
+                   kernel={"rows": 4, "lanes": 8, "min_side": 16})
+        return out.getvalue()
+
+    want, got, warned = _forced_run(monkeypatch, capsys, kernels, run)
+    assert got == want and want.count("\n") >= 9
+    assert len(warned) == 1 and "Pallas kernel align." in warned[0]
+    assert not any(fallback.usable(k) for k in kernels.split(",") if k in warned[0])
+
+
+def test_align_tile_wavefront_falls_back(monkeypatch, capsys):
+    import random
+
+    from jaxrna.align.api import align_records
+    from jaxrna.align.scoring import match_mismatch
+    from jaxrna.io.fasta import Record
+
+    rng = random.Random(28)
+    seq = lambda: "".join(rng.choice("ACGU") for _ in range(rng.randint(17, 32)))  # noqa: E731
+    pairs = [(Record(f"q{k}", seq()), Record(f"t{k}", seq())) for k in range(3)]
+    scoring = match_mismatch(2, -3, 5, 2)
+    small = {"tile": 8, "rows": 4, "lanes": 8}
+
+    def run():
+        scores = [(r.score, r.query_end) for r in align_records(
+            pairs, scoring, "local", score_only=True, use_pallas=True, interpret=True,
+            kernel=small, tiled_min_length=1)]
+        traced = [(r.score, r.ops, r.query_start) for r in align_records(
+            pairs, scoring, "global", use_pallas=True, interpret=True, kernel=small,
+            table_bytes=0, block=16, tiled_min_length=1)]
+        return scores, traced
+
+    want, got, warned = _forced_run(monkeypatch, capsys, "align.tile_wavefront", run)
+    assert got == want
+    assert len(warned) == 1 and "align.tile_wavefront" in warned[0]
+
+
+# -- fold: the GPU batch program (Pallas max-plus fill, one-kernel walk) --------------------
+
+@pytest.mark.parametrize("kernels", ["fold.walk", "tropical.maxplus"])
+def test_fold_batch_program_falls_back(monkeypatch, capsys, kernels):
+    import jax
+
+    from jaxrna.fold import api
+    from jaxrna.fold.reference import reference_score
+
+    monkeypatch.setattr(api, "PALLAS_INTERPRET", True)
+    monkeypatch.setattr(api, "WALK_KERNEL", True)
+    w = parse_weights("unit").matrix()
+    seqs = ["GGGAAAUCCGGGAAAUCC" * 4, "GCAUCGAUGCAAAGCUAGCUAGCAUCG", "A"]
+    codes = np.full((4, 128), 4, np.int8)
+    for b, s in enumerate(seqs):
+        codes[b, :len(s)] = encode(s)
+    lengths = np.array([len(s) for s in seqs] + [0], np.int32)
+    cpu = jax.devices("cpu")[0]
+
+    def run():
+        prog = api.batch_program(codes, lengths, w, api.min_loop_arg(3), True, "gpu", cpu)
+        return [np.asarray(x).tolist() for x in prog(codes, lengths, w, api.min_loop_arg(3))]
+
+    want, got, warned = _forced_run(monkeypatch, capsys, kernels, run)
+    assert got == want
+    assert want[0][:3] == [reference_score(s, parse_weights("unit"), 3) for s in seqs]
+    assert len(warned) == 1 and f"Pallas kernel {kernels} " in warned[0]
+    assert not fallback.usable(kernels)
+
+
+# -- energy (fold --turner): the fill's interior-loop kernels ---------------------------------
+
+def test_energy_interior_kernels_fall_back(monkeypatch, capsys):
+    from jaxrna.energy.api import INTERIOR_KERNEL, fold_batch, load_params
+
+    monkeypatch.setenv("JAXRNA_ENERGY_INTERIOR", "interpret")
+    seqs = ["GGGGAAACCCC", "GGGAAAUCCGCGCAAAGCGCA", "A"]
+
+    def run():
+        return [(e, None if p is None else p.tolist())
+                for e, p in fold_batch(seqs, load_params(), batch=4)]
+
+    want, got, warned = _forced_run(monkeypatch, capsys, INTERIOR_KERNEL, run)
+    assert got == want and want[0][0] == -450
+    assert len(warned) == 1 and f"Pallas kernel {INTERIOR_KERNEL} " in warned[0]
+    assert not fallback.usable(INTERIOR_KERNEL)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 from typing import Iterable, Iterator, Sequence
 
 import jax
@@ -34,6 +35,7 @@ from jaxrna.align.traceback import OP_LETTERS, DenseBits, SkewedBits, Walk, fini
 from jaxrna.batching import bucket_length
 from jaxrna.io.errors import InputError, ResourceError
 from jaxrna.io.fasta import Record
+from jaxrna.kernels.fallback import compile_or_fallback
 from jaxrna.kernels.wavefront import (batch_align, batch_sweep, block_dirs,
                                       checkpoint_bytes, checkpoint_sweep, pair_sweep,
                                       pallas_scores, tile_wavefront)
@@ -244,18 +246,23 @@ def _run_batch(jobs: list[_Job], h: int, w: int, params, scoring: Scoring, local
     t, n = _pad([j.t for j in jobs], w, rows)
     results = []
     if score_only:
+        def sweep():                            # the pure-JAX path
+            return batch_sweep.bind(q, t, m, n, params, local=local, equality=scoring.equality,
+                                    small=fits_int16(scoring, h, int(n.max(initial=1))),
+                                    ends=ends)
+
+        run = sweep
         if pallas:
             opts = {k: v for k, v in pallas.items() if k != "tile"}
             if packed_ok(scoring, h + 64, w):      # two pairs per 32-bit lane (int16 halves)
-                run = packed_scores(q, t, m, n, params, local=local, ends=ends, **opts)
+                run = partial(compile_or_fallback, "align.packed_scores", lambda: (
+                    packed_scores.bind(q, t, m, n, params, local=local, ends=ends, **opts)),
+                    sweep)
             else:
-                run = pallas_scores(q, t, m, n, params, local=local, equality=scoring.equality,
-                                    ends=ends, **opts)
-            score, ei, ej = (np.asarray(a) for a in run)
-        else:
-            out = batch_sweep(q, t, m, n, params, local=local, equality=scoring.equality,
-                              small=fits_int16(scoring, h, int(n.max(initial=1))), ends=ends)
-            score, ei, ej = (np.asarray(a) for a in out[:3])
+                run = partial(compile_or_fallback, "align.pallas_scores", lambda: (
+                    pallas_scores.bind(q, t, m, n, params, local=local,
+                                       equality=scoring.equality, ends=ends, **opts)), sweep)
+        score, ei, ej = (np.asarray(a) for a in run()()[:3])
         for b, job in enumerate(jobs):
             start = None if local else 0
             qs = 0 if (local and score[b] <= 0) else start
@@ -284,14 +291,17 @@ def _long_forward(q, t, m: int, n: int, params, scoring: Scoring, local: bool, b
     """Score, end cell, end state and block-edge checkpoints of one long pair: seed 002's
     tile wavefront (Pallas, ``tiles`` = its options) or one pure-JAX antidiagonal sweep."""
     ends = scoring.separate_end_gaps
-    if tiles is None:
+    run = None
+    if tiles is not None:
+        h, w = q.size, t.size
+        gaps = border_gaps(params, ends)
+        run = _tiled(lambda: tile_wavefront.bind(
+            q, t, border_row(0, w, *gaps, local), border_col(0, h, *gaps, local), m, n, params,
+            local=local, equality=scoring.equality, block=block, ends=ends, **tiles))
+    if run is None:
         return checkpoint_sweep(jnp.asarray(q), jnp.asarray(t), m, n, params, local=local,
                                 equality=scoring.equality, block=block, ends=ends)
-    h, w = q.size, t.size
-    gaps = border_gaps(params, ends)
-    out = tile_wavefront(q, t, border_row(0, w, *gaps, local), border_col(0, h, *gaps, local),
-                         m, n, params, local=local, equality=scoring.equality, block=block,
-                         ends=ends, **tiles)
+    out = run()
     ends = (int(out["score"]), int(out["end_i"]), int(out["end_j"]),
             STATE_M if local else STATE_H)
     lines = [list(np.asarray(out[k])) if k in out else [] for k in ("rows", "cols")]
@@ -308,13 +318,20 @@ def _block_lookup(q, t, top, left, r0: int, c0: int, params, scoring: Scoring, l
     qb[:qseg.size], tb[:tseg.size] = qseg, tseg
     ends = scoring.separate_end_gaps
     at = (np.int32(m - r0), np.int32(n - c0)) if ends else (None, None)
-    if tiles is None:
+    run = None if tiles is None else _tiled(lambda: tile_wavefront.bind(
+        qb, tb, top, left, block, block, params, *at, local=local, equality=scoring.equality,
+        want_dirs=True, ends=ends, **tiles))
+    if run is None:
         dirs = np.asarray(block_dirs(qb, tb, top, left, params, *at, local=local,
                                      equality=scoring.equality, ends=ends))
         return SkewedBits(dirs[None], r0, c0)
-    out = tile_wavefront(qb, tb, top, left, block, block, params, *at, local=local,
-                         equality=scoring.equality, want_dirs=True, ends=ends, **tiles)
-    return DenseBits(np.asarray(out["dirs"]), r0, c0)
+    return DenseBits(np.asarray(run()["dirs"]), r0, c0)
+
+
+def _tiled(bind):
+    """``bind()`` (the tile wavefront's call, compiled now), or None where the Pallas kernel
+    does not build (:mod:`jaxrna.kernels.fallback`): the caller takes the pure-JAX sweep."""
+    return compile_or_fallback("align.tile_wavefront", bind, lambda: None)
 
 
 def _run_long(job: _Job, params, scoring: Scoring, local: bool, block: int,

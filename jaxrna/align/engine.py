@@ -35,6 +35,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterator
 
 import numpy as np
@@ -745,27 +746,34 @@ class DeviceRunner:
         sc = self.kscoring
         eq = sc.equality
         ends = {"ends": True} if sc.separate_end_gaps else {}   # default: the same programs
-        with self.jax.default_device(device):
+        from jaxrna.kernels.fallback import compile_or_fallback as pallas_or
+
+        with self.jax.default_device(device):    # a Pallas kernel that does not build: its
+            aligned = partial(wavefront.batch_align.bind, q, t, m, n, params,  # pure-JAX path
+                              local=job.local, equality=eq, **ends)
+            swept = partial(wavefront.batch_sweep.bind, q, t, m, n, params, local=job.local,
+                            equality=eq, small=self._small(b, m, n), **ends)
             if b.kind == "lanes":
                 opts = {key: v for key, v in self.kernel.items() if key in ("rows", "lanes",
                                                                              "num_warps")}
-                return wavefront.lanes_align(q, t, m, n, params, local=job.local, equality=eq,
-                                             interpret=self.interpret, **opts, **ends)
+                return pallas_or("align.lanes_align", lambda: wavefront.lanes_align.bind(
+                    q, t, m, n, params, local=job.local, equality=eq, interpret=self.interpret,
+                    **opts, **ends), aligned)()
             if b.kind == "align":               # int32 (int16 gains nothing here)
-                return wavefront.batch_align(q, t, m, n, params, local=job.local, equality=eq,
-                                             **ends)
+                return aligned()()
             if self.pallas:
                 from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores
 
                 opts = {key: v for key, v in self.kernel.items() if key in ("rows", "lanes",
                                                                              "num_warps")}
                 if packed_ok(sc, b.h + 64, b.w):
-                    return packed_scores(q, t, m, n, params, local=job.local,
-                                         interpret=self.interpret, **opts, **ends)
-                return wavefront.pallas_scores(q, t, m, n, params, local=job.local, equality=eq,
-                                               interpret=self.interpret, **opts, **ends)
-            return wavefront.batch_sweep(q, t, m, n, params, local=job.local, equality=eq,
-                                         small=self._small(b, m, n), **ends)[:3]
+                    return pallas_or("align.packed_scores", lambda: packed_scores.bind(
+                        q, t, m, n, params, local=job.local, interpret=self.interpret, **opts,
+                        **ends), swept)()[:3]
+                return pallas_or("align.pallas_scores", lambda: wavefront.pallas_scores.bind(
+                    q, t, m, n, params, local=job.local, equality=eq, interpret=self.interpret,
+                    **opts, **ends), swept)()[:3]
+            return swept()()[:3]
 
     def _small(self, b: _Batch, m: np.ndarray, n: np.ndarray) -> bool:
         """Whether the batch sweeps in int16: every value of its lanes over the columns it

@@ -31,6 +31,7 @@ from jaxrna.batching import energy_length_class
 from jaxrna.energy.params import BUNDLED, EnergyParams, load_params
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
+from jaxrna.kernels.fallback import compile_or_fallback, usable
 
 #: Bytes per padded position squared that a sequence's tables need (seven diagonal tables,
 #: the column copy of the multiloop table, traceback reads), for the memory check.
@@ -198,7 +199,7 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
             platform: str | None = None) -> tuple:
     """Start :func:`fold_batch`'s device work (asynchronous) on JAX's default device, whose
     ``platform`` picks the fill's interior-loop kernel; :func:`_collect` waits for it."""
-    from jaxrna.energy.fill import interior_mode, prepare_batch
+    from jaxrna.energy.fill import prepare_batch
     from jaxrna.programs import default_device
 
     if not sequences:
@@ -209,9 +210,31 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
         unpaired = list(unpaired or [()] * count) + [()] * (batch - count)
     length = length or energy_length_class(max(len(s) for s in sequences))
     stack = prepare_batch(sequences, params, length, unpaired)
-    out = _program()(*_program_args(stack, params, length, dangles, with_pairs),
-                     interior=interior_mode(platform or default_device().platform, length))
+    args = _program_args(stack, params, length, dangles, with_pairs)
+    interior = _interior(platform or default_device().platform, length)
+    run = functools.partial(_program().bind, *args)
+    if interior in ("pallas", "interpret"):     # a kernel that does not build: the loop
+        out = compile_or_fallback(INTERIOR_KERNEL, lambda: run(interior=interior),
+                                  lambda: run(interior="loop"))()
+    else:
+        out = run(interior=interior)()
     return sequences, count, out, with_pairs
+
+
+#: The fill's Pallas kernels (:mod:`jaxrna.kernels.shifted_min`), as
+#: :mod:`jaxrna.kernels.fallback` names them; their pure-JAX path is ``interior="loop"``.
+INTERIOR_KERNEL = "energy.shifted_min"
+
+
+def _interior(platform: str, length: int) -> str:
+    """:func:`jaxrna.energy.fill.interior_mode`, but the rolled loop where the Pallas kernels
+    failed to build in this process."""
+    from jaxrna.energy.fill import interior_mode
+
+    interior = interior_mode(platform, length)
+    if interior in ("pallas", "interpret") and not usable(INTERIOR_KERNEL):
+        return "loop"
+    return interior
 
 
 def _program_args(stack: dict, params: EnergyParams, length: int, dangles: int,
@@ -235,7 +258,7 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     import jax
 
     from jaxrna import programs
-    from jaxrna.energy.fill import interior_mode, prepare_batch
+    from jaxrna.energy.fill import prepare_batch
 
     count = 0
     for length, rows in dict.fromkeys(classes):
@@ -243,7 +266,7 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
         args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
         programs.prefetch("energy.fold_batch", _program().jitted(), specs,
-                          {"interior": interior_mode(device.platform, length)}, device)
+                          {"interior": _interior(device.platform, length)}, device)
         count += 1
     return count
 

@@ -13,6 +13,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -138,7 +139,8 @@ def choose_engine(requested: str, work: float) -> str:
 
 
 def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
-                  with_pairs: bool, sequential: bool, walk: str = "xla", chunk: int = 4):
+                  with_pairs: bool, sequential: bool, walk: str = "xla", chunk: int = 4,
+                  maxplus: str = "pallas", interpret: bool = False):
     """Scores ``(B,)`` and, with pairs, partners ``(B, L)`` (int16 or int32) and ``ok``.
 
     ``lengths`` and ``min_loop`` (an int32 scalar) are traced: one program serves every
@@ -149,7 +151,9 @@ def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
     vmapped over a batch; otherwise vmapped (GPU: every tile of the block diagonals up to the
     longest row's). ``walk``: the traceback as vmapped XLA steps
     (:func:`~jaxrna.fold.walk.walk_batch`) or as one Pallas kernel
-    (:func:`~jaxrna.fold.walk.traceback_tiles_kernel`, GPU)."""
+    (:func:`~jaxrna.fold.walk.traceback_tiles_kernel`, GPU). ``maxplus``: the vmapped fill's
+    max-plus products (:func:`jaxrna.kernels.tropical.maxplus_update`: the Pallas kernel, or
+    ``"xla"`` its pure-JAX path). ``interpret``: the Pallas kernels in interpret mode (tests)."""
     import jax
     import jax.numpy as jnp
 
@@ -173,7 +177,8 @@ def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
     else:
         diagonals = (jnp.max(lengths) + tile - 1) // tile
         tiles = jax.vmap(lambda c: blocked_fill_traced(
-            c, weights, min_loop, tile=tile, groups=groups, diag_blocks=1, maxplus="pallas",
+            c, weights, min_loop, tile=tile, groups=groups, diag_blocks=1,
+            maxplus="interpret" if interpret and maxplus == "pallas" else maxplus,
             diagonals=diagonals))(codes)
     B = codes.shape[0]
     last = jnp.maximum(lengths - 1, 0)
@@ -182,7 +187,8 @@ def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
     if not with_pairs:
         return (scores,)
     if walk == "kernel":
-        partner, ok = traceback_tiles_kernel(tiles, codes, lengths, weights, min_loop)
+        partner, ok = traceback_tiles_kernel(tiles, codes, lengths, weights, min_loop,
+                                             interpret=interpret)
     else:
         partner, ok = walk_batch(lambda b, i, j: tile_cell(tiles, b, i, j), codes, lengths,
                                  weights, min_loop)
@@ -191,7 +197,6 @@ def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
 
 
 _fold_program_jit = None
-_kernel_walk_failed = False
 #: On a GPU, trace back with the one-kernel walk (:func:`jaxrna.fold.walk.traceback_tiles_kernel`;
 #: the XLA walk if it does not build). ``JAXRNA_FOLD_WALK=xla`` forces the XLA walk.
 WALK_KERNEL = os.environ.get("JAXRNA_FOLD_WALK", "kernel") != "xla"
@@ -210,44 +215,78 @@ def _jitted():
         import jax
 
         _fold_program_jit = jax.jit(_fold_program, static_argnames=(
-            "tile", "groups", "with_pairs", "sequential", "walk", "chunk"))
+            "tile", "groups", "with_pairs", "sequential", "walk", "chunk", "maxplus",
+            "interpret"))
     return _fold_program_jit
 
 
-def _use_kernel(backend: str, with_pairs: bool) -> bool:
-    return backend == "gpu" and with_pairs and WALK_KERNEL and not _kernel_walk_failed
+#: The GPU batch program's Pallas kernels in interpret mode, so that it runs on a CPU (tests).
+PALLAS_INTERPRET = False
+#: The Pallas kernels of the GPU batch program (:mod:`jaxrna.kernels.fallback` names).
+MAXPLUS_KERNEL, WALK_KERNEL_NAME = "tropical.maxplus", "fold.walk"
+
+
+def _gpu_static(with_pairs: bool) -> dict:
+    static = _static(with_pairs, "gpu")
+    return dict(static, interpret=True) if PALLAS_INTERPRET else static
+
+
+def _choices(with_pairs: bool, backend: str) -> list[tuple[tuple[str, ...], dict]]:
+    """The batch program's static arguments in the order to try them, each with the Pallas
+    kernels it holds: on a GPU, the Pallas fill with the kernel walk (with pairs, unless
+    ``JAXRNA_FOLD_WALK=xla``), then the Pallas fill with the XLA walk, then the pure-JAX
+    fill; elsewhere the pure-JAX program only."""
+    if backend != "gpu":
+        return [((), _static(with_pairs, backend))]
+    static = _gpu_static(with_pairs)
+    out = [((MAXPLUS_KERNEL,), static), ((), dict(static, maxplus="xla"))]
+    if with_pairs and WALK_KERNEL:
+        out.insert(0, ((MAXPLUS_KERNEL, WALK_KERNEL_NAME), dict(static, walk="kernel")))
+    return out
 
 
 def min_loop_arg(min_loop: int) -> np.ndarray:
     return np.asarray(min_loop, np.int32)
 
 
+def _first_static(with_pairs: bool, backend: str) -> dict:
+    """The static arguments :func:`batch_program` compiles now: the first choice none of
+    whose kernels failed in this process (or is forced to; :mod:`jaxrna.kernels.fallback`)."""
+    from jaxrna.kernels import fallback
+
+    return next(static for kernels, static in _choices(with_pairs, backend)
+                if all(fallback.usable(k) and not fallback.forced(k) for k in kernels))
+
+
 def batch_program(codes, lengths, wm, min_loop, with_pairs: bool, backend: str, device):
     """The compiled batch program for these shapes (:mod:`jaxrna.programs`); ``min_loop``
-    is an argument (:func:`min_loop_arg`), not part of the program."""
-    global _kernel_walk_failed
+    is an argument (:func:`min_loop_arg`), not part of the program. On a GPU a Pallas kernel
+    that does not build falls back to its pure-JAX path (:func:`_choices`; a failure is
+    put on the choice's last kernel: :func:`jaxrna.kernels.fallback.compile_or_fallback`)."""
     from jaxrna import programs
+    from jaxrna.kernels.fallback import compile_or_fallback
 
-    static = _static(with_pairs, backend)
     args = (codes, lengths, wm, min_loop)
-    if _use_kernel(backend, with_pairs):
-        try:
-            return programs.program("fold.tiles", _jitted(), args, dict(static, walk="kernel"),
-                                    device)
-        except Exception as exc:  # noqa: BLE001 - a Triton build that rejects the kernel
-            _kernel_walk_failed = True
-            log.debug("traceback kernel unavailable (%s); using the XLA walk", exc)
-    return programs.program("fold.tiles", _jitted(), args, static, device)
+
+    def attempt(choices):
+        kernels, static = choices[0]
+
+        def run():
+            return programs.program("fold.tiles", _jitted(), args, static, device)
+
+        for kernel in reversed(kernels):
+            run = partial(compile_or_fallback, kernel, run, lambda: attempt(choices[1:]))
+        return run()
+
+    return attempt(_choices(with_pairs, backend))
 
 
 def _ready(codes, lengths, wm, min_loop, with_pairs: bool, backend: str, device) -> bool:
     """Whether the batch program for these shapes is already in this process."""
     from jaxrna import programs
 
-    static = _static(with_pairs, backend)
-    if _use_kernel(backend, with_pairs):
-        static["walk"] = "kernel"
-    return programs.ready("fold.tiles", (codes, lengths, wm, min_loop), static, device)
+    return programs.ready("fold.tiles", (codes, lengths, wm, min_loop),
+                          _first_static(with_pairs, backend), device)
 
 
 def _shape_args(rows: int, padded: int):
@@ -262,10 +301,8 @@ def _prefetch(rows: int, padded: int, with_pairs: bool, backend: str, device) ->
     """Start compiling (or loading) the program of a batch shape in the background."""
     from jaxrna import programs
 
-    static = _static(with_pairs, backend)
-    if _use_kernel(backend, with_pairs):
-        static["walk"] = "kernel"
-    programs.prefetch("fold.tiles", _jitted(), _shape_args(rows, padded), static, device)
+    programs.prefetch("fold.tiles", _jitted(), _shape_args(rows, padded),
+                      _first_static(with_pairs, backend), device)
 
 
 def length_classes(backend: str) -> list[int]:

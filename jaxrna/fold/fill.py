@@ -41,8 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: "minus infinity" for int32 tables; two of them still add without overflow.
-NEG = -(1 << 29)
+from jaxrna.kernels.nussinov_layout import NEG  # "minus infinity" of int32 tables
 
 
 def block_bounds(n: int, blocks: int = 16) -> list[tuple[int, int]]:

@@ -25,16 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.fold.fill import NEG
+from jaxrna.kernels.nussinov_layout import diag_offset
 
 
 def n_slots(nb: int) -> int:
     """Tiles stored for ``nb`` tiles a side."""
     return nb * (nb + 1) // 2
-
-
-def diag_offset(e, nb):
-    """Slot of tile ``(0, e)``: the start of block diagonal ``e`` (ints or JAX arrays)."""
-    return e * nb - (e * (e - 1)) // 2
 
 
 def slot(i_tile, j_tile, nb):
