@@ -194,3 +194,34 @@ def test_energy_interior_kernels_fall_back(monkeypatch, capsys):
     assert got == want and want[0][0] == -450
     assert len(warned) == 1 and f"Pallas kernel {INTERIOR_KERNEL} " in warned[0]
     assert not fallback.usable(INTERIOR_KERNEL)
+
+
+# -- interact: the fused split kernel and the max-plus kernel of the BPMax fill ----------------
+
+def test_interact_falls_back(monkeypatch, capsys):
+    """The BPMax fill with its Pallas kernels (interpret mode: fused splits, max-plus kernel),
+    forced to fail: the pure-JAX fill gives the same score and structure, one warning."""
+    import dataclasses
+
+    from jaxrna.interact import api
+    from jaxrna.interact import windows as win
+    from jaxrna.interact.program import uses_pallas
+
+    real = win.plan
+
+    def pallas_plan(*args, **kwargs):
+        p = real(*args, **kwargs)
+        return dataclasses.replace(p, geo=dataclasses.replace(p.geo, kernel="interpret",
+                                                              sweep="reduce", fused=True))
+
+    monkeypatch.setattr(api, "plan", pallas_plan)
+    assert uses_pallas(pallas_plan(7, 12).geo, None)
+
+    def run():
+        r = api.interact("GGGAAAC", "GUUUCCCAAGG", backend="cpu")
+        return r.score, r.pairs
+
+    want, got, warned = _forced_run(monkeypatch, capsys, "interact.bpmax", run)
+    assert got == want and want[0] > 0
+    assert len(warned) == 1 and "Pallas kernel interact.bpmax " in warned[0]
+    assert not fallback.usable("interact.bpmax")

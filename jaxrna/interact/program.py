@@ -23,6 +23,8 @@ highest strand-1 start, then the lowest strand-2 start (see :func:`best_window`)
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from functools import lru_cache, partial
 
@@ -178,8 +180,34 @@ def compiled(codes_u, codes_v, weights, info, spans, geo, box: bool, windows: bo
 
     if _jitted is None:
         _jitted = jax.jit(interact_program, static_argnames=("geo", "box", "windows"))
-    return programs.program("interact.batch", _jitted, (codes_u, codes_v, weights, info, spans),
-                            {"geo": geo, "box": box, "windows": windows}, device, cpu_store=True)
+
+    def build(g):
+        return lambda: programs.program("interact.batch", _jitted,
+                                        (codes_u, codes_v, weights, info, spans),
+                                        {"geo": g, "box": box, "windows": windows}, device,
+                                        cpu_store=True)
+
+    if not uses_pallas(geo, device):
+        return build(geo)()
+    from jaxrna.kernels.fallback import compile_or_fallback
+
+    # a Pallas kernel that does not build (a later JAX): the same fill in pure JAX
+    return compile_or_fallback("interact.bpmax", build(geo),
+                               build(dataclasses.replace(geo, kernel="xla", fused=False)))
 
 
-__all__ = ["INFO", "SUMMARY", "BoxLayout", "best_window", "compiled", "interact_program"]
+def uses_pallas(geo, device) -> bool:
+    """Whether the fill of ``geo`` runs a Pallas kernel on ``device``: the fused splits, or the
+    max-plus kernel (``kernel`` "pallas"/"interpret", or None on an NVIDIA GPU).
+
+    >>> from jaxrna.interact.geometry import Geometry
+    >>> uses_pallas(Geometry(64, 64, 63, 63, kernel="xla"), None)
+    False
+    """
+    if geo.fused or geo.kernel in ("pallas", "interpret"):
+        return True
+    return geo.kernel is None and device is not None and device.platform == "gpu"
+
+
+__all__ = ["INFO", "SUMMARY", "BoxLayout", "best_window", "compiled", "interact_program",
+           "uses_pallas"]
