@@ -128,16 +128,27 @@ def schedule(batches: Iterable[T], run: Callable[[T, object], P],
 class OrderedWriter:
     """Writes text to ``out`` from a background thread, in the order of :meth:`write` calls.
 
-    At most ``max_pending`` pieces wait (the producer blocks beyond that, bounding memory).
-    An error while writing (disk full) is raised by the next :meth:`write` or by
+    At most ``max_pending`` pieces wait (the producer blocks beyond that, bounding memory; 0:
+    no bound). An error while writing (disk full) is raised by the next :meth:`write` or by
     :meth:`close`. Use as a context manager: leaving the block waits for every piece to be
-    written (or, on an exception, stops writing and drops what is left).
+    written (or, on an exception, stops writing and drops what is left). ``write``: what
+    writes a piece, in place of ``out.write`` (a piece is then anything it takes, e.g. the
+    file ranges that ``jaxrna targets`` copies into its output).
+
+    >>> done = []
+    >>> with OrderedWriter(None, write=lambda piece: done.append(sum(piece))) as w:
+    ...     w.write((1, 2))
+    ...     w.write((3, 4))
+    >>> done
+    [3, 7]
     """
 
     _STOP = object()
 
-    def __init__(self, out: IO, max_pending: int = 16) -> None:
+    def __init__(self, out: IO | None, max_pending: int = 16,
+                 write: Callable[[object], object] | None = None) -> None:
         self.out = out
+        self._write = write if write is not None else out.write
         self._queue: queue.Queue = queue.Queue(max_pending)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="jaxrna-writer", daemon=True)
@@ -152,7 +163,7 @@ class OrderedWriter:
                 continue
             try:
                 with stage("write"):
-                    self.out.write(piece)
+                    self._write(piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the producer
                 self._error = exc
 

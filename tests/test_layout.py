@@ -154,12 +154,9 @@ def private_uses(mods: dict[str, str] | None = None) -> list[str]:
     return out
 
 
-#: Private names still read across modules, each with the reason it waits. targets/engine.py is
-#: being reworked into the shared pipeline (issue 27); its helpers move out with that work.
-PENDING = {
-    "jaxrna.targets.engine._round_up",
-    "jaxrna.targets.engine._bucket",
-}
+#: Private names still read across modules, each with the reason it waits (none now: the target
+#: scan's size helpers are public, :mod:`jaxrna.targets.sizes`).
+PENDING: set[str] = set()
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

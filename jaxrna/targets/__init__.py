@@ -2,10 +2,13 @@
 Calling the package scans: ``jaxrna.targets(mirnas, targets, no_energy=True)``.
 
 Modules: ``scoring`` (options, position-specific scores and gaps), ``scan`` (the recurrence in
-JAX), ``engine`` (lanes, bulk scan, segment refills), ``hits`` (candidates, sort, filters,
-traceback), ``energy`` (the duplex energy: recipe and engines), ``duplex`` (the energy model
-vectorised over hits, NumPy), ``reference`` (plain Python oracle of the whole spec),
-``sequences`` (fast FASTA input), ``api`` (:func:`scan_targets`, :func:`write_scan`).
+JAX), ``sizes``, ``queries`` and ``lanes`` (rounded sizes, miRNAs as scanned, targets packed
+into lanes), ``engine`` (the blocks of miRNAs on every device: bulk scan, segment refills),
+``hits`` (candidates, sort, filters, traceback), ``blocks`` and ``output`` (host jobs and the
+report in miRanda's order), ``energy`` (the duplex energy: recipe and engines), ``duplex``
+(the energy model vectorised over hits, NumPy), ``reference`` (plain Python oracle of the
+whole spec), ``sequences`` (fast FASTA input), ``api`` (:func:`scan_targets`,
+:func:`write_scan`).
 
 >>> from jaxrna.targets import scan_targets
 >>> [h.score for r in scan_targets(["GTGAGATCATTTTGAAAGCTG"], ["TAGTTTTCACAATGATCTCGG"],

@@ -236,7 +236,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
     first chunk gives it when it is the only one, else the file is counted first
     (``countable``: it can be read twice)."""
     from jaxrna.pipeline import default_workers
-    from jaxrna.targets.output import BlockJob, ChunkInfo, OrderedReport
+    from jaxrna.targets.blocks import BlockJob, ChunkInfo
+    from jaxrna.targets.output import OrderedReport
 
     engine = Engine(params, **engine_options)
     engine.energy = energy_for(params, engine, energy_engine)

@@ -115,46 +115,38 @@ def _model():
     return RNA, md, params
 
 
-#: Below this many folds a batch is folded in this process; above, in a pool of processes.
+#: Below this many folds a batch is folded in this process; above, in the shared pool of worker
+#: processes (:func:`jaxrna.pipeline.worker_pool`: spawned, not forked, as the parent runs JAX).
 PARALLEL_MIN = 2000
-_POOL = None
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        import concurrent.futures
-        import multiprocessing
-
-        # spawn, not fork: the parent runs JAX, which is multithreaded
-        import atexit
-
-        workers = max(1, (os.cpu_count() or 1) - 1)
-        from jaxrna.io.cleanup import ignore_interrupts
-
-        _POOL = concurrent.futures.ProcessPoolExecutor(  # Ctrl-C: the parent stops them
-            workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=ignore_interrupts)
-        atexit.register(_POOL.shutdown)
-    return _POOL
 
 
 def fold_energies(fold_strings: list[str], energy=None) -> list[float]:
     """:func:`fold_energy` of many strings (or ``energy`` of each, when another function is
     given, or ``energy.energies(fold_strings)`` for an engine); large batches of ViennaRNA folds
-    go to a pool of processes (one per core but one; not from a worker process), with the
-    results in input order."""
+    go to the worker processes (:func:`jaxrna.pipeline.map_ordered`, one per core but one, on
+    machines of 4 cores or more; not from a worker process), with the results in input order."""
+    from jaxrna.pipeline import default_workers, map_ordered
+
     if energy is None:
         energy = fold_energy
     if hasattr(energy, "energies"):  # an engine
         return energy.energies(fold_strings)
-    if (energy is not fold_energy or len(fold_strings) < PARALLEL_MIN or (os.cpu_count() or 1) < 4
-            or in_worker()):
+    if energy is not fold_energy or len(fold_strings) < PARALLEL_MIN or in_worker():
         return [energy(s) for s in fold_strings]
+    workers = default_workers()
+    if not workers:
+        return [energy(s) for s in fold_strings]
+    size = max(64, len(fold_strings) // 256)
+    parts = [fold_strings[k:k + size] for k in range(0, len(fold_strings), size)]
     try:
-        return list(_pool().map(fold_energy, fold_strings, chunksize=max(64, len(fold_strings) // 256)))
+        return [e for part in map_ordered(fold_many, parts, workers) for e in part]
     except Exception:  # no worker processes here (e.g. a restricted sandbox): fold in-process
         return [fold_energy(s) for s in fold_strings]
+
+
+def fold_many(fold_strings: list[str]) -> list[float]:
+    """:func:`fold_energy` of each string (one job of the worker processes)."""
+    return [fold_energy(s) for s in fold_strings]
 
 
 def fold_energy(fold_string: str) -> float:

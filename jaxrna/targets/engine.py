@@ -14,11 +14,17 @@ candidate extraction, spread over every device.
 4. :mod:`jaxrna.targets.select` (host, NumPy) pools the candidates of each (miRNA, target)
    pair, sorts and filters them over the whole target and builds the hit strings.
 
-miRNAs go in blocks of ``query_block`` (one bulk-scan launch); device threads (three per GPU,
-so one block's read-backs overlap the other blocks' work) take the blocks in turn from every
-device, and :meth:`Engine.iter_traced` hands them back in miRNA order whatever device ran
-them. Where gaps are free (no finite overlap) a whole target is one lane and the candidates are
-extracted on the host (:mod:`jaxrna.targets.hits`).
+miRNAs go in blocks of ``query_block`` (one bulk-scan launch), handed to the devices in turn by
+the shared device scheduler (:func:`jaxrna.pipeline.schedule`); each device runs its blocks on
+threads of its own (three per GPU, so one block's read-backs overlap the other blocks' work),
+and :meth:`Engine.iter_traced` hands them back in miRNA order whatever device ran them. Where
+gaps are free (no finite overlap) a whole target is one lane and the candidates are extracted
+on the host (:mod:`jaxrna.targets.hits`).
+
+The pieces: :mod:`jaxrna.targets.sizes` (the rounded sizes that keep programs few),
+:mod:`jaxrna.targets.queries` (miRNAs and targets as the scan takes them),
+:mod:`jaxrna.targets.lanes` (a chunk packed into lanes, on the host and on each device) and,
+here, :class:`Engine` (the blocks on the devices: bulk scan, refill, extraction).
 
 Compiled programs (issue 26): a chunk's device arrays take their shapes from its *class*, its
 nucleotides padded to a power of two from :data:`MIN_CHUNK_CLASS` (later chunks keep the first
@@ -47,34 +53,39 @@ extraction) and ``profile`` (each stage its own program).
 
 from __future__ import annotations
 
-import functools
+import concurrent.futures
 import itertools
 import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.programs import stored_jit
-from jaxrna.alphabet import CODE_OF_BYTE
-from jaxrna.alphabet import encode
 from jaxrna.kernels.miranda_fill import packed_positions
+from jaxrna.pipeline import schedule
+from jaxrna.stages import NO_EVENTS, Events
 from jaxrna.targets import extract
 from jaxrna.targets import hits as hitlib
-from jaxrna.targets.scan import RESET, WORD, fill_segments, scan_lanes_words
-from jaxrna.targets.scoring import (RowTables, ScanParams, exact_overlap, gain_bound, max_gain,
-                                    row_tables)
-from jaxrna.stages import NO_EVENTS, Events
+from jaxrna.targets.lanes import Chunk, ChunkRun, OnDevice
+from jaxrna.targets.queries import (Query, Target, lead_for, make_target, overlap_bound,
+                                    prepare_query, value_dtype)
+from jaxrna.targets.scan import WORD, fill_segments
+from jaxrna.targets.scoring import ScanParams
 from jaxrna.targets.select import (MOVES_PER_WORD, SpilledRows, TargetText, Traced, accepted_hits,
                                    select, traced_from_batches)
+from jaxrna.targets.sizes import (MAX_HEIGHTS, MAX_LANES, MIN_CHUNK_CLASS, ROW_STEP, SEGMENT_MIN,
+                                  bucket, height_classes, pow2, round_up)
 
-ROW_STEP = 8          # miRNA heights are padded to multiples of this (few compiled shapes)
-OVERLAP_STEP = 32     # lane overlaps are rounded up to multiples of this
-SEGMENT_MIN = 128     # segment lengths are powers of two from this
+#: The scan's pieces, for the code that imports them from here (``Engine``'s parts live in
+#: :mod:`~jaxrna.targets.sizes`, :mod:`~jaxrna.targets.queries` and :mod:`~jaxrna.targets.lanes`)
+__all__ = ["Engine", "Chunk", "ChunkRun", "OnDevice", "Query", "Target", "prepare_query", "make_target",
+           "lead_for", "overlap_bound", "value_dtype", "height_classes", "round_up", "bucket",
+           "MAX_HEIGHTS", "MAX_LANES", "MIN_CHUNK_CLASS", "ROW_STEP", "WORD"]
+_Run = ChunkRun          # the names older tests use
+_round_up = round_up
+
 SEGMENT_BATCH = 4096  # free gaps: segments per refill call
 #: refill lanes (tiles) per device call: a fixed size (one program), the last call topped up
 #: with empty lanes (a GPU refills 32,768 tiles in well under a millisecond; a CPU's work is
@@ -82,366 +93,9 @@ SEGMENT_BATCH = 4096  # free gaps: segments per refill call
 LANE_BATCH = {"pallas": 32768, "xla": 1024}
 THREADS_PER_DEVICE = {"gpu": 3}               # device threads (default 1)
 LOOKAHEAD = 4         # blocks a device thread may run ahead of the consumer, per thread
-MAX_LANES = 32768
-MIN_LANE = 512
-#: Chunks are sized in classes: their nucleotides padded to a power of two from this (the
-#: device arrays' shapes follow from the class, the chunk's own sizes are traced values)
-MIN_CHUNK_CLASS = 1 << 16
-#: Columns per lane of a full class: a class of C nucleotides gets C / LANE_COLUMNS lanes
-#: (at most ``max_lanes``), so its lanes are 512-1024 columns long, as MIN_LANE asks
-LANE_COLUMNS = 1024
-#: miRNA heights (lengths rounded up to ROW_STEP) are mapped to at most this many per run
-#: (the most common one and the tallest; the miRNAs between are padded to the tallest)
-MAX_HEIGHTS = 2
 #: Python's thread switch interval while several device threads run (seconds; Python's default
 #: is 5 ms): a thread back from the device gets the interpreter sooner, so the devices idle less
 SWITCH_INTERVAL = 0.0005
-
-
-def height_classes(heights: list[int], limit: int = MAX_HEIGHTS) -> dict[int, int]:
-    """Map each height to the height it is scanned with: itself where the run has at most
-    ``limit`` distinct heights, else one of ``limit`` kept heights (the tallest, then the most
-    common ones) at least as tall (padding rows above a miRNA are inert: the same answer).
-
-    >>> height_classes([24, 24, 32]), height_classes([24, 24, 32, 40, 24])
-    ({24: 24, 32: 32}, {24: 24, 32: 40, 40: 40})
-    """
-    distinct = sorted(set(heights))
-    if len(distinct) <= limit:
-        return {h: h for h in distinct}
-    counts = {h: heights.count(h) for h in distinct}
-    kept = {distinct[-1]} | set(sorted(distinct[:-1], key=lambda h: (-counts[h], h))[:limit - 1])
-    return {h: min(k for k in kept if k >= h) for h in distinct}
-
-
-def _round_up(x: int, step: int) -> int:
-    return -(-x // step) * step
-
-
-def _bucket(x: int, minimum: int, factor: int = 2) -> int:
-    """The smallest ``minimum * factor**k`` that is at least ``x`` (few compiled shapes)."""
-    b = max(int(minimum), 1)
-    while b < x:
-        b *= factor
-    return b
-
-
-def _pow2(x: int) -> int:
-    p = 1
-    while p < x:
-        p *= 2
-    return p
-
-
-def _pow2_floor(x: int) -> int:
-    return 1 << (max(int(x), 1).bit_length() - 1)
-
-
-def _lanes_bucket(x: int) -> int:
-    """Lane counts are powers of 8 up to MAX_LANES (few compiled shapes)."""
-    p = 1
-    while p < x and p < MAX_LANES:
-        p *= 8
-    return min(p, MAX_LANES)
-
-
-@dataclass
-class Query:
-    """One miRNA prepared for scanning (row tables padded at the top to ``height`` rows)."""
-
-    id: str
-    description: str
-    sequence: str                  # as read (case and T/U kept for display)
-    tables: RowTables
-    height: int
-    gain: int
-    overlap: int | None            # exact lane overlap in columns (None: gaps are free)
-    profile: np.ndarray = field(repr=False)   # (5, height, 1)
-    gap_open: np.ndarray = field(repr=False)  # (height, 1)
-    gap_extend: np.ndarray = field(repr=False)
-    seed: np.ndarray = field(repr=False)
-
-    @property
-    def n(self) -> int:
-        return len(self.sequence)
-
-    @property
-    def pad(self) -> int:
-        return self.height - self.n
-
-    def tables_at(self, height: int):
-        """(profile (5, height), gap_open, gap_extend, seed (height,)) padded at the top."""
-        extra = height - self.height
-        profile = np.concatenate([np.full((5, extra), -(self.gain + 1), np.int32), self.profile[:, :, 0]], axis=1)
-        zeros = np.zeros(extra, np.int32)
-        return (profile, np.concatenate([zeros, self.gap_open[:, 0]]),
-                np.concatenate([zeros, self.gap_extend[:, 0]]),
-                np.concatenate([np.zeros(extra, bool), self.seed[:, 0]]))
-
-
-def prepare_query(id: str, description: str, sequence: str, params: ScanParams) -> Query:
-    tables = row_tables(sequence, params)
-    n = tables.n
-    height = _round_up(max(n, 1), ROW_STEP)
-    gain = max_gain(tables)
-    pad = height - n
-    profile = np.full((5, height, 1), -(gain + 1), dtype=np.int32)
-    profile[:, pad:, 0] = tables.profile.T
-    gap_open = np.zeros((height, 1), np.int32)
-    gap_extend = np.zeros((height, 1), np.int32)
-    seed = np.zeros((height, 1), bool)
-    gap_open[pad:, 0] = tables.open
-    gap_extend[pad:, 0] = tables.extend
-    seed[pad:, 0] = tables.seed
-    overlap = exact_overlap(n, gain, params)
-    return Query(id, description, sequence, tables, height, gain, overlap,
-                 profile, gap_open, gap_extend, seed)
-
-
-def overlap_bound(height: int, params: ScanParams) -> int | None:
-    """The largest exact overlap W of any miRNA up to ``height`` nt under ``params`` (None:
-    gaps are free): the run's lead and lane room follow from it, so they are fixed by the
-    options and the run's tallest height, whatever the miRNAs' letters."""
-    return exact_overlap(height, gain_bound(height, params), params)
-
-
-def lead_for(height: int, params: ScanParams) -> int:
-    """Columns refilled before a tile (at least 2 W, W = :func:`overlap_bound`): a power of two
-    less one word, so a segment is a power of two long."""
-    return _bucket(2 * overlap_bound(height, params) + WORD, SEGMENT_MIN) - WORD
-
-
-def value_dtype(queries: list[Query], params: ScanParams):
-    """int16 when every value the fill can reach fits comfortably, else int32 (judged by the
-    bound for the tallest miRNA's height: the same for every run of that option class)."""
-    if not queries:
-        return jnp.int16
-    if params.gaps_can_gain:
-        return jnp.int32
-    gain = gain_bound(max(q.height for q in queries), params)
-    low = -(gain + 1)  # padding rows' scores (the lowest of any profile)
-    gaps = (max(abs(params.gap_open), abs(params.seed_open))
-            + max(abs(params.gap_extend), abs(params.seed_extend)))
-    bound = 2 * gain + abs(low) + 2 * gaps + 2
-    return jnp.int16 if bound < 30000 else jnp.int32
-
-
-@dataclass
-class Target:
-    id: str
-    description: str
-    sequence: str
-
-    def __len__(self) -> int:
-        return len(self.sequence)
-
-    @property
-    def codes(self) -> np.ndarray:
-        return encode(self.sequence)
-
-
-def make_target(id: str, description: str, sequence: str) -> Target:
-    return Target(id, description, sequence)
-
-
-class Chunk:
-    """Targets packed into one stream and cut into lanes of ``S`` owned columns, ``W`` overlap.
-
-    ``lanes_t`` (lanes, rows) holds each lane's codes contiguously (the scans want them
-    transposed, :attr:`lanes`). The devices pack their own copy from the letters
-    (:func:`_pack_lanes`); the host builds ``lanes_t`` and ``codes`` only when asked."""
-
-    def __init__(self, targets: "list[Target] | TargetText", overlap: int | None,
-                 max_lanes: int = MAX_LANES, lane_columns: int | None = None, min_class: int = 0,
-                 overlap_room: int | None = None):
-        if isinstance(targets, TargetText):  # letters read in bulk
-            lengths = targets.lengths.astype(np.int64)
-            self.letters = targets.chars
-        else:
-            lengths = np.array([len(t) for t in targets], dtype=np.int64)
-            self.letters = np.frombuffer("".join(t.sequence for t in targets).encode("ascii"), np.uint8)
-        self.lengths = lengths
-        self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        self.total = int(lengths.sum())
-        if overlap is None:  # free gaps: no finite overlap, one whole target per lane
-            longest = int(lengths.max())
-            self.width = 0
-            self.span = _round_up(longest, WORD)
-            self.n_lanes = _lanes_bucket(len(lengths))
-            lanes = np.full((self.n_lanes, self.span), 4 | RESET, dtype=np.int8)
-            for k, (n, s) in enumerate(zip(lengths.tolist(), self.starts.tolist())):
-                lanes[k, :n] = self.codes[s:s + n]
-                lanes[k, 0] |= RESET
-            self.lanes_t = lanes
-            self.rows = self.span
-            self.lane_of_target = True
-            return
-        self.lane_of_target = False
-        self.width = _round_up(overlap, OVERLAP_STEP)
-        #: the chunk's class: its nucleotides padded to a power of two (at least ``min_class``,
-        #: the class of the run's earlier chunks): every device array's shape follows from it
-        self.size_class = _bucket(max(self.total, 1, min_class), MIN_CHUNK_CLASS)
-        if lane_columns:  # tests: short lanes, many lane boundaries
-            self.span = lane_columns
-            self.n_lanes = _lanes_bucket(-(-self.total // lane_columns))
-            self.lanes_out = self.n_lanes
-            self.rows = _round_up(self.span + self.width, WORD)
-            self.rows_out = self.rows
-            return
-        want = max(MIN_LANE, 4 * self.width)  # owned columns per lane, at least
-        #: lanes of the class (the arrays' width); the chunk uses the first ``n_lanes``
-        self.lanes_out = max(1, min(self.size_class // LANE_COLUMNS, max_lanes))
-        self.n_lanes = max(1, min(_pow2_floor(self.total // want), self.lanes_out))
-        self.span = -(-self.total // self.n_lanes)
-        self.rows = _round_up(self.span + self.width, WORD)  # whole flag words (scanned)
-        # the class's lane length: room for the longest lanes any chunk of the class gets
-        # (n_lanes = lanes_out: span <= class / lanes_out; fewer lanes: span < 2 want)
-        # (``overlap_room``: the largest overlap of the option class, so the room is the same
-        # for every run of it), in powers of two from 128 (W <= 128: every ordinary option set)
-        room = _bucket(max(self.width, overlap_room or 0), 4 * OVERLAP_STEP)
-        longest = max(-(-self.size_class // self.lanes_out), 2 * max(MIN_LANE, 4 * room))
-        self.rows_out = _round_up(longest + room, WORD)
-
-    @functools.cached_property
-    def codes(self) -> np.ndarray:
-        """The targets' base codes (int8), concatenated."""
-        return CODE_OF_BYTE[self.letters]
-
-    @functools.cached_property
-    def lanes_t(self) -> np.ndarray:
-        """(lanes, rows) codes with reset flags: lane ``b`` is stream columns ``b S .. b S + rows``
-        of the stream ``W`` filler columns, the targets, then inert filler."""
-        stream = np.full(self.width + self.n_lanes * self.span, 4, dtype=np.int8)
-        body = stream[self.width:self.width + self.total]
-        body[:] = self.codes
-        body[self.starts] |= RESET
-        stream[self.width + self.total:] |= RESET  # past the end: inert filler
-        stream = np.concatenate([stream, np.full(self.rows, 4 | RESET, dtype=np.int8)])
-        view = np.lib.stride_tricks.as_strided(stream, shape=(self.n_lanes, self.rows),
-                                               strides=(self.span, 1), writeable=False)
-        return np.ascontiguousarray(view)
-
-    @property
-    def lanes(self) -> np.ndarray:
-        """(rows, lanes) codes, the layout of the scans (a transposed view of ``lanes_t``)."""
-        return self.lanes_t.T
-
-    def candidate_columns(self, col: np.ndarray, lane: np.ndarray):
-        """``(target index, 0-based column)`` of every flagged lane column (``col``, ``lane``
-        index the lanes array), owned by its lane, in stream order."""
-        if self.lane_of_target:
-            keep = lane < len(self.lengths)
-            col, lane = col[keep], lane[keep]
-            keep = col < self.lengths[lane]
-            col, lane = col[keep], lane[keep]
-            order = np.lexsort((col, lane))
-            return lane[order], col[order]
-        keep = (col >= self.width) & (lane < self.n_lanes)
-        pos = np.sort(lane[keep].astype(np.int64) * self.span + (col[keep] - self.width))
-        pos = pos[pos < self.total]
-        tidx = np.searchsorted(self.starts, pos, side="right") - 1
-        return tidx, pos - self.starts[tidx]
-
-
-@dataclass
-class _OnDevice:
-    """One chunk's arrays on one device."""
-
-    lanes: object       # bulk-scan lanes (padded to whole words and Pallas blocks)
-    stream: object      # codes with reset flags, ``front`` filler columns before and after
-    starts: object      # each target's first stream position (int32)
-    front: int
-
-
-class _Run:
-    """What one chunk scan shares between its device threads."""
-
-    def __init__(self, engine: "Engine", queries: list[Query], chunk: "Chunk", live: list[bool]):
-        self.engine = engine
-        self.queries = queries
-        self.chunk = chunk
-        self.live = live
-        live_qs = [q for q, ok in zip(queries, live) if ok]
-        self.dtype = value_dtype(live_qs, engine.params)
-        # segments of a power-of-two length (few compiled shapes): a 32-column tile after a lead
-        # of at least 2 W columns
-        # (fixed by the options and the tallest height, not by the miRNAs' letters)
-        self.lead = (lead_for(max(q.height for q in live_qs), engine.params)
-                     if not chunk.lane_of_target else 0)
-        #: each miRNA height's height in this run (at most MAX_HEIGHTS of them: few programs)
-        self.heights = height_classes([q.height for q in live_qs])
-        self._cache: dict = {}
-        self._lock = threading.Lock()
-        self._locks: dict = {}       # one per device: devices copy the chunk at the same time
-        self._host: tuple | None = None
-        self._host_letters: tuple | None = None
-
-    def on_device(self, device) -> _OnDevice:
-        with self._lock:
-            lock = self._locks.setdefault(device, threading.Lock())
-        with lock:
-            if device not in self._cache:
-                self._cache[device] = self._put(device)
-            return self._cache[device]
-
-    def _host_arrays(self) -> tuple:
-        """The stream and the target starts as every device gets them (built once)."""
-        with self._lock:
-            if self._host is None:
-                chunk, front = self.chunk, self.lead
-                stream = np.full(self._stream_len(), 4 | RESET, dtype=np.int8)
-                body = stream[front:front + chunk.total]
-                body[:] = chunk.codes
-                body[chunk.starts] |= RESET
-                self._host = (stream, self._padded_starts())
-            return self._host
-
-    def _put(self, device) -> _OnDevice:
-        chunk = self.chunk
-        lanes_out = chunk.n_lanes if chunk.lane_of_target else chunk.lanes_out
-        rows_out = _round_up(chunk.rows if chunk.lane_of_target else chunk.rows_out, WORD)
-        if self.engine.kernel == "pallas":
-            from jaxrna.kernels.miranda_fill import BLOCK
-
-            lanes_out = _round_up(lanes_out, BLOCK)
-        if chunk.lane_of_target:  # lanes of whole targets, built on the host
-            lanes = _transpose_pad(jax.device_put(chunk.lanes_t, device), rows_out - chunk.rows,
-                                   lanes_out - chunk.n_lanes)
-            stream, starts = self._host_arrays()
-            return _OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), self.lead)
-        letters, starts = self._letters()
-        sizes = np.array([chunk.total, chunk.width, chunk.span, chunk.n_lanes, chunk.rows, self.lead],
-                         np.int32)
-        letters, starts, table, sizes = (jax.device_put(x, device)
-                                         for x in (letters, starts, CODE_OF_BYTE, sizes))
-        lanes, stream = _pack_lanes(letters, starts, table, sizes, lanes_out=lanes_out, rows_out=rows_out,
-                                    stream_len=self._stream_len())
-        return _OnDevice(lanes, stream, starts, self.lead)
-
-    def _stream_len(self) -> int:
-        """The refill stream's length (fixed by the chunk's class and the lead)."""
-        if self.chunk.lane_of_target:
-            return _bucket(self.lead + self.chunk.total + self.lead + 2 * WORD, 1 << 16)
-        return self.chunk.size_class + 2 * self.lead + 2 * WORD
-
-    def _letters(self) -> tuple:
-        """The letters (padded to a bucket) and the target starts (padded with a large value),
-        as every device gets them (built once)."""
-        with self._lock:
-            if self._host_letters is None:
-                chunk = self.chunk
-                letters = np.zeros(chunk.size_class, np.uint8)
-                letters[:chunk.total] = chunk.letters
-                self._host_letters = (letters, self._padded_starts())
-            return self._host_letters
-
-    def _padded_starts(self) -> np.ndarray:
-        """The targets' starts padded with a large value, to a size fixed by the chunk's class
-        (one slot per 64 nucleotides) unless its targets are shorter than that on average."""
-        floor = max(1024, getattr(self.chunk, "size_class", 0) // 64)
-        starts = np.full(_bucket(len(self.chunk.starts), floor), np.iinfo(np.int32).max, np.int32)
-        starts[:len(self.chunk.starts)] = self.chunk.starts
-        return starts
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
@@ -453,36 +107,6 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
         out[at:at + len(p), :p.shape[1]] = p
         at += len(p)
     return out
-
-
-@stored_jit("targets.engine._pack_lanes", static_argnames=("lanes_out", "rows_out", "stream_len"))
-def _pack_lanes(letters, starts, table, sizes, *, lanes_out: int, rows_out: int, stream_len: int):
-    """On the device, from the letters: the bulk scan's lanes (``rows_out``, ``lanes_out``), as
-    :attr:`Chunk.lanes` padded with inert filler, and the refill stream (``front`` filler
-    columns, the targets, filler to ``stream_len``); reset flags on each target's first base.
-    ``sizes`` = (total, width, span, n_lanes, rows, front): the chunk's own sizes, traced (one
-    program per class of shapes)."""
-    total, width, span, n_lanes, rows, front = (sizes[k] for k in range(6))
-    first = jnp.zeros(letters.shape[0], bool).at[starts].set(True, mode="drop")
-    body = table[letters.astype(jnp.int32)] | jnp.where(first, RESET, 0).astype(jnp.int8)
-    filler = jnp.int8(4 | RESET)
-
-    def at(pos, before):  # stream column pos (relative to the targets' first base)
-        inside = (pos >= 0) & (pos < total)
-        return jnp.where(inside, body[jnp.clip(pos, 0, jnp.maximum(total - 1, 0))],
-                         jnp.where(pos < 0, before, filler))
-
-    col = jnp.arange(rows_out)[:, None]
-    lane = jnp.arange(lanes_out)[None, :]
-    lanes = jnp.where((col < rows) & (lane < n_lanes), at(lane * span + col - width, jnp.int8(4)), filler)
-    stream = at(jnp.arange(stream_len) - front, filler)
-    return lanes, stream
-
-
-@stored_jit("targets.engine._transpose_pad", static_argnames=("rows", "lanes"))
-def _transpose_pad(lanes_t, rows: int, lanes: int):
-    """(rows, lanes) codes from (lanes, rows), padded with inert filler (on the device)."""
-    return jnp.pad(lanes_t.T, ((0, rows), (0, lanes)), constant_values=4 | RESET)
 
 
 class Engine:
@@ -584,7 +208,7 @@ class Engine:
                       if overlap is not None else None)
         if not chunk.lane_of_target:  # later chunks keep this class (or a larger one)
             self._class_floor = max(self._class_floor, chunk.size_class)
-        run = _Run(self, queries, chunk, live)
+        run = ChunkRun(self, queries, chunk, live)
         clock = time.perf_counter
         t0 = clock()
         for ks, traced in zip(blocks, self._pipeline(len(blocks), lambda bi, dev: self._block(run, dev, blocks[bi]))):
@@ -596,65 +220,39 @@ class Engine:
             t0 = clock()
 
     def _pipeline(self, n_blocks: int, job):
-        """``job(block, device)`` for every block on the device threads; results in order."""
-        slots = [d for d in self.devices for _ in range(self.threads_per_device)]
-        if len(slots) == 1:
-            for bi in range(n_blocks):
-                yield job(bi, slots[0])
+        """``job(block, device)`` for every block, results in order: :func:`jaxrna.pipeline.schedule`
+        hands the blocks to the devices in turn, each device's blocks running on its own
+        ``threads_per_device`` threads (a block waits on its device between launches: its
+        read-backs overlap the other threads' blocks), at most :data:`LOOKAHEAD` blocks per
+        thread ahead of the consumer. One device with one thread: each block here, in turn."""
+        blocks = range(n_blocks)
+        if len(self.devices) * self.threads_per_device == 1:
+            yield from (res for _, res in schedule(blocks, lambda bi, dev: job(bi, dev),
+                                                   lambda bi, res: res, self.devices, depth=0))
             return
-        cv = threading.Condition()
-        results: dict[int, object] = {}
-        state = {"next": 0, "consumed": 0, "error": None, "stop": False}
-        ahead = LOOKAHEAD * len(slots)
 
-        def loop(device):
-            try:
-                while True:
-                    with cv:
-                        while (state["next"] - state["consumed"] >= ahead and not state["stop"]):
-                            cv.wait()
-                        if state["stop"] or state["next"] >= n_blocks:
-                            return
-                        bi = state["next"]
-                        state["next"] += 1
-                    self.timeline.mark("block start", bi, device=str(device))
-                    res = job(bi, device)
-                    self.timeline.mark("block end", bi)
-                    with cv:
-                        results[bi] = res
-                        cv.notify_all()
-            except BaseException as exc:  # handed to the consumer
-                with cv:
-                    state["error"] = exc
-                    state["stop"] = True
-                    cv.notify_all()
+        def timed(bi, device):
+            self.timeline.mark("block start", bi, device=str(device))
+            res = job(bi, device)
+            self.timeline.mark("block end", bi)
+            return res
 
-        threads = [threading.Thread(target=loop, args=(d,), daemon=True, name=f"jaxrna-targets-{k}")
-                   for k, d in enumerate(slots)]
+        pools = {device: concurrent.futures.ThreadPoolExecutor(
+                     self.threads_per_device, thread_name_prefix=f"jaxrna-targets-{k}")
+                 for k, device in enumerate(self.devices)}
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
-        for th in threads:
-            th.start()
         try:
-            for bi in range(n_blocks):
-                with cv:
-                    while bi not in results and state["error"] is None:
-                        cv.wait()
-                    if bi not in results:
-                        raise state["error"]
-                    res = results.pop(bi)
-                    state["consumed"] = bi + 1
-                    cv.notify_all()
+            for _, res in schedule(blocks, lambda bi, dev: pools[dev].submit(timed, bi, dev),
+                                   lambda bi, future: future.result(), self.devices,
+                                   depth=LOOKAHEAD * self.threads_per_device):
                 yield res
-        finally:
-            with cv:
-                state["stop"] = True
-                cv.notify_all()
-            for th in threads:
-                th.join()
+        finally:  # (an error, or the consumer stopped): blocks not started are dropped
+            for pool in pools.values():
+                pool.shutdown(wait=True, cancel_futures=True)
             sys.setswitchinterval(interval)
 
-    def _block(self, run: _Run, device, ks: list[int]) -> "Traced | SpilledRows":
+    def _block(self, run: ChunkRun, device, ks: list[int]) -> "Traced | SpilledRows":
         """Traced candidates of one block (``q`` indexes ``ks``); in a file with ``spill_dir``."""
         local = [x for x, k in enumerate(ks) if run.live[k]]
         if not local:
@@ -709,7 +307,7 @@ class Engine:
             self.samples.setdefault(name, []).append(t1 - t0)
         return t1
 
-    def _tables(self, run: _Run, qs: list[Query], rows: int):
+    def _tables(self, run: ChunkRun, qs: list[Query], rows: int):
         """The block's tables (profile (rows, 5, H), gap_open, gap_extend, seed (rows, H)) at
         its height (the run's height of its tallest miRNA), on the device; rows past
         ``len(qs)`` repeat the last miRNA (a full block: one compiled shape). Built once per
@@ -719,7 +317,7 @@ class Engine:
         tabs += [tabs[-1]] * (rows - len(tabs))
         return height, [jax.device_put(np.stack([t[x] for t in tabs])) for x in range(4)]
 
-    def _words(self, run: _Run, dev: _OnDevice, qs: list[Query]):
+    def _words(self, run: ChunkRun, dev: OnDevice, qs: list[Query]):
         """(query_block, L/32, B) packed candidate-column flags of the bulk scan and the tiles
         per miRNA (:func:`~jaxrna.targets.extract.scan_block`), on the device; rows past
         ``len(qs)`` repeat the last miRNA."""
@@ -731,7 +329,7 @@ class Engine:
                                   pallas=self.kernel == "pallas", dtype=run.dtype,
                                   interpret=self.interpret)
 
-    def _extract(self, run: _Run, dev: _OnDevice, qs: list[Query], scanned) -> np.ndarray | None:
+    def _extract(self, run: ChunkRun, dev: OnDevice, qs: list[Query], scanned) -> np.ndarray | None:
         """Device-side refill, extraction and traceback (:mod:`jaxrna.targets.extract`): the
         candidates' rows (``q`` indexes ``qs``; see :meth:`Traced.from_rows`), None for none.
 
@@ -769,7 +367,7 @@ class Engine:
         overlap_rows[:len(qs)] = overlaps
         # move words for the longest traceback any miRNA of this height can have with this lead
         # (lead >= 2 W): fixed by the block's shapes
-        n_words = _round_up(-(-(height + run.lead // 2 + 2) // MOVES_PER_WORD), extract.ROUND_WORDS)
+        n_words = round_up(-(-(height + run.lead // 2 + 2) // MOVES_PER_WORD), extract.ROUND_WORDS)
         assert max_steps <= n_words * MOVES_PER_WORD
         threshold = self.params.score_threshold
         pallas = self.kernel == "pallas"
@@ -798,7 +396,7 @@ class Engine:
                                             batch=batch, lead=run.lead, pallas=pallas, dtype=run.dtype,
                                             interpret=self.interpret, capacity=capacity, n_words=n_words)
 
-        launched = [(first, launch(first, 0)) for first in range(0, _round_up(used, batch), batch)]
+        launched = [(first, launch(first, 0)) for first in range(0, round_up(used, batch), batch)]
         t0 = time.perf_counter()
         sizes = jax.device_get([out[2] for _, out in launched])  # one read-back for them all
         wanted, parts = [], []
@@ -827,7 +425,7 @@ class Engine:
             return None
         return parts[0] if len(parts) == 1 else _concat(parts)
 
-    def _host_extract(self, run: _Run, q: Query, words: np.ndarray) -> Traced:
+    def _host_extract(self, run: ChunkRun, q: Query, words: np.ndarray) -> Traced:
         """Free gaps (a whole target per lane): candidates extracted and traced on the host."""
         tidx, cols = run.chunk.candidate_columns(*packed_positions(words))
         if not len(tidx):
@@ -848,7 +446,7 @@ class Engine:
             members = np.flatnonzero(length == size)
             for s in range(0, len(members), SEGMENT_BATCH):
                 part = members[s:s + SEGMENT_BATCH]
-                width = max(64, _pow2(len(part)))
+                width = max(64, pow2(len(part)))
                 pos = chunk.starts[target[part]][None, :] + np.arange(size)[:, None]
                 inside = np.arange(size)[:, None] <= last[part][None, :]
                 lanes = np.full((size, width), 4, dtype=np.int8)

@@ -1,180 +1,60 @@
 """Host work of a target scan spread over processes, and the report written in miRanda's order.
 
 The devices hand over traced candidates per block of miRNAs (:meth:`Engine.iter_traced
-<jaxrna.targets.engine.Engine.iter_traced>`). Each block becomes a :class:`BlockJob`: hit
-selection (:mod:`jaxrna.targets.select`), energies, and the block's report text, written to a
-file of its own. Jobs run in a pool of worker processes (started with ``spawn``: JAX is never
-used in a forked child) while the devices scan the next blocks, or in this process where the
-machine has few cores. :class:`OrderedReport` copies the finished files into the output in
-miRanda's order (miRNA-major; for a target file read in several chunks, each miRNA's text of
-every chunk in turn), so the output never depends on block sizes, devices or workers.
+<jaxrna.targets.engine.Engine.iter_traced>`). Each block becomes a
+:class:`~jaxrna.targets.blocks.BlockJob`: hit selection (:mod:`jaxrna.targets.select`),
+energies, and the block's report text, written to a file of its own. Jobs run in the shared
+pool of worker processes (:func:`jaxrna.pipeline.worker_pool`: spawned, so JAX is never used in
+a forked child, and they never import it) while the devices scan the next blocks, or in this
+process where the machine has few cores. :class:`OrderedReport` copies the finished files into
+the output in miRanda's order (miRNA-major; for a target file read in several chunks, each
+miRNA's text of every chunk in turn), so the output never depends on block sizes, devices or
+workers; the copying runs in the background through :class:`jaxrna.pipeline.OrderedWriter`
+(``os.sendfile`` of the files' ranges, :func:`copy_ranges`).
 
 Energies (:mod:`jaxrna.targets.energy`) are folded in the job (the ``cpu`` and ``vienna``
 engines, or ``device`` without worker processes), or, with worker processes and the ``device``
 engine, by :class:`DeviceEnergies` in this process: a job first selects its hits and encodes
-their fold strings in a worker (:func:`fold_inputs_block`), the hits of many jobs are folded
-together on the devices while the scan goes on, and the job then goes back to the pool with its
-energies to be written (:func:`run_block`).
+their fold strings in a worker (:func:`~jaxrna.targets.blocks.fold_inputs_block`), the hits of
+many jobs are folded together on the devices while the scan goes on, and the job then goes back
+to the pool with its energies to be written (:func:`~jaxrna.targets.blocks.run_block`).
 
->>> import io
->>> from jaxrna.formats.miranda import writer_for
->>> from jaxrna.targets.select import TargetText, Traced
->>> chunk = ChunkInfo(["t1"], ["t1"], TargetText.from_sequences(["AAAA"]), seen=0, total=1)
->>> tr = Traced.from_moves(q=[0], t=[0], i=[4], j=[4], score=[20], moves=[[1, 1, 1, 1]])
->>> job = BlockJob(chunk, [0], ["m1"], ["m1"], ["UUUU"], tr,
-...                writer_for("miranda", None, no_energy=True, quiet=True).spec(), 0, True)
->>> texts, hits = render_block(job)
->>> print(texts[0].splitlines()[1])
-   Forward:	Score: 20.000000  Q:1 to 5  R:1 to 4 Align Len (4) (100.00%) (100.00%)
+What stays here rather than in :mod:`jaxrna.pipeline`, and why:
+
+- the jobs' order: :func:`~jaxrna.pipeline.map_ordered` maps one function over items in
+  order, but a block is written only once every chunk's job of it is done (the text of a
+  miRNA interleaves the chunks), and a job with device energies goes to the pool twice (its
+  fold strings, then its text): :class:`OrderedReport` keeps the futures by (chunk, block).
+- :class:`DeviceEnergies`' device threads: its device calls are not known ahead, they are
+  assembled from the hits of jobs as the workers hand them back (out of order, a job split
+  over calls, a short call only after :attr:`DeviceEnergies.WAIT` seconds without more), and
+  each device's threads take the next call when free. :func:`~jaxrna.pipeline.schedule` takes
+  an iterable of batches and collects them in input order on one host thread; feeding it
+  from a blocking queue would work, but would move the read-backs of every device and the
+  jobs' completion onto that one thread, in a path tuned on GPUs (not measured here).
 """
 
 from __future__ import annotations
 
 import codecs
 import concurrent.futures
+import functools
 import os
 import pickle
-import queue
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from jaxrna.io import cleanup
-from jaxrna.pipeline import worker_pool
+from jaxrna.pipeline import OrderedWriter, worker_pool
 from jaxrna.stages import NO_EVENTS, Events, count, stage
-from jaxrna.targets.records import PairResult
-from jaxrna.targets.scoring import ScanParams
-from jaxrna.targets.select import RowsRef, TargetText, Traced, accepted_hits, select
+from jaxrna.targets.blocks import BlockJob, ChunkInfo, fold_inputs_block, render_block, run_block
+from jaxrna.targets.select import RowsRef
 
-
-@dataclass
-class ChunkInfo:
-    """What the report of one chunk of targets needs (ids, descriptions, letters)."""
-
-    ids: list[str]
-    descriptions: list[str]
-    text: TargetText
-    seen: int    # targets before this chunk
-    total: int   # targets in the whole file (miRanda's running pair counter)
-
-
-@dataclass
-class BlockJob:
-    """One block of miRNAs against one chunk: traced candidates in, report text out."""
-
-    chunk: ChunkInfo | str           # or the path of a pickled ChunkInfo (worker processes)
-    ks: list[int]                    # the miRNAs' indices in the run
-    ids: list[str]
-    descriptions: list[str]
-    sequences: list[str]
-    traced: Traced | RowsRef         # q indexes ks (RowsRef: in a file, for worker processes)
-    writer: object                   # TargetsWriter.spec(), or (in this process) a writer
-    pair_offset: int
-    first_chunk: bool                # start each miRNA's text with its own header
-    params: ScanParams = field(default_factory=ScanParams)
-    energy: object = None            # an energy engine (or function), None with --no-energy
-    out_path: str | None = None
-    encoding: str = "utf-8"
-    energies: object = None          # the block's hit energies, folded elsewhere (kcal/mol)
-
-
-_CHUNKS: dict[str, ChunkInfo] = {}
-
-
-def _chunk_of(job: BlockJob) -> ChunkInfo:
-    if isinstance(job.chunk, ChunkInfo):
-        return job.chunk
-    if job.chunk not in _CHUNKS:
-        _CHUNKS.clear()  # one chunk at a time
-        with open(job.chunk, "rb") as fh:
-            _CHUNKS[job.chunk] = pickle.load(fh)
-    return _CHUNKS[job.chunk]
-
-
-def render_block(job: BlockJob) -> tuple[list[str], list[int]]:
-    """The report text and the number of accepted hits of each miRNA of a block, in order."""
-    chunk = _chunk_of(job)
-    if isinstance(job.writer, tuple):  # a writer's spec(), rebuilt here (a worker process)
-        fmt, no_energy, quiet, build = job.writer
-        writer = build(fmt, None, no_energy=no_energy, quiet=quiet)
-    else:  # a writer object (rendering in this process)
-        writer = job.writer
-    table = _table(job, chunk)
-    bounds = table.q.searchsorted(range(len(job.ks) + 1)).tolist() if len(table) else [0] * (len(job.ks) + 1)
-    energies = None                  # each table row's energy, for a writer that takes them
-    if not job.params.no_energy and getattr(writer, "table_energies", False):
-        energies = job.energies
-        if energies is None:
-            from jaxrna.targets.energy import fold_energies
-            from jaxrna.targets.select import fold_strings
-
-            energies = fold_energies(fold_strings(table), job.energy)
-        energies = np.asarray(energies, np.float64)
-        if len(energies) != len(table):
-            raise AssertionError(f"{len(energies)} energies for {len(table)} hits (a bug)")
-    threshold = job.params.energy_threshold
-    per_q = None
-    texts, hits = [], []
-    for x, k in enumerate(job.ks):
-        n = len(job.sequences[x])
-        head = writer.mirna_text(job.ids[x], job.descriptions[x], n) if job.first_chunk else ""
-        pair_base = job.pair_offset + k * chunk.total + chunk.seen + 1
-        lo, hi = bounds[x], bounds[x + 1]
-        mine = None if energies is None else energies[lo:hi]
-        text = writer.table_text(job.ids[x], n, table, lo, hi, chunk, pair_base, energies=mine,
-                                 energy_threshold=threshold)
-        if text is not None:
-            hits.append(hi - lo if mine is None else int((mine < threshold).sum()))
-        else:  # a format rendered a record at a time (tsv, json)
-            if per_q is None:
-                per_q = {}
-                for (q, t), h in accepted_hits(table, job.params, job.energy, job.energies).items():
-                    per_q.setdefault(q, {})[t] = h
-            found = per_q.get(x, {})
-            hits.append(sum(len(h) for h in found.values()))
-            wanted = range(len(chunk.ids)) if writer.pairs_need_text() else sorted(found)
-            text = "".join(writer.pair_text(PairResult(
-                job.ids[x], chunk.ids[t], n, int(chunk.text.lengths[t]), pair_base + t,
-                found.get(t, []), job.descriptions[x], chunk.descriptions[t])) for t in wanted)
-        texts.append(head + text)
-    return texts, hits
-
-
-def _table(job: BlockJob, chunk: ChunkInfo):
-    """The block's accepted hits before the energy filter (:func:`~jaxrna.targets.select.select`)."""
-    traced = job.traced.load() if isinstance(job.traced, RowsRef) else job.traced
-    return select(traced, job.sequences, chunk.text, job.params.strict)
-
-
-def fold_inputs_block(job: BlockJob) -> tuple:
-    """A block's hits as the device folds them (in a worker process): ``(FoldInputs of the
-    distinct fold strings, their special hairpins, each hit's index among them, (start, end,
-    CPU seconds))``."""
-    from jaxrna.targets.energy import unique_strings, encode, special_hairpins
-    from jaxrna.targets.select import fold_strings
-
-    start, cpu = time.perf_counter(), time.process_time()
-    uniq, where = unique_strings(fold_strings(_table(job, _chunk_of(job))))
-    inputs = encode(uniq)
-    special = special_hairpins(inputs)
-    return inputs, special, where, (start, time.perf_counter(), time.process_time() - cpu)
-
-
-def run_block(job: BlockJob) -> tuple[str, list[int], list[int], tuple[float, float, float]]:
-    """Render a block into ``job.out_path``: ``(path, bytes per miRNA, hits per miRNA, (start,
-    end, CPU seconds))``."""
-    start, cpu = time.perf_counter(), time.process_time()
-    texts, hits = render_block(job)
-    sizes = []
-    with open(job.out_path, "wb") as fh:
-        for text in texts:
-            data = text.encode(job.encoding)
-            sizes.append(len(data))
-            fh.write(data)
-    return job.out_path, sizes, hits, (start, time.perf_counter(), time.process_time() - cpu)
+__all__ = ["OrderedReport", "DeviceEnergies", "BlockJob", "ChunkInfo", "render_block", "run_block",
+           "fold_inputs_block", "copy_ranges", "LOCAL_JOBS"]
 
 
 class _Pending:
@@ -389,7 +269,7 @@ class OrderedReport:
         self.hits = 0
         self.encoding = getattr(writer.out, "encoding", None) or "utf-8"
         self.limit = 4 * workers + 4
-        self.copier: _Copier | None = None
+        self.copier: OrderedWriter | None = None
         self.spills: dict[tuple[int, int], str] = {}   # job -> the candidates' file it reads
         self.readers: dict[str, int] = {}              # file -> jobs yet to read it
         self._chunk_writer: _Background | None = None
@@ -507,10 +387,11 @@ class OrderedReport:
                 fd = self.writer.out.fileno()
             except (AttributeError, OSError, ValueError):
                 pass
-            if fd is not None:
-                self.copier = _Copier(fd, self.timeline)
+            if fd is not None:  # (no bound: a piece is a few file ranges)
+                self.copier = OrderedWriter(self.writer.out, max_pending=0,
+                                            write=functools.partial(copy_ranges, fd, self.timeline))
         if self.copier is not None:
-            self.copier.put(ranges, paths, block)
+            self.copier.write((ranges, paths, block))
             return
         for path, offset, size in ranges:
             with open(path, "rb") as src:
@@ -526,14 +407,14 @@ class OrderedReport:
 
     def _join(self) -> None:
         if self.copier is not None:
-            self.copier.join()
+            self.copier.close()
             self.copier = None
 
     def close(self) -> None:
         if self._chunk_writer is not None:
             self._chunk_writer.thread.join()
         if self.copier is not None:
-            self.copier.stop()
+            self.copier.abort()
         if self.energies is not None:
             self.energies.close()
         running = False
@@ -573,52 +454,17 @@ class _Background:
             raise self.error
 
 
-class _Copier:
-    """A thread copying file ranges to a file descriptor in order (``os.sendfile``, or reads and
-    writes where the descriptor takes no ``sendfile``)."""
-
-    def __init__(self, fd: int, timeline: Events = NO_EVENTS):
-        self.fd = fd
-        self.timeline = timeline
-        self.queue: queue.Queue = queue.Queue()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True, name="jaxrna-targets-copy")
-        self.thread.start()
-
-    def put(self, ranges, paths, block: int) -> None:
-        if self.error is not None:
-            raise self.error
-        self.queue.put((ranges, paths, block))
-
-    def _run(self) -> None:
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            if self.error is not None:
-                continue
-            try:
-                ranges, paths, block = item
-                with stage("write"):
-                    for path, offset, size in ranges:
-                        with open(path, "rb") as src:
-                            _send(self.fd, src, offset, size)
-                for path in paths:
-                    os.unlink(path)
-                self.timeline.mark("written", block)
-            except BaseException as exc:  # raised in the main thread
-                self.error = exc
-
-    def join(self) -> None:
-        self.queue.put(None)
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-
-    def stop(self) -> None:
-        self.error = self.error or RuntimeError("stopped")
-        self.queue.put(None)
-        self.thread.join()
+def copy_ranges(fd: int, timeline: Events, piece) -> None:
+    """Write one block of the report: ``piece`` = ``(ranges, paths, block)``, the ``(path, offset,
+    size)`` ranges copied to ``fd`` in order, then the ``paths`` removed (the write function of
+    :class:`OrderedReport`'s :class:`~jaxrna.pipeline.OrderedWriter`)."""
+    ranges, paths, block = piece
+    for path, offset, size in ranges:
+        with open(path, "rb") as src:
+            _send(fd, src, offset, size)
+    for path in paths:
+        os.unlink(path)
+    timeline.mark("written", block)
 
 
 def _send(fd: int, src, offset: int, size: int) -> None:
@@ -640,3 +486,4 @@ def _send(fd: int, src, offset: int, size: int) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+

@@ -3,11 +3,11 @@
 A run's device programs are fixed by (:mod:`jaxrna.targets.engine`):
 
 - the chunk's *class*: its target nucleotides padded to a power of two from 65,536
-  (:data:`~jaxrna.targets.engine.MIN_CHUNK_CLASS`; later chunks of a run keep the first one's
+  (:data:`~jaxrna.targets.sizes.MIN_CHUNK_CLASS`; later chunks of a run keep the first one's
   class): the device arrays' shapes follow from it, the chunk's own sizes (nucleotides, targets,
   lane length, overlap) are traced values;
 - the miRNA heights (lengths rounded up to 8; at most
-  :data:`~jaxrna.targets.engine.MAX_HEIGHTS` per run) and the tallest of them, which with the
+  :data:`~jaxrna.targets.sizes.MAX_HEIGHTS` per run) and the tallest of them, which with the
   gap penalties and the scale fixes the refill lead and the value type;
 - the option class: free gaps or not (a zero gap penalty or a scale <= 0 frees them: whole
   targets per lane, a host path this module does not prepare), energies or not.
@@ -43,11 +43,11 @@ TARGET_NT = 1 << 20
 
 
 def heights(mirna_length: int = MIRNA_LENGTH) -> list[int]:
-    """The miRNA heights (lengths rounded up to :data:`~jaxrna.targets.engine.ROW_STEP`) of
+    """The miRNA heights (lengths rounded up to :data:`~jaxrna.targets.sizes.ROW_STEP`) of
     miRNAs up to ``mirna_length`` nt."""
-    from jaxrna.targets.engine import ROW_STEP, _round_up
+    from jaxrna.targets.sizes import ROW_STEP, round_up
 
-    return list(range(ROW_STEP, _round_up(max(1, mirna_length), ROW_STEP) + 1, ROW_STEP))
+    return list(range(ROW_STEP, round_up(max(1, mirna_length), ROW_STEP) + 1, ROW_STEP))
 
 
 def chunk_classes(target_nt: int = TARGET_NT, max_length: int = 10_000) -> list[int]:
@@ -55,10 +55,10 @@ def chunk_classes(target_nt: int = TARGET_NT, max_length: int = 10_000) -> list[
     up to ``max_length``) can use: powers of two from the smallest class to the class of its
     largest chunk (a chunk closes once it holds the chunk size, with the record that reaches it)."""
     from jaxrna.targets.api import DEFAULT_CHUNK_NT
-    from jaxrna.targets.engine import MIN_CHUNK_CLASS, _bucket
+    from jaxrna.targets.sizes import MIN_CHUNK_CLASS, bucket
 
     largest = min(int(target_nt), DEFAULT_CHUNK_NT + int(max_length))
-    top = _bucket(max(largest, 1), MIN_CHUNK_CLASS)
+    top = bucket(max(largest, 1), MIN_CHUNK_CLASS)
     out, c = [], MIN_CHUNK_CLASS
     while c <= top:
         out.append(c)
