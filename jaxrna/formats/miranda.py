@@ -77,7 +77,7 @@ class TargetsWriter:
         """``(format, no_energy, quiet, build)``: enough to rebuild this writer in another
         process as ``build(format, None, no_energy=no_energy, quiet=quiet)`` (``build`` is
         :func:`writer_for`, which pickles by name; format "" for writers it cannot build). The
-        scan (:mod:`jaxrna.targets.output`) rebuilds writers from it without importing this
+        scan (:mod:`jaxrna.targets.blocks`) rebuilds writers from it without importing this
         layer above it."""
         return (self.name if type(self) in _BUILT else "", self.no_energy, self.quiet, writer_for)
 
