@@ -225,3 +225,38 @@ def test_interact_falls_back(monkeypatch, capsys):
     assert got == want and want[0] > 0
     assert len(warned) == 1 and "Pallas kernel interact.bpmax " in warned[0]
     assert not fallback.usable("interact.bpmax")
+
+
+# -- targets: the scan's kernels are chosen before anything is built --------------------------
+
+def test_targets_scan_falls_back(monkeypatch, capsys):
+    """The scan with the Pallas kernels of kernels/miranda_fill (interpret mode), and with them
+    forced to fail: the engine takes the pure-JAX scan, the same hits, one warning."""
+    from jaxrna.targets import engine as eng
+    from jaxrna.targets.scoring import ScanParams
+
+    params = ScanParams(no_energy=True)
+    q = eng.prepare_query("m", "", "GUGAGAUCAUUUUGAAAGCUG", params)
+    targets = [eng.make_target("t", "", "ACGUACGUAC" * 20 + "UAGUUUUCACAAUGAUCUCGG"
+                               + "ACGUACGUAC" * 20)]
+    kernels = []
+
+    def run():
+        engine = eng.Engine(params, kernel="pallas", interpret=True)
+        kernels.append(engine.kernel)
+        found = engine.scan_chunk([q], targets)
+        return sorted(found.items())
+
+    want, got, warned = _forced_run(monkeypatch, capsys, eng.PALLAS_KERNEL, run)
+    assert kernels == ["pallas", "xla"]
+    assert got == want and want[0][1][0].score == 167
+    assert len(warned) == 1 and f"Pallas kernel {eng.PALLAS_KERNEL} " in warned[0]
+
+
+def test_pallas_builds_probe(monkeypatch, capsys):
+    """The probe compiles the smallest kernel (interpret mode on a CPU); forced, it fails."""
+    assert fallback.pallas_builds("demo.probe", interpret=True)
+    monkeypatch.setenv(fallback.FORCE_ENV, "demo.other")
+    assert not fallback.pallas_builds("demo.other", interpret=True)
+    assert fallback.pallas_builds("demo.probe", interpret=True)
+    assert len(_warnings(capsys.readouterr().err)) == 1

@@ -86,6 +86,44 @@ def compile_or_fallback(kernel: str, pallas: Callable[[], T], pure: Callable[[],
     return pure()
 
 
+_probed: dict[bool, BaseException | None] = {}
+
+
+def _probe(interpret: bool) -> None:
+    """Compile (and run once) the smallest Pallas kernel: raises where Pallas does not build
+    with this JAX (on this platform). Done once per process and mode."""
+    if interpret not in _probed:
+        try:
+            import jax
+            import jax.numpy as jnp
+            from jax.experimental import pallas as pl
+
+            def kernel(x_ref, o_ref):
+                o_ref[...] = x_ref[...] + 1
+
+            call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.int32),
+                                  interpret=interpret)
+            jax.block_until_ready(jax.jit(call)(jnp.zeros((8, 128), jnp.int32)))
+            _probed[interpret] = None
+        except Exception as exc:  # noqa: BLE001 - whatever a broken Pallas raises
+            _probed[interpret] = exc
+    if _probed[interpret] is not None:
+        raise _probed[interpret]
+
+
+def pallas_builds(kernel: str, interpret: bool = False) -> bool:
+    """For call sites that must choose their path before building anything (the shapes of
+    their data depend on it): whether to take ``kernel``'s Pallas path -- not failed before,
+    not forced to fail (:data:`FORCE_ENV`), and the smallest Pallas kernel builds here. Where
+    not, ``kernel`` is remembered as failed (one warning per process, as for
+    :func:`compile_or_fallback`).
+
+    >>> reset(); pallas_builds("demo", interpret=True)
+    True
+    """
+    return compile_or_fallback(kernel, lambda: _probe(interpret) or True, lambda: False)
+
+
 def reset() -> None:
     """Forget every failure and the warning (tests)."""
     global _warned

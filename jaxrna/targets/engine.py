@@ -63,6 +63,7 @@ import time
 import jax
 import numpy as np
 
+from jaxrna.kernels.fallback import pallas_builds
 from jaxrna.kernels.miranda_fill import packed_positions
 from jaxrna.pipeline import schedule
 from jaxrna.stages import NO_EVENTS, Events
@@ -91,6 +92,9 @@ SEGMENT_BATCH = 4096  # free gaps: segments per refill call
 #: with empty lanes (a GPU refills 32,768 tiles in well under a millisecond; a CPU's work is
 #: per tile, so small calls waste less)
 LANE_BATCH = {"pallas": 32768, "xla": 1024}
+#: The name :mod:`jaxrna.kernels.fallback` knows the scan's Pallas kernels by
+#: (:mod:`jaxrna.kernels.miranda_fill`; the pure-JAX scan is ``kernel="xla"``).
+PALLAS_KERNEL = "targets.miranda"
 THREADS_PER_DEVICE = {"gpu": 3}               # device threads (default 1)
 LOOKAHEAD = 4         # blocks a device thread may run ahead of the consumer, per thread
 #: Python's thread switch interval while several device threads run (seconds; Python's default
@@ -133,6 +137,8 @@ class Engine:
         self.devices = list(devices) if devices else jax.devices()
         if kernel == "auto":
             kernel = "pallas" if self.devices[0].platform == "gpu" else "xla"
+        if kernel == "pallas" and not pallas_builds(PALLAS_KERNEL, interpret):
+            kernel = "xla"      # a JAX whose Pallas does not build: the pure-JAX scan
         self.kernel = kernel
         self.interpret = interpret
         self.query_block = query_block or (16 if kernel == "pallas" else 1)
