@@ -27,14 +27,14 @@ def _fasta(path, count, lo, hi, seed):
 def test_plan_bound_up_to_10000_nt():
     """Any length mix up to 10,240 nt: at most 8 batch shapes (one per class, fixed rows)."""
     from jaxrna.batching import length_class_ladder
-    from jaxrna.fold.api import _batches
+    from jaxrna.fold.plan import plan_batches
 
     assert len(length_class_ladder(10_000)) == len(length_class_ladder(10_240)) == 8
     rng = np.random.default_rng(0)
     for _ in range(5):
         lengths = rng.integers(1, 10_241, 3000)
-        shapes = {(p, cap) for p, cap, _ in _batches(lengths, np.arange(len(lengths)), "cpu",
-                                                     None)}
+        shapes = {(p, cap) for p, cap, _ in plan_batches(lengths, np.arange(len(lengths)),
+                                                         "cpu", None)}
         assert len(shapes) <= 8 and len({p for p, _ in shapes}) == len(shapes)
 
 

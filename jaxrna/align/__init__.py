@@ -4,7 +4,8 @@
 Python), ``recurrence`` (the kernels' recurrence with a scheme's scores), ``traceback`` (host
 walks through direction bits), ``api`` (strings and records in, :class:`Alignment` out),
 ``engine`` (what ``jaxrna align`` runs: FASTA files in bulk, batches on the device, formatted
-text out) and ``host`` (parasail's values with our traceback, on a CPU). The recurrence, the
+text out; its parts ``jobs``, ``chunks``, ``host_runner`` and ``device_runner``) and ``host``
+(parasail's values with our traceback, on a CPU). The recurrence, the
 batched and Pallas sweeps and the device traceback live in :mod:`jaxrna.kernels.gotoh` and
 :mod:`jaxrna.kernels.wavefront`.
 """

@@ -28,6 +28,9 @@ multiloop split, run as Pallas kernels (:mod:`jaxrna.kernels.shifted_min`, ``int
 Energies are int32 dcal/mol; ``INF`` (10,000,000) marks impossible cells, and any value above
 ``INF / 2`` is stored as ``INF`` so sums of impossible terms never look finite.
 
+The host-side inputs (padded codes, pairing constraints, special hairpins) are prepared by
+:mod:`jaxrna.energy.inputs` (:func:`prepare`, :func:`prepare_batch`, importable from here).
+
 >>> from jaxrna.energy.params import load_params
 >>> from jaxrna.energy.terms import device_params
 >>> inp = prepare("GGGGAAACCCC", load_params(), 64)
@@ -41,21 +44,20 @@ from __future__ import annotations
 
 import functools
 from functools import partial
-from typing import Iterable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.energy import terms
-from jaxrna.energy.encoding import encode_bytes, normalize
+# the host-side inputs live in :mod:`jaxrna.energy.inputs`; importable from here as before
+from jaxrna.energy.inputs import (SEQ_LEFT, prepare, prepare_batch, seq_pad,  # noqa: F401
+                                  special_hairpin_hits)
 from jaxrna.energy.params import INF, MAXLOOP
 from jaxrna.energy.terms import COL_PAD, ROW_PAD
 
 #: Values at or above this are impossible (stored as INF).
 BIG = INF // 2
-#: Codes are padded with this many positions on the left (reads of i - 1).
-SEQ_LEFT = 8
 GROUP_TABLES = terms.GROUP_NAMES
 #: The tables of ``T``'s second axis, in order.
 TABLES = ("C", "M2") + GROUP_TABLES + ("M",)
@@ -103,83 +105,6 @@ def along(x, ref):
     [0, 0]
     """
     return jnp.where(ref == ref, x, x)
-
-
-def seq_pad(length: int) -> int:
-    """Padded length of the code arrays for tables of ``length`` positions."""
-    return SEQ_LEFT + 2 * length + COL_PAD + 8
-
-
-def prepare(sequence: str, params, length: int, unpaired: Iterable[int] = ()) -> dict:
-    """Host-side inputs for :func:`fill` of one sequence padded to ``length``: codes, the
-    positions allowed to pair, and the special hairpin energies (NumPy arrays)."""
-    batch = prepare_batch([sequence], params, length, [unpaired])
-    return {key: value[0] for key, value in batch.items()}
-
-
-@functools.lru_cache(maxsize=64)
-def _special_keys(params, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The special hairpins of ``size`` as sorted packed keys (see :func:`_pack`) and energies."""
-    table = params.special_hairpins(size)
-    keys = np.array([_pack(k.encode("latin-1", "replace")) for k in table], np.uint64)
-    values = np.array(list(table.values()), np.int32)
-    order = np.argsort(keys)
-    return keys[order], values[order]
-
-
-def _pack(text: bytes) -> int:
-    """Up to 8 letters as one little-endian integer."""
-    return int.from_bytes(text.ljust(8, b"\0")[:8], "little")
-
-
-def special_hairpin_hits(letters: np.ndarray, lengths: np.ndarray, params, size: int
-                         ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Where the special hairpins of ``size`` (3, 4 or 6 unpaired) of ``params`` are, in a
-    batch of letter rows (uint8 ``(B, L)``, uppercase, 0 past each row's ``lengths``): ``(hit,
-    energy)``, both ``(B, L - size - 1)``, for the loop closed by (i, i + size + 1); None when
-    the set has none of that size or the rows are too short."""
-    keys, values = _special_keys(params, size)
-    width = size + 2
-    starts = letters.shape[1] - width + 1
-    if not len(keys) or starts <= 0:
-        return None
-    packed = np.zeros((letters.shape[0], starts), np.uint64)
-    for k in range(width):
-        packed |= letters[:, k:k + starts].astype(np.uint64) << np.uint64(8 * k)
-    pos = np.minimum(np.searchsorted(keys, packed), len(keys) - 1)
-    hit = (keys[pos] == packed) & (np.arange(starts)[None, :] + width <= np.asarray(lengths)[:, None])
-    return hit, values[pos]
-
-
-def prepare_batch(sequences: Sequence[str], params, length: int,
-                  unpaired: Sequence[Iterable[int]] | None = None) -> dict:
-    """:func:`prepare` of many sequences at once, stacked (vectorised with NumPy: the host
-    side of a large batch costs little next to its folding)."""
-    count = len(sequences)
-    texts = [normalize(x) for x in sequences]
-    n = np.array([len(t) for t in texts], np.int32)
-    if count and n.max() > length:
-        raise ValueError(f"sequence of length {int(n.max())} does not fit in {length}")
-    inside = np.arange(length)[None, :] < n[:, None]
-    letters = np.zeros((count, length), np.uint8)
-    letters[inside] = np.frombuffer("".join(texts).encode("latin-1", "replace"), np.uint8)
-    total = seq_pad(length)
-    s = np.zeros((count, total), np.int32)
-    s[:, SEQ_LEFT:SEQ_LEFT + length] = encode_bytes(letters)
-    allowed = np.zeros((count, total), bool)
-    allowed[:, SEQ_LEFT:SEQ_LEFT + length] = inside
-    for row, positions in enumerate(unpaired or ()):
-        for k in positions:
-            if not 0 <= k < n[row]:
-                raise ValueError(f"unpaired position {k} outside the sequence (0..{n[row] - 1})")
-            allowed[row, SEQ_LEFT + k] = False
-    special = np.full((count, 3, length + COL_PAD), INF, np.int32)
-    for idx, size in enumerate((3, 4, 6)):
-        found = special_hairpin_hits(letters, n, params, size)
-        if found is not None:
-            hit, energy = found
-            special[:, idx, :hit.shape[1]] = np.where(hit, energy, INF)
-    return {"s": s, "allowed": allowed, "special": special, "n": n}
 
 
 # --------------------------------------------------------------------------- views

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -20,7 +19,12 @@ import numpy as np
 
 from jaxrna import stages
 from jaxrna.alphabet import encode
-from jaxrna.batching import batch_rows, bucket_length, bucket_length_coarse
+from jaxrna.batching import batch_rows, bucket_length
+# the batch plan lives in :mod:`jaxrna.fold.plan`; its names are importable from here as before
+from jaxrna.fold.plan import (DEVICE_BYTES_PER_CELL, GPU_BATCH_BUDGET,  # noqa: F401
+                              GPU_WORK_FROM, MAX_ROWS, PARTITION_GPU_WORK_FROM, batch_cap,
+                              choose_engine, class_of, length_classes, plan_batches,
+                              work_estimate)
 from jaxrna.fold.traceback import pairs_to_dotbracket
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
@@ -28,22 +32,14 @@ from jaxrna.oom import split_on_oom
 from jaxrna.runtime import human_bytes, memory_bytes
 from jaxrna.weights import ScoredResult, WeightSet, parse_weights
 
-log = logging.getLogger("jaxrna")
 
 TILE = 64
 #: Bytes per padded position squared: device tiles and row-shifted copy (2 x 4 B, plus group
 #: padding), the host copy and the dense table used by the traceback.
 BYTES_PER_CELL = 20
-#: Device bytes per padded position squared of a batch row (tiles, shifted copy, slack).
-DEVICE_BYTES_PER_CELL = 12
 #: On a GPU, longer sequences are folded one at a time by the packed Pallas schedule
 #: (:mod:`jaxrna.fold.gpu`), whose table and traceback stay on the device.
 GPU_PACKED_ABOVE = 4096
-#: Rows of one batch, at most (CPU, GPU); a batch takes the next power of two of its count
-#: (so a length bucket takes one or two compiled programs: full batches and the last one).
-MAX_ROWS = {"cpu": 64, "gpu": 1024}
-#: Device memory one GPU batch may take.
-GPU_BATCH_BUDGET = 4 << 30
 #: Block-diagonal groups of the tiled fill (:func:`jaxrna.fold.blocked.blocked_fill`): on a
 #: GPU one (the schedule is latency-bound; one loop body compiles fastest), on a CPU two
 #: (less work on empty tiles, still a fraction of the compile time of eight).
@@ -97,41 +93,6 @@ def check_memory(length: int, record_id: str, max_bytes: int | None = None,
             f"{length} nt need about {human_bytes(need)} to fold, more than the "
             f"{human_bytes(limit)} allowed; fold it on a GPU with more memory (--backend gpu), "
             f"split it into domains, or raise --max-memory")
-
-
-def work_estimate(lengths: Iterable[int]) -> float:
-    """Split operations (n^3 / 6 per sequence) of folding sequences of these lengths."""
-    return float(sum(n * n * n for n in lengths)) / 6.0
-
-
-#: ``--backend auto``: jobs of less work (split operations) fold on the CPU, where they finish
-#: before a GPU would have started (CUDA start-up and loading the programs take seconds).
-GPU_WORK_FROM = 2e9
-#: The same for the partition function (about 20 times the CPU time per operation).
-PARTITION_GPU_WORK_FROM = 1e8
-
-
-def choose_engine(requested: str, work: float) -> str:
-    """``host`` (NumPy, no JAX: :mod:`jaxrna.fold.host`), ``cpu`` or ``gpu`` for a job of
-    ``work`` split operations and ``--backend requested``. Decided before JAX starts: ``host``
-    when the CPU is asked for or good enough (``auto``) and the work is below
-    :data:`~jaxrna.fold.host.HOST_WORK_LIMIT` (importing JAX alone would take longer);
-    otherwise :func:`jaxrna.runtime.choose_backend` (the CPU without starting CUDA when the
-    work is below :data:`GPU_WORK_FROM`).
-
-    ``$JAXRNA_FOLD_HOST_WORK`` overrides the limit (0: never the NumPy engine).
-
-    >>> choose_engine("auto", 1e6), choose_engine("cpu", 1e6)
-    ('host', 'host')
-    """
-    from jaxrna.fold.host import HOST_WORK_LIMIT
-    from jaxrna.runtime import announce_host, choose_backend
-
-    limit = float(os.environ.get("JAXRNA_FOLD_HOST_WORK", HOST_WORK_LIMIT))
-    if requested in ("auto", "cpu") and work < limit:
-        announce_host(f"--backend {requested}, a small job")
-        return "host"
-    return choose_backend(requested, work, GPU_WORK_FROM)
 
 
 # ------------------------------------------------------------------------------------------
@@ -305,78 +266,6 @@ def _prefetch(rows: int, padded: int, with_pairs: bool, backend: str, device) ->
                       _first_static(with_pairs, backend), device)
 
 
-def length_classes(backend: str) -> list[int]:
-    """The padded lengths (classes) of the batch programs on ``backend``, up to 10,240 nt
-    (:func:`jaxrna.batching.length_class` on a CPU, whose fill runs each row over its own
-    tiles; the GPU's coarse ladder, :func:`jaxrna.batching.bucket_length_coarse`, whose
-    vmapped fill works on every tile of a row)."""
-    from jaxrna.batching import length_class_ladder
-
-    if backend == "cpu":
-        return length_class_ladder(10_240)
-    return sorted({bucket_length_coarse(n) for n in (1, *[1 << k for k in range(7, 13)])})
-
-
-def class_of(n: int, backend: str) -> int:
-    """The padded length of a sequence of ``n`` nt in a batch on ``backend``."""
-    from jaxrna.batching import length_class
-
-    return length_class(n) if backend == "cpu" else bucket_length_coarse(n)
-
-
-def batch_cap(size: int, backend: str, budget: int | None = None) -> int:
-    """Rows of every batch of padded length ``size`` on ``backend`` (a power of two: the
-    memory budget's, at most :data:`MAX_ROWS`)."""
-    if budget is None:
-        budget = GPU_BATCH_BUDGET if backend == "gpu" else 1 << 30
-    fit = max(1, budget // (DEVICE_BYTES_PER_CELL * size * size))
-    return batch_rows(0, min(fit, MAX_ROWS[backend]), fill=True)
-
-
-def _batches(lengths: np.ndarray, members: np.ndarray, backend: str,
-             budget: int | None) -> list[tuple[int, int, np.ndarray]]:
-    """``(padded length, row cap, members)`` of each batch (members: indices into the chunk).
-
-    Members are grouped by padded length (the CPU's classes, :func:`class_of`, the GPU's
-    coarse ladder) into batches of ``cap`` rows (the memory budget's, a power of two: one
-    batch shape per class). On a CPU a class's members go by length (a batch's traceback
-    takes as many steps as its longest row needs). On a GPU, where a
-    batch's time is set by its chain of dependent steps (which grows with the padded length)
-    far more than by its rows, the free rows of each length's last batch are then filled with
-    the shortest-padded sequences of the shorter lengths: 1,000 sequences of 50-500 nt go as
-    one batch of 1,024 x 512 (one program; 0.21 s on an H200, against 0.40 s for three
-    batches of 128, 256 and 512).
-
-    >>> lengths = np.array([60, 300, 500, 100, 200])
-    >>> [(p, m.tolist()) for p, _, m in _batches(lengths, np.arange(5), "gpu", None)]
-    [(512, [1, 2, 4, 0, 3])]
-    >>> [(p, m.tolist()) for p, _, m in _batches(lengths, np.arange(5), "cpu", None)]
-    [(256, [0, 3, 4]), (512, [1, 2])]
-    """
-    padded = np.array([class_of(int(n), backend) for n in lengths[members]], np.int64) \
-        if len(members) else np.zeros(0, np.int64)
-
-    def cap_for(size: int) -> int:
-        return batch_cap(size, backend, budget)
-
-    out: list[list] = []
-    for size in sorted(set(padded.tolist()), reverse=backend == "gpu"):
-        group = members[padded == size]
-        if backend == "cpu":
-            group = group[np.argsort(lengths[group], kind="stable")]
-        cap = cap_for(size)
-        if backend == "gpu" and out:                     # top up the last, longer batch
-            last = out[-1]
-            take = group[:max(last[1] - len(last[2]), 0)]
-            if len(take):
-                last[2] = np.concatenate([last[2], take])
-                group = group[len(take):]
-        for s in range(0, len(group), cap):
-            out.append([size, cap, group[s:s + cap]])
-    out.sort(key=lambda b: int(b[2].min()))
-    return [(size, cap, m) for size, cap, m in out]
-
-
 @dataclass
 class _Job:
     """One unit of work of a chunk: ``kind`` is ``batch`` (a device batch), ``host`` (the
@@ -448,7 +337,7 @@ class _Folder:
         if self.backend == "host":
             yield _Job("host", chunk, members, results=results)
             return
-        plan = _batches(lengths, members, self.backend, self.budget)
+        plan = plan_batches(lengths, members, self.backend, self.budget)
         if self.backend == "gpu":          # compile (or load) the batch shapes side by side
             shapes = {(self.rows(len(g), cap), padded) for padded, cap, g in plan}
             for rows, padded in sorted(shapes, key=lambda x: -x[1]):

@@ -5,7 +5,7 @@ second more loading (or tracing) its compiled programs, for ~1 ms of device work
 fills the same table with NumPy (the table is unique, so the traceback of
 :mod:`jaxrna.fold.traceback` gives the same structure as every other path) and never imports
 JAX. ``jaxrna fold`` uses it when the whole job is below :data:`HOST_WORK_LIMIT` split
-operations (:func:`jaxrna.fold.engine.choose_engine`).
+operations (:func:`jaxrna.fold.plan.choose_engine`).
 
 Layout as :mod:`jaxrna.fold.fill`, for a batch of ``B`` sequences of one padded length ``n``:
 ``rows[b, 1 + d, i] = N(i, i + d)`` and ``cols[b, n - 1 - d, j] = N(j - d, j)``; the split
