@@ -10,6 +10,22 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("JAXRNA_CACHE_DIR", "off")
 
 
+def _has_gpu() -> bool:
+    import jax
+
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:  # no GPU backend
+        return False
+
+
+def pytest_runtest_setup(item):
+    """``@pytest.mark.gpu`` tests skip without a GPU. JAX starts its backends here, for such a
+    test only (other tests may still set ``XLA_FLAGS`` before JAX starts)."""
+    if item.get_closest_marker("gpu") is not None and not _has_gpu():
+        pytest.skip("needs a GPU")
+
+
 @pytest.fixture
 def test_data():
     return TEST_DATA

@@ -104,6 +104,7 @@ def folded():
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_every_format_is_byte_identical_to_the_jax_engine(folded, fmt):
     for model, _, _, vie, want in folded:

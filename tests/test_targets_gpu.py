@@ -11,7 +11,6 @@ from jaxrna.targets.engine import Engine, make_target, prepare_query
 from jaxrna.targets.scan import scan_lanes
 from jaxrna.targets.scoring import ScanParams
 
-HAS_GPU = any(d.platform == "gpu" for d in jax.devices())
 
 
 def _case(seed, length, width):
@@ -44,7 +43,7 @@ def test_pallas_interpret_matches_pure_jax():
         assert sorted(zip(col.tolist(), lane.tolist())) == sorted(zip(*map(list, np.nonzero(exp))))
 
 
-@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+@pytest.mark.gpu
 def test_pallas_gpu_matches_pure_jax():
     params, tabs, lanes = _case(2, 640, 1024)
     words = scan_lanes_packed(*[np.stack([t[x] for t in tabs]) for x in range(4)], lanes,
@@ -53,7 +52,7 @@ def test_pallas_gpu_matches_pure_jax():
         assert np.array_equal(unpack_flags(np.asarray(words[k])), _expected(params, tab, lanes))
 
 
-@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+@pytest.mark.gpu
 def test_gpu_engine_matches_cpu_engine():
     rng = np.random.default_rng(5)
     params = ScanParams(score_threshold=100, no_energy=True)
