@@ -58,6 +58,7 @@ def float_scores(seq, weights, min_loop):
 # exactness on tiny inputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("weights", WEIGHT_SETS)
 @pytest.mark.parametrize("min_loop", [0, 1, 3])
 def test_equals_exhaustive_enumeration(weights, min_loop):
@@ -116,6 +117,7 @@ def medium():
             (rand_seq(rng, 64, "ACGUN"), "unit", 1, 2.0)]
 
 
+@pytest.mark.slow
 def test_equals_mccaskill_reference(medium):
     for seq, weights, ml, T in medium:
         w = parse_weights(weights)
@@ -188,6 +190,7 @@ def test_log_semiring_evaluation_is_ln_z(x64):
         assert float(rows[len(seq), 0]) == pytest.approx(lz, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_custom_vjp_equals_plain_autodiff_and_finite_differences(x64):
     rng = random.Random(9)
     seq = rand_seq(rng, 30)
@@ -254,6 +257,7 @@ def test_gradient_memory_is_quadratic(x64):
     assert blocked < blocked_bytes(n, 32)
 
 
+@pytest.mark.slow
 def test_vmap_of_the_blocked_gradient(x64):
     rng = random.Random(6)
     seqs = [rand_seq(rng, 30), rand_seq(rng, 17)]

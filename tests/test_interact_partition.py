@@ -168,6 +168,7 @@ def small_brute(small_items):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
 def test_log_partition_and_probabilities_equal_enumeration(small_items, small_brute,
                                                            temperature):
@@ -239,6 +240,7 @@ def test_low_temperature_tends_to_bpmax(small_items):
 
 # ---- the JAX evaluation: max-plus is BPMax ---------------------------------------------------
 
+@pytest.mark.slow
 def test_max_plus_equals_bpmax():
     items, want = [], []
     for s1, s2, values in VECTORS:

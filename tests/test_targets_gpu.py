@@ -31,6 +31,7 @@ def _expected(params, tab, lanes):
                                  threshold=params.score_threshold))
 
 
+@pytest.mark.slow
 def test_pallas_interpret_matches_pure_jax():
     params, tabs, lanes = _case(1, 32, 128)
     tabs = tabs[:2]
@@ -71,6 +72,7 @@ def test_gpu_engine_matches_cpu_engine():
     assert got == expected and len(expected) >= 12
 
 
+@pytest.mark.slow
 def test_pallas_refill_interpret_matches_pure_jax():
     """The multi-miRNA refill kernel (a miRNA per block of 128 lanes, blocks marked -1 skipped,
     reset flags starting new targets inside a segment) against the pure-JAX full fill."""
@@ -97,6 +99,7 @@ def test_pallas_refill_interpret_matches_pure_jax():
         assert np.array_equal(np.asarray(ec).astype(np.int8), np.asarray(code)[:, :, blk * 128:(blk + 1) * 128])
 
 
+@pytest.mark.slow
 def test_pallas_engine_interpret_matches_xla_engine():
     """The whole Pallas path (bulk scan, tiles, refill, device traceback) in interpret mode,
     two device threads, against the pure-JAX engine."""
