@@ -79,6 +79,7 @@ def special_hairpin_cases(params):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["turner2004", "turner1999"])
 def test_special_hairpins_equal_vienna(name):
     params = load_params(name)

@@ -70,6 +70,7 @@ def test_table_equals_reference_for_every_weight_set(rng, ws):
         assert pairs == traceback(ref, encode(seq), w.matrix(), min_loop)
 
 
+@pytest.mark.slow
 def test_equals_cpu_path(rng):
     """Same table as the CPU path (jaxrna.fold.blocked, what api.py runs on CPU)."""
     w = parse_weights("bpmax")

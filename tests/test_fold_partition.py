@@ -238,6 +238,7 @@ def test_vmap_over_a_padded_batch(x64):
         assert np.all(np.asarray(grads[b])[n:, :] == 0)         # padding never pairs
 
 
+@pytest.mark.slow
 def test_gradient_memory_is_quadratic(x64):
     """Plain autodiff through the sweep keeps every span's slices (O(n^3)); the custom_vjp
     keeps the tables (O(n^2)), within the estimate the CLI refuses sequences by."""
@@ -281,6 +282,7 @@ def test_vmap_of_the_blocked_gradient(x64):
 # the tiled path
 
 
+@pytest.mark.slow
 def test_blocked_equals_exact_on_longer_sequences(x64):
     rng = random.Random(12)
     for n, weights, ml, T, tile in ((96, "bpmax", 3, 1.0, 16), (96, "unit", 0, 0.4, 16)):
@@ -294,6 +296,7 @@ def test_blocked_equals_exact_on_longer_sequences(x64):
         assert np.allclose(Pb, Pe, rtol=1e-9, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_guard_falls_back_to_the_exact_path(monkeypatch):
     rng = random.Random(13)
     seq = rand_seq(rng, 60)

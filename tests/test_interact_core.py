@@ -73,6 +73,7 @@ def test_fill_equals_reference_everywhere(geo):
             assert [int(x) for x in s_i[k][d, :len(t) - d]] == [S2[i][i + d] for i in range(len(t) - d)]
 
 
+@pytest.mark.slow
 def test_windowed_cells_equal_unwindowed():
     # the windowed geometry and the whole one share padded sizes and batch size, so both are
     # compiled once for the test above

@@ -190,6 +190,7 @@ def test_log_partition_and_probabilities_equal_enumeration(small_items, small_br
         assert P.inter[k].min() >= -1e-12
 
 
+@pytest.mark.slow
 def test_structure_counts_equal_enumeration(small_items, small_brute):
     lz, _ = probabilities(small_items, 1.0, zero_scores=True)       # every structure weighs 1
     for k, b in enumerate(small_brute[1.0]):

@@ -115,6 +115,7 @@ def test_bulk_scan_column_flags():
         assert np.array_equal(col, expected) and expected.any()
 
 
+@pytest.mark.slow
 def test_thousands_of_pairs_default_options():
     """3,000 pairs, miRNAs of 4-30 nt, N/IUPAC/lowercase/T, sites at both ends, targets shorter
     than the miRNA, short lanes so sites cross lane boundaries."""
