@@ -10,6 +10,35 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("JAXRNA_CACHE_DIR", "off")
 
 
+def _has_gpu() -> bool:
+    import jax
+
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:  # no GPU backend
+        return False
+
+
+#: Docstring examples that compile large programs: marked ``slow`` (8-35 s each on 2 loaded
+#: cores, 2026-11-25; the other examples take under 8 s).
+SLOW_DOCTESTS = frozenset({"jaxrna.energy.api", "jaxrna.interact.partition", "jaxrna.energy.fill",
+                           "jaxrna.core", "jaxrna.fold.gpu", "jaxrna.fold.partition_blocked",
+                           "jaxrna.fold.outside", "jaxrna.targets"})
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if type(item).__name__ == "DoctestItem" and item.name in SLOW_DOCTESTS:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_runtest_setup(item):
+    """``@pytest.mark.gpu`` tests skip without a GPU. JAX starts its backends here, for such a
+    test only (other tests may still set ``XLA_FLAGS`` before JAX starts)."""
+    if item.get_closest_marker("gpu") is not None and not _has_gpu():
+        pytest.skip("needs a GPU")
+
+
 @pytest.fixture
 def test_data():
     return TEST_DATA

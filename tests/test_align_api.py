@@ -27,6 +27,7 @@ def mutate(rng, s, rate=0.15):
     return "".join(out) or "A"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_checkpointed_traceback_equals_full_table(mode):
     """Blocks of 8 recomputed from edge checkpoints give the full table's alignments."""

@@ -185,6 +185,7 @@ def test_edit_preset_is_seed_002_cost():
 SMALL_KERNEL = {"tile": 8, "rows": 4, "lanes": 8}   # small shapes: quick to interpret
 
 
+@pytest.mark.slow
 def test_pallas_paths_through_the_api_interpret():
     """Many pairs one per lane, long pairs as tiles along block antidiagonals (score only and
     the checkpointed traceback): the Pallas paths in interpret mode against Biopython."""

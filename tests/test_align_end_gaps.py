@@ -152,6 +152,7 @@ def test_batch_paths_equal_reference(name):
             assert (int(s2[k]), int(si[k]), int(sj[k])) == (r.score, 0, 0)
 
 
+@pytest.mark.slow
 def test_pallas_kernels_interpret_equal_pure_jax():
     """The lane kernel (scores; direction bits and the device walk) and the int16x2 packed
     kernel (its end gap rows: each pair's first row inside the kernel, the last row) in
@@ -185,6 +186,7 @@ def test_pallas_kernels_interpret_equal_pure_jax():
     assert packed == 2 and not packed_ok(SCHEMES["end open<extend"][0], 72, 13)
 
 
+@pytest.mark.slow
 def test_long_pair_paths_interpret():
     """The checkpointed traceback (pure JAX and the tile wavefront, blocks of 16, tiles of 8)
     and the tile wavefront's scores: the plain batch path's results, the end gaps of a
@@ -306,6 +308,7 @@ def test_cli(tmp_path, capsys):
 # --------------------------------------------------------------------------- the partition function
 
 
+@pytest.mark.slow
 def test_partition_function_with_end_gaps():
     """``ln Z`` and the match posteriors with end gaps scored apart: every global alignment
     counted once, each end gap run weighing by the end gap scores (1 when free), as listing
@@ -410,6 +413,8 @@ CASES = {
 }
 
 
+@pytest.mark.slow
+@pytest.mark.external
 @pytest.mark.parametrize("case", list(CASES))
 def test_scores_and_rows_equal_emboss(case, tmp_path):
     """jaxrna's ``pair`` output against EMBOSS's on 100 random pairs per case (see the module

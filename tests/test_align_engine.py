@@ -57,6 +57,7 @@ def _ops_text(ops, length):
     return ["".join("MID"[o] for o in row[:k]) for row, k in zip(ops, length)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 @pytest.mark.parametrize("name", ["ties", "BLOSUM62"])
 def test_device_walk_equals_host_walk_and_biopython(mode, name):
@@ -84,6 +85,7 @@ def test_device_walk_equals_host_walk_and_biopython(mode, name):
                         int(out[4][k]), int(out[2][k]), ops[k], local)
 
 
+@pytest.mark.slow
 def test_lanes_align_interpret_equals_batch_align():
     """The Pallas kernel writing direction bits (one pair per lane) and the walk over them,
     in interpret mode on small shapes."""
@@ -156,6 +158,7 @@ def _write(path, rng, count, lo, hi, alphabet):
     return str(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine_name", ["device", "host"])
 def test_engine_output_is_the_old_paths(tmp_path, engine_name):
     """Whole runs (all pairs and zip, global and local, every format, score only) write what
@@ -279,6 +282,7 @@ def test_errors_and_pairing(tmp_path):
         read_inputs(Args)
 
 
+@pytest.mark.slow
 def test_warm_run_compiles_nothing(tmp_path):
     """A second ``jaxrna align`` process sharing the compilation cache loads every program:
     stages' ``compiled`` count is 0 (the first run's is not), on the JAX path."""

@@ -12,6 +12,7 @@ from jaxrna.kernels.wavefront import batch_sweep
 from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 @pytest.mark.parametrize("name", ["affine", "linear", "halves", "free gaps", "edit"])
 def test_packed_equals_pure_jax(mode, name):
@@ -35,6 +36,7 @@ def test_packed_equals_pure_jax(mode, name):
             round(bio.score(a, b) * scoring.scale) for a, b in pairs]
 
 
+@pytest.mark.slow
 def test_packed_ties_and_extreme_values():
     """Local ties (repeats: the first row, then column, wins), a strip taller than the
     query, long gaps near the int16 bound that packed_ok allows."""

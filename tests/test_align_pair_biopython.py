@@ -262,6 +262,8 @@ def emboss_rows(text):
     return [line[13:].rstrip() for line in body.splitlines() if line and not line.startswith("#")]
 
 
+@pytest.mark.slow
+@pytest.mark.external
 @pytest.mark.parametrize("program,scheme", [("needle", "global NUC.4.4"), ("water", "local NUC.4.4")])
 def test_rows_equal_emboss_own(program, scheme, results, tmp_path):
     """needle (-endweight: end gaps cost as jaxrna's do) and water on the random DNA pairs,

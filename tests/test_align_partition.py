@@ -60,6 +60,7 @@ def random_seq(rng, n, alphabet="ACGT"):
 # against enumeration
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 @pytest.mark.parametrize("name", list(SCHEMES))
 def test_equals_enumeration(name, mode):
@@ -127,6 +128,7 @@ def test_encoded_arrays_and_errors():
 # beyond enumeration: forward-backward, sum rules, limits, gradients
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_forward_backward_and_sum_rules(mode):
     rng = random.Random(7)
@@ -150,6 +152,7 @@ def test_forward_backward_and_sum_rules(mode):
         assert Pb.sum(axis=1).max() <= 1 + 1e-9 and Pb.sum(axis=0).max() <= 1 + 1e-9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_zero_temperature_limit_is_the_best_score(mode):
     rng = random.Random(3)
@@ -171,6 +174,7 @@ def test_zero_temperature_limit_is_the_best_score(mode):
             assert value == pytest.approx(best, abs=0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_gradients_equal_finite_differences(mode):
     rng = np.random.default_rng(11)
@@ -199,6 +203,7 @@ def test_gradients_equal_finite_differences(mode):
     np.testing.assert_allclose(P, T * np.asarray(grads[0]), atol=1e-12)
 
 
+@pytest.mark.slow
 def test_forward_semiring_temperature():
     """forward(..., semiring=log_semiring(T)) is ln Z at T (the batched paths divide the
     scores by T and sum at T = 1 instead)."""
@@ -213,6 +218,7 @@ def test_forward_semiring_temperature():
 # the shared cell in max-plus, batches
 
 
+@pytest.mark.slow
 def test_max_plus_equals_alignment_scores():
     rng = random.Random(5)
     skew_matrix = np.array([[3, -1, -2, 0], [-4, 2, -1, -3], [1, -2, 4, -1], [-2, 0, -3, 1]])
@@ -241,6 +247,7 @@ def test_max_plus_equals_alignment_scores():
                                               mode, scoring=scoring, pairs="zip")]
 
 
+@pytest.mark.slow
 def test_batch_equals_one_at_a_time():
     rng = random.Random(9)
     scoring = SCHEMES["NUC.4.4"]
@@ -274,6 +281,7 @@ def test_substitution_scores_units():
                                scoring.matrix[q][:, t] / 2)
 
 
+@pytest.mark.slow
 def test_float32_stays_close_to_float64():
     rng = random.Random(2)
     q = random_seq(rng, 120)
@@ -308,6 +316,7 @@ def fasta(tmp_path):
 SCORES = ["--match", "1", "--mismatch", "-1", "--gap-open", "2", "--gap-extend", "1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_cli_json(fasta, capsys, mode):
     code, out, err = run_cli([*fasta, "--posterior", "--mode", mode, "--temperature", "0.5",

@@ -353,6 +353,7 @@ def _copy(turner, tmp_path, marker):
     return cache, bins
 
 
+@pytest.mark.slow
 def test_a_safe_cache_is_used(turner):
     cache = _restored(turner)
     r = run_counted([*FOLD, str(turner[1])], str(cache))
@@ -361,6 +362,7 @@ def test_a_safe_cache_is_used(turner):
     assert r.compiled == 0 and r.counts.get("executables_loaded", 0) >= 1, r.counts
 
 
+@pytest.mark.slow
 def test_a_cache_others_can_write_loads_nothing(turner, tmp_path):
     marker = tmp_path / "marker"
     cache, bins = _copy(turner, tmp_path, marker)
@@ -382,6 +384,7 @@ def test_a_cache_others_can_write_loads_nothing(turner, tmp_path):
             assert fh.read() == planted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["group-writable", "other owner"])
 def test_an_untrusted_executable_is_not_unpickled(turner, tmp_path, how):
     if how == "other owner" and os.geteuid() != 0:
@@ -406,6 +409,7 @@ def test_an_untrusted_executable_is_not_unpickled(turner, tmp_path, how):
         assert runtime.entry_trust(str(b), st) is None and st.st_size > 1000
 
 
+@pytest.mark.slow
 @AS_ROOT
 def test_an_untrusted_jax_entry_distrusts_the_cache(turner, tmp_path):
     marker = tmp_path / "marker"
@@ -421,6 +425,7 @@ def test_an_untrusted_jax_entry_distrusts_the_cache(turner, tmp_path):
     assert r.counts.get("cache_hits", 0) == 0 and r.counts.get("executables_loaded", 0) == 0
 
 
+@pytest.mark.slow
 def test_interact_with_a_cache_others_can_write(tmp_path):
     """Another subcommand: its JAX entries are not loaded from a world-writable cache."""
     (tmp_path / "a.fa").write_text(">a\nGGGAAAUCCC\n")

@@ -76,6 +76,7 @@ def _argv(sub, a, b):
             "targets": ["targets", "--no-energy", a, b]}[sub]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sub", ["fold", "align", "interact", "targets"])
 def test_verbose_names_the_device(sub, tmp_path, capsys):
     a, b = _inputs(tmp_path)

@@ -26,6 +26,7 @@ def run_profiled(args, cache, tmp_path, name):
     ["targets", os.path.join(TEST_DATA, "miranda", "bantam_stRNA.fasta"),
      os.path.join(TEST_DATA, "miranda", "hid_UTR.fasta"), "--no-energy", "--backend", "cpu"],
 ], ids=["targets"])
+@pytest.mark.slow
 def test_second_run_compiles_nothing(args, tmp_path):
     cache = tmp_path / "cache"
     cold, out_cold = run_profiled(args, cache, tmp_path, "cold")

@@ -40,6 +40,7 @@ def test_warmup_needs_a_cache_and_known_subcommands(tmp_path):
     assert bad.returncode == 2 and "unknown subcommand 'fnord'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_warmup_then_a_turner_job_on_new_data_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
     warm = run_counted(["warmup", "fold", "--model", "turner", "--max-length", "150",

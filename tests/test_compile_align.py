@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from compile_count import ROOT, run_counted
 
@@ -52,6 +53,7 @@ def test_class_bounds_up_to_10000_nt():
             assert score_only or rows == 1 or rows * (hh + ww) * hh <= cl.DIRS_BUDGET
 
 
+@pytest.mark.slow
 def test_second_run_other_mix_other_scores_compiles_nothing(tmp_path):
     """Alignments (global): a first run over a mix of lengths up to 700 nt compiles at most one
     program per class it meets; a second run over other lengths, all pairs instead of zip,
@@ -87,6 +89,7 @@ def _warm(tmp_path, cache, call):
     return int(proc.stdout.split()[-1])
 
 
+@pytest.mark.slow
 def test_warm_then_any_data_and_scores_compile_nothing(tmp_path):
     """Score only, global with end gaps of their own (semi-global): after ``warm`` in one
     process, CLI runs in others on new data with any scores and end gap penalties (int16 or
@@ -109,6 +112,7 @@ def test_warm_then_any_data_and_scores_compile_nothing(tmp_path):
         assert r.stdout.count("\n") == 13
 
 
+@pytest.mark.slow
 def test_warm_local_alignments_then_cli_compiles_nothing(tmp_path):
     """Local alignments: ``warm`` prepares one program per class; a CLI run on new data with
     other scores compiles nothing."""

@@ -35,6 +35,7 @@ def cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("energy-cache"))
 
 
+@pytest.mark.slow
 def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
     rng = random.Random("mix")
     first = [rng.randint(30, 256) for _ in range(11)] + [1]        # classes 128 and 256
@@ -58,6 +59,7 @@ def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
     assert c.returncode == 0 and c.compiled == 0, c.counts
 
 
+@pytest.mark.slow
 def test_after_warm_a_run_compiles_nothing(cache, tmp_path):
     env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
@@ -80,6 +82,7 @@ def test_classes_bound_the_programs_up_to_10240_nt():
     assert classes(10_000) == [128, 256, 512, 1024, 2048, 4096, 6144, 10240]
 
 
+@pytest.mark.slow
 def test_a_prefetched_program_is_the_one_the_batch_uses(monkeypatch):
     """The plan's programs prepared in the background (``prefetch_programs``, as on hosts of
     many cores) are keyed as the batches ask for them: each is compiled once, not twice."""

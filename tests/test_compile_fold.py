@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from compile_count import ROOT, run_counted
 
@@ -38,6 +39,7 @@ def test_plan_bound_up_to_10000_nt():
         assert len(shapes) <= 8 and len({p for p, _ in shapes}) == len(shapes)
 
 
+@pytest.mark.slow
 def test_second_run_with_other_lengths_and_options_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
     a = _fasta(tmp_path / "a.fa", 30, 20, 500, 1)
@@ -60,6 +62,7 @@ def test_second_run_with_other_lengths_and_options_compiles_nothing(tmp_path):
     assert host.counts.get("compiled", 0) == 0
 
 
+@pytest.mark.slow
 def test_score_only_is_its_own_program_per_class(tmp_path):
     cache = str(tmp_path / "cache")
     a = _fasta(tmp_path / "a.fa", 20, 20, 500, 3)
@@ -72,6 +75,7 @@ def test_score_only_is_its_own_program_per_class(tmp_path):
     assert second.returncode == 0 and second.compiled == 0, second.counts
 
 
+@pytest.mark.slow
 def test_warm_then_any_run_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
     code = ("from jaxrna.fold.warmup import warm; "
@@ -90,6 +94,7 @@ def test_warm_then_any_run_compiles_nothing(tmp_path):
     assert run.returncode == 0 and run.compiled == 0, run.counts
 
 
+@pytest.mark.slow
 def test_partition_options_are_runtime_values(tmp_path):
     cache = str(tmp_path / "cache")
     code = "from jaxrna.fold.warmup import warm; print(warm('cpu', max_length=40, partition=True))"

@@ -38,6 +38,7 @@ def classes(recs, window1=None, window2=None) -> set:
             for (a, s1), (b, s2) in zip(*recs)}
 
 
+@pytest.mark.slow
 def test_other_mix_windows_and_weights_compile_nothing(tmp_path):
     cache = str(tmp_path / "cache")
     (a, b), recs = write_pairs(tmp_path, 26, 40, (1, 30), (1, 45))
@@ -55,6 +56,7 @@ def test_other_mix_windows_and_weights_compile_nothing(tmp_path):
     assert len(lines) == 41 and lines[1].startswith("a0\tb0\t")
 
 
+@pytest.mark.slow
 def test_programs_of_a_run_within_the_bound(tmp_path):
     """Strand 1 of 20 nt against strands of 10-90 nt, windowed: one program per class (here
     (32, 32), (32, 64), (32, 128)), within the documented bound of 8."""
@@ -72,6 +74,7 @@ def test_programs_of_a_run_within_the_bound(tmp_path):
     assert run.compiled == len(want) == 3 <= 8
 
 
+@pytest.mark.slow
 def test_after_warm_a_cli_run_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
     env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu",

@@ -60,6 +60,7 @@ def _hits(run) -> int:
     return run.stdout.count("\n>")
 
 
+@pytest.mark.slow
 def test_second_run_other_files_and_options_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
     m1, u1 = _data(tmp_path, "a", 1, 6, [20, 21, 22, 23, 25], 150_000)
@@ -73,6 +74,7 @@ def test_second_run_other_files_and_options_compiles_nothing(tmp_path):
     assert second.compiled == 0, second.counts
 
 
+@pytest.mark.slow
 def test_a_run_compiles_at_most_the_bound(tmp_path):
     """miRNAs of every height up to 32 (more heights than a run keeps) and targets of many
     lengths: no more programs than the documented bound."""
@@ -92,6 +94,7 @@ def test_height_classes_keep_the_tallest_and_the_most_common():
     assert all(got[h] >= h for h in got)
 
 
+@pytest.mark.slow
 def test_after_warm_a_cli_run_on_new_data_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
     env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu",

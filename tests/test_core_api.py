@@ -20,6 +20,7 @@ def _rna(rng, n, letters="ACGU"):
     return "".join(rng.choice(letters) for _ in range(n))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("weights,min_loop", [("unit", 3), ("bpmax", 1), ("GC=3,AU=2,GU=1", 0)])
 def test_fold_batch_equals_fold(weights, min_loop):
     rng = random.Random(7)
@@ -35,6 +36,7 @@ def test_fold_batch_equals_fold(weights, min_loop):
         assert core.dot_bracket(partners[k], int(lengths[k])) == res.structure
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_align_batch_equals_align(mode):
     rng = random.Random(11)
@@ -73,6 +75,7 @@ def test_miranda_score_matrix_equals_reference():
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.slow
 def test_bpmax_score_batch_equals_reference():
     rng = random.Random(5)
     ws = parse_weights("bpmax")

@@ -145,6 +145,7 @@ def test_nextflow_turner_parameters_become_these_options():
     assert energy_model(build_parser().parse_args(["fold", *default, "a.fa"])) is None
 
 
+@pytest.mark.slow
 def test_warm_cpu_run_loads_the_stored_program(fasta, tmp_path):
     """A second ``fold --model turner`` process with the same cache loads the energy program
     from jaxrna's store, also on a CPU (tracing it is most of a small run): nothing compiled,

@@ -16,6 +16,7 @@ def sampled_structures(fc, count):
     return [structure] + list(fc.pbacktrack(count))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,temperature", [("turner2004", 37.0), ("turner1999", 37.0),
                                               ("turner2004", 18.0), ("turner1999", 50.0)])
 def test_evaluation_equals_vienna(name, temperature):

@@ -39,6 +39,7 @@ def run_and_check(cases, name, temperature, dangles, length, batch):
             STATS["vienna_eval_above_mfe"] += not exact
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sweep", sorted(SWEEPS))
 @pytest.mark.parametrize("name,temperature", CONFIGS)
 def test_random_sequences_equal_vienna(sweep, name, temperature):
@@ -50,6 +51,7 @@ def test_random_sequences_equal_vienna(sweep, name, temperature):
             run_and_check(cases, name, temperature, dangles, length, batch)
 
 
+@pytest.mark.slow
 def test_up_to_500_nt_equal_vienna():
     rng = random.Random("large")
     for name, temperature in (("turner2004", 37.0), ("turner1999", 30.0)):
@@ -59,6 +61,7 @@ def test_up_to_500_nt_equal_vienna():
                 run_and_check(cases, name, temperature, dangles, 512, 8)
 
 
+@pytest.mark.slow
 def test_long_sequences_equal_vienna():
     rng = random.Random("long")
     for name, temperature, dangles, n in (("turner2004", 37.0, 2, 1500), ("turner1999", 30.0, 1, 900)):
@@ -76,6 +79,7 @@ def special_hairpin_cases(params):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["turner2004", "turner1999"])
 def test_special_hairpins_equal_vienna(name):
     params = load_params(name)

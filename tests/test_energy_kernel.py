@@ -31,6 +31,7 @@ def _taps(rng, groups, tables, max_loop):
     return tuple(out), cost
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("height,cols,max_loop", [(5, 24, 3), (44, 80, 12), (150, 170, 9)])
 def test_kernel_equals_reference_under_vmap(height, cols, max_loop):
     rng = np.random.default_rng(height)
@@ -108,6 +109,7 @@ def _fill_all(stack, dp, dangles, interior):
     return np.asarray(out["T"]), np.asarray(out["F"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,temperature,dangles", [("turner2004", 37.0, 2),
                                                       ("turner1999", 30.0, 1),
                                                       ("turner2004", 55.0, 0)])
@@ -130,6 +132,7 @@ def test_fill_with_the_kernel_equals_fill_without_and_vienna(name, temperature, 
             assert int(F_ker[k, len(seq)]) == want, (seq, up)
 
 
+@pytest.mark.slow
 def test_fill_with_the_kernel_over_several_blocks_of_cells():
     """A sequence long enough that a diagonal spans more than one program (128 cells)."""
     rng = random.Random("kernel-long")
@@ -144,6 +147,7 @@ def test_fill_with_the_kernel_over_several_blocks_of_cells():
         assert int(F_ker[0, 150]) == vienna_mfe(seq, 2, 37.0, up)[0]
 
 
+@pytest.mark.slow
 def test_targets_device_program_with_the_kernel(monkeypatch):
     """targets' energy program (duplex strings, linker held unpaired) with the kernel gives
     the energies of the one without it."""
@@ -164,6 +168,7 @@ def test_targets_device_program_with_the_kernel(monkeypatch):
     assert len(set(plain.tolist())) > 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("height,cols,d", [(3, 8, 2), (40, 80, 23), (140, 176, 30)])
 def test_split_kernel_equals_reference_under_vmap(height, cols, d):
     from jaxrna.kernels.shifted_min import split_min, split_min_reference
@@ -180,7 +185,7 @@ def test_split_kernel_equals_reference_under_vmap(height, cols, d):
     assert int(want[1, i]) == by_hand
 
 
-@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU (CI has none)")
+@pytest.mark.gpu
 def test_compiled_kernels_on_the_gpu_equal_the_slices():
     """On a GPU: the fill with the Triton-compiled kernels equals the fill without them on
     every cell, for short sequences in a batch (what ``interior_mode`` picks there)."""

@@ -95,12 +95,14 @@ def folded():
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_every_format_is_byte_identical_to_the_jax_engine(folded, fmt):
     for model, _, _, vie, want in folded:
         assert written(fmt, vie) == written(fmt, want), (model, fmt)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", SCORE_ONLY_FORMATS)
 def test_score_only_is_byte_identical_to_the_jax_engine(folded, fmt):
     """Without structures there are no ties: the output is byte-identical as it is."""

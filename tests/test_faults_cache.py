@@ -5,6 +5,8 @@ whole (a temporary file renamed), so no reader sees half an entry; a corrupt ent
 
 import subprocess
 
+import pytest
+
 from faults_common import command, env
 
 
@@ -13,6 +15,7 @@ from faults_common import command, env
 ARGS = ["fold", "--sequence", "GGGAAAUCCCAGCUAGC", "--partition", "-f", "json", "-q"]
 
 
+@pytest.mark.slow
 def test_parallel_runs_then_corrupt_entries(tmp_path):
     cache = tmp_path / "cache"
     e = env(JAXRNA_CACHE_DIR=str(cache))

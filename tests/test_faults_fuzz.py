@@ -10,6 +10,8 @@ import os
 import random
 import tempfile
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -150,6 +152,7 @@ def check(code, err, d, inputs):
 
 
 # JAXRNA_FUZZ_EXAMPLES=2000 for a longer search (CI runs 70: well under a minute)
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("JAXRNA_FUZZ_EXAMPLES", 70)), deadline=None,
           suppress_health_check=list(HealthCheck), derandomize=True)
 @given(command_lines())

@@ -115,6 +115,7 @@ def test_cli_unreadable_file(tmp_path):
     assert f"{p}: permission denied" in r.stderr
 
 
+@pytest.mark.slow
 def test_cli_fifo_is_read_as_a_stream(tmp_path):
     """A FIFO (``<(zcat x.fa.gz)``, a named pipe) works like standard input, also as the
     targets file, which a scan of several miRNAs reads twice (it is copied first: it used to

@@ -73,6 +73,7 @@ def _inject(monkeypatch, module, name, fails):
     return sizes
 
 
+@pytest.mark.slow
 def test_align_retries_in_smaller_batches(monkeypatch):
     import jaxrna.align.api as api
     from jaxrna.align.scoring import make_scoring
@@ -116,6 +117,7 @@ def test_interact_pair_that_does_not_fit_alone(monkeypatch, capsys):
         "jaxrna: 1 pair failed and was left out of the output: tv2_s1 x tv2_s2")
 
 
+@pytest.mark.slow
 def test_fold_batches_launched_ahead_are_retried_in_halves(monkeypatch):
     """fold launches batches ahead and collects them later: out of memory at launch or at
     collection, the batch is folded again in halves; a record that does not fit alone goes
@@ -171,6 +173,7 @@ def test_unbatched_out_of_memory_is_one_line(monkeypatch, capsys):
                    "fit); use a device with more memory, --backend cpu, or shorter sequences\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["launch", "collect"])
 def test_align_cli_engine_batches_are_retried_in_pieces(monkeypatch, capsys, where):
     """The CLI's alignment engine launches batches ahead: out of memory at launch or when a

@@ -76,6 +76,7 @@ def finish(proc, signum, mark, *, within: float):
     return err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_during_device_work(tmp_path, signum):
     """The main thread is inside a JAX computation that would run for hours."""
@@ -126,6 +127,7 @@ sys.exit(main())
 """
 
 
+@pytest.mark.slow
 def test_sigterm_stops_target_scan_workers_and_removes_spill_files(tmp_path):
     out = tmp_path / "hits.txt"
     proc, mark = start(HOLD_IN_SCAN, tmp_path,

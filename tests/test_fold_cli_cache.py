@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 SEQS = ">a\nGGGAAAUCCCGCGCAAAGCGCAUAUGGCAUGCAUGCGGGAAAUCC\n" \
@@ -26,6 +28,7 @@ def run(args, cache, profile, extra_env=None, stdin=None):
         return proc.stdout, json.load(fh)
 
 
+@pytest.mark.slow
 def test_warm_run_compiles_nothing(tmp_path):
     fa = tmp_path / "x.fa"
     fa.write_text(SEQS)

@@ -43,6 +43,7 @@ def test_scores_equal_exhaustive_enumeration(weights, min_loop):
         assert structure_weight(list(res.pairs), encode(seq), w.matrix()) == res.score_units
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("weights", ["unit", "bpmax"])
 def test_scores_equal_reference_up_to_300nt(weights):
     rng = random.Random(weights)
@@ -57,6 +58,7 @@ def test_scores_equal_reference_up_to_300nt(weights):
         assert structure_weight(list(res.pairs), encode(seq), w.matrix()) == res.score_units
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tile", [4, 8, 16])
 def test_blocked_table_equals_reference_table(tile):
     rng = random.Random(tile)
@@ -69,6 +71,7 @@ def test_blocked_table_equals_reference_table(tile):
         assert np.array_equal(dense_table(tiles, n), np.triu(np.array(reference_table(seq, w, 1))))
 
 
+@pytest.mark.slow
 def test_diagonal_sweep_equals_reference():
     rng = random.Random(5)
     w = parse_weights("bpmax")
@@ -114,6 +117,7 @@ def test_empty_and_single_base():
     assert fold("AU", min_loop=1).structure == ".."
 
 
+@pytest.mark.slow
 def test_mixed_lengths_compile_a_handful_of_shapes():
     from jaxrna import programs as aot
 

@@ -52,6 +52,7 @@ def gpu_table(seq, weights, min_loop, cfg):
     return tab, codes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ws", WEIGHTS)
 def test_table_equals_reference_for_every_weight_set(rng, ws):
     w = parse_weights(ws)
@@ -69,6 +70,7 @@ def test_table_equals_reference_for_every_weight_set(rng, ws):
         assert pairs == traceback(ref, encode(seq), w.matrix(), min_loop)
 
 
+@pytest.mark.slow
 def test_equals_cpu_path(rng):
     """Same table as the CPU path (jaxrna.fold.blocked, what api.py runs on CPU)."""
     w = parse_weights("bpmax")
@@ -81,6 +83,7 @@ def test_equals_cpu_path(rng):
     assert (packed_to_dense(np.asarray(tab), 90) == cpu).all()
 
 
+@pytest.mark.slow
 def test_fold_gpu_structures_are_valid_and_optimal(rng):
     w = parse_weights("integer")
     for n in (0, 1, 2, 5, 14, 17, 40):             # one compiled shape for all (pad_to)

@@ -58,6 +58,7 @@ def float_scores(seq, weights, min_loop):
 # exactness on tiny inputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("weights", WEIGHT_SETS)
 @pytest.mark.parametrize("min_loop", [0, 1, 3])
 def test_equals_exhaustive_enumeration(weights, min_loop):
@@ -116,6 +117,7 @@ def medium():
             (rand_seq(rng, 64, "ACGUN"), "unit", 1, 2.0)]
 
 
+@pytest.mark.slow
 def test_equals_mccaskill_reference(medium):
     for seq, weights, ml, T in medium:
         w = parse_weights(weights)
@@ -188,6 +190,7 @@ def test_log_semiring_evaluation_is_ln_z(x64):
         assert float(rows[len(seq), 0]) == pytest.approx(lz, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_custom_vjp_equals_plain_autodiff_and_finite_differences(x64):
     rng = random.Random(9)
     seq = rand_seq(rng, 30)
@@ -235,6 +238,7 @@ def test_vmap_over_a_padded_batch(x64):
         assert np.all(np.asarray(grads[b])[n:, :] == 0)         # padding never pairs
 
 
+@pytest.mark.slow
 def test_gradient_memory_is_quadratic(x64):
     """Plain autodiff through the sweep keeps every span's slices (O(n^3)); the custom_vjp
     keeps the tables (O(n^2)), within the estimate the CLI refuses sequences by."""
@@ -254,6 +258,7 @@ def test_gradient_memory_is_quadratic(x64):
     assert blocked < blocked_bytes(n, 32)
 
 
+@pytest.mark.slow
 def test_vmap_of_the_blocked_gradient(x64):
     rng = random.Random(6)
     seqs = [rand_seq(rng, 30), rand_seq(rng, 17)]
@@ -277,6 +282,7 @@ def test_vmap_of_the_blocked_gradient(x64):
 # the tiled path
 
 
+@pytest.mark.slow
 def test_blocked_equals_exact_on_longer_sequences(x64):
     rng = random.Random(12)
     for n, weights, ml, T, tile in ((96, "bpmax", 3, 1.0, 16), (96, "unit", 0, 0.4, 16)):
@@ -290,6 +296,7 @@ def test_blocked_equals_exact_on_longer_sequences(x64):
         assert np.allclose(Pb, Pe, rtol=1e-9, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_guard_falls_back_to_the_exact_path(monkeypatch):
     rng = random.Random(13)
     seq = rand_seq(rng, 60)

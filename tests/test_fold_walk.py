@@ -44,6 +44,7 @@ def host_pairs(tiles, r, seq, w, min_loop):
                      min_loop)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("min_loop", [0, 3])
 def test_batched_walk_equals_host_traceback(weights, min_loop):
@@ -75,6 +76,7 @@ def test_walk_structures_are_optimal_by_enumeration(weights):
         assert structure_weight(pairs, encode(s), w.matrix()) == brute_force_score(s, w, 3)
 
 
+@pytest.mark.slow
 def test_kernel_walk_equals_host_traceback():
     """The one-kernel walk (Pallas, interpret mode here) on both table layouts."""
     rng = random.Random(7)

@@ -49,6 +49,7 @@ def problems(text: str) -> list:
             and "Unknown linter type" not in line]
 
 
+@pytest.mark.external
 def test_planemo_lint_every_tool():
     code, text = planemo("lint", "--fail_level", "warn", "--skip", "BioToolsValid", *TOOLS)
     assert code == 0 and not problems(text), text[-4000:]
@@ -57,6 +58,7 @@ def test_planemo_lint_every_tool():
     assert len(TOOLS) == 4
 
 
+@pytest.mark.external
 def test_planemo_shed_lint_offline():
     code, text = planemo("shed_lint", "--tools", "--ensure_metadata", "--fail_level", "warn",
                          "--skip", OFFLINE_SKIPS, WRAPPERS)
@@ -66,6 +68,7 @@ def test_planemo_shed_lint_offline():
     assert len(re.findall(r"Linting tool ", text)) == len(TOOLS)
 
 
+@pytest.mark.external
 def test_planemo_lint_can_fail(tmp_path):
     """A copy of the wrappers with one tool's help removed: lint fails."""
     copy = tmp_path / "wrappers"

@@ -16,6 +16,7 @@ import yaml
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.external  # galaxy-tool-util (in the test extra; skipped without it)
 pytest.importorskip("galaxy.tool_util", reason="galaxy-tool-util is part of the test extra")
 
 from galaxy.tool_util.lint import get_lint_context_for_tool_source  # noqa: E402

@@ -190,6 +190,7 @@ def test_one_strand_whole_the_other_windowed():
         assert_valid(r, w)
 
 
+@pytest.mark.slow
 def test_window_in_a_large_class():
     """A strand long enough for a large class (its band is the window's class, 16 diagonals,
     while the window spans 12: the fill stops at the batch's span; the traceback box is

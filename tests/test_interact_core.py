@@ -49,6 +49,7 @@ def cells(geo, n, m):
     return tuple(np.array(c) for c in zip(*out))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("geo", GEOMETRIES, ids=["whole", "windowed-reduce", "band>tile"])
 def test_fill_equals_reference_everywhere(geo):
     rng = random.Random(geo.n_inner + geo.w_outer)
@@ -72,6 +73,7 @@ def test_fill_equals_reference_everywhere(geo):
             assert [int(x) for x in s_i[k][d, :len(t) - d]] == [S2[i][i + d] for i in range(len(t) - d)]
 
 
+@pytest.mark.slow
 def test_windowed_cells_equal_unwindowed():
     # the windowed geometry and the whole one share padded sizes and batch size, so both are
     # compiled once for the test above
@@ -127,6 +129,7 @@ def test_tiles_band_round_trip():
     assert np.array_equal(np.asarray(back)[:, :, :][:, 0][inside], np.asarray(band)[:, 0][inside])
 
 
+@pytest.mark.slow
 def test_pallas_interpret_kernel_gives_the_same_table():
     geo = Geometry(n_outer=4, n_inner=8, w_outer=3, w_inner=7, tile=4)
     w = jnp.asarray(parse_weights("bpmax").matrix())
@@ -158,6 +161,7 @@ def check_against_reference(table, pairs, geo, weights):
         assert np.array_equal(table[k][cell_index(geo, i1, j1, i2, j2)], want), (s1, s2)
 
 
+@pytest.mark.slow
 def test_fused_split_kernel_interpret_equals_reference(monkeypatch):
     """All splits of an outer diagonal in one Pallas kernel (interpret mode): a batch of pairs
     in one launch, then pair after pair (a batch too large for one launch's offsets)."""

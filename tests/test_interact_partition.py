@@ -169,6 +169,7 @@ def small_brute(small_items):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
 def test_log_partition_and_probabilities_equal_enumeration(small_items, small_brute,
                                                            temperature):
@@ -190,6 +191,7 @@ def test_log_partition_and_probabilities_equal_enumeration(small_items, small_br
         assert P.inter[k].min() >= -1e-12
 
 
+@pytest.mark.slow
 def test_structure_counts_equal_enumeration(small_items, small_brute):
     lz, _ = probabilities(small_items, 1.0, zero_scores=True)       # every structure weighs 1
     for k, b in enumerate(small_brute[1.0]):
@@ -240,6 +242,7 @@ def test_low_temperature_tends_to_bpmax(small_items):
 
 # ---- the JAX evaluation: max-plus is BPMax ---------------------------------------------------
 
+@pytest.mark.slow
 def test_max_plus_equals_bpmax():
     items, want = [], []
     for s1, s2, values in VECTORS:

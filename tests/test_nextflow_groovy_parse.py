@@ -84,6 +84,7 @@ BREAKAGES = [
 ]
 
 
+@pytest.mark.external
 def test_every_nf_and_config_file_parses_and_broken_copies_do_not(tmp_path):
     files = pipeline_files()
     broken = []

@@ -279,6 +279,7 @@ def test_split_of_a_bad_input_is_one_located_line_and_leaves_no_chunk(tmp_path, 
 # --------------------------------------------------------------------------- the pipeline's processes
 
 
+@pytest.mark.slow
 def test_pipeline_processes_split_scan_merge(tmp_path, jax_cache):
     """The TARGETS workflow's chunked path, task by task: JAXRNA_TARGETS_SPLIT, one
     JAXRNA_TARGETS per chunk (meta.chunk naming the report, as main.nf sets it), then

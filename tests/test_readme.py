@@ -5,6 +5,8 @@ import io
 import os
 import re
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -13,6 +15,7 @@ def python_blocks():
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
+@pytest.mark.slow
 def test_readme_python_examples_run_and_match_their_comments():
     blocks = python_blocks()
     assert blocks

@@ -109,6 +109,7 @@ def test_every_wrapper_has_the_snakemake_wrappers_layout():
     assert sorted(WRAPPER_CASES) == sorted(SUBCOMMANDS)
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("sub", SUBCOMMANDS)
 def test_wrapper_under_snakemake(sub, tmp_path, env):
     """The wrapper's test Snakefile, as snakemake-wrappers runs it (the test directory copied,
@@ -137,6 +138,7 @@ def test_wrapper_under_snakemake(sub, tmp_path, env):
     assert len(logs) == rules >= 2            # one log per job, as the rules declare them
 
 
+@pytest.mark.external
 def test_example_workflow(tmp_path, env):
     """The example workflow: split into 5 chunks, 5 chunk scans, merge == the unsplit scan ==
     a direct `jaxrna targets` run, byte for byte; fold, align and interact as direct runs."""

@@ -81,6 +81,7 @@ def scan_hits(mirnas, targets, params, energy):
     return engine.scan_chunk(queries, tg)
 
 
+@pytest.mark.slow
 def test_every_hit_of_random_and_planted_pairs():
     """Thousands of pairs: every hit's fold string gets the same energy from each engine, and
     the scan with the cpu engine equals the reference scan with ViennaRNA (threshold and all)."""
@@ -132,6 +133,7 @@ def test_engine_from_environment(tmp_path, monkeypatch, capsys):
 
 # --------------------------------------------------------------------------- the device engine
 
+@pytest.mark.slow
 def test_device_engine_matches_vienna():
     """The device engine's program (on this CPU) on the golden example's hits and random
     strings (the longer ones folded by the cpu engine), against ViennaRNA."""
@@ -178,6 +180,7 @@ def _report(files, params, engine, workers):
     return out.getvalue(), stats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threshold", [1, -18])
 def test_device_energies_in_worker_processes(scan_files, threshold):
     """With worker processes the device engine folds the hits of many jobs in this process

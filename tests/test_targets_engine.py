@@ -115,6 +115,7 @@ def test_bulk_scan_column_flags():
         assert np.array_equal(col, expected) and expected.any()
 
 
+@pytest.mark.slow
 def test_thousands_of_pairs_default_options():
     """3,000 pairs, miRNAs of 4-30 nt, N/IUPAC/lowercase/T, sites at both ends, targets shorter
     than the miRNA, short lanes so sites cross lane boundaries."""
@@ -124,6 +125,7 @@ def test_thousands_of_pairs_default_options():
     assert n > 30
 
 
+@pytest.mark.slow
 def test_many_hits_low_threshold():
     mirnas, targets = make_cases(12, 12, 60, 200)
     n = compare(mirnas, targets, ScanParams(score_threshold=70, no_energy=True), lane_columns=61)
@@ -143,6 +145,7 @@ OPTION_SETS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
 def test_every_option(options):
     mirnas, targets = make_cases(sum(map(ord, str(options))), 6, 24, 220, short=False)
@@ -150,6 +153,7 @@ def test_every_option(options):
     assert n >= 5
 
 
+@pytest.mark.slow
 def test_energy_filter_and_order():
     """With energies (a stand-in folding function, deterministic per string), the energy
     threshold and the overlap bookkeeping of rejected hits behave as in the reference."""
@@ -171,6 +175,7 @@ def test_real_energies_planted():
     assert compare(mirnas, targets, ScanParams(energy_threshold=-10), energy=fold_energy) >= 3
 
 
+@pytest.mark.slow
 def test_tiny_inputs():
     params = ScanParams(score_threshold=20, no_energy=True)
     mirnas = ["A", "AC", "ACG", "ACGU", "GUGAGAUCAUUUUGAAAGCUG"]
@@ -185,6 +190,7 @@ def test_overlap_bound():
     assert exact_overlap(21, 100, ScanParams(gap_open=0, gap_extend=0)) is None
 
 
+@pytest.mark.slow
 def test_small_batches_overflow_and_part_widths():
     """Many small refill launches: candidates overflow their room (a second launch with room for
     all) and launches' rows come back with different numbers of move words."""
@@ -212,6 +218,7 @@ def test_concat_pads_move_words():
     assert out.tolist() == [[0, 1, 2, 0], [3, 4, 5, 0], [7, 7, 7, 7]]
 
 
+@pytest.mark.slow
 def test_device_side_traceback_check_refuses_broken_tracebacks(monkeypatch):
     """trace_candidates counts tracebacks that reach their step bound (or leave the exact part
     of a segment) and the engine refuses such a result rather than reporting it."""
@@ -265,6 +272,7 @@ def test_device_packed_lanes_and_stream_equal_the_host_packing(kernel):
         assert np.array_equal(np.asarray(dev.starts), starts), trial
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pallas", [False, True])
 def test_bulk_scan_word_bound_is_a_runtime_value(pallas):
     """The bulk scans walk the first ``n_words`` words only (a traced bound: one program for

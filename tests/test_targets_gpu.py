@@ -11,7 +11,6 @@ from jaxrna.targets.engine import Engine, make_target, prepare_query
 from jaxrna.targets.scan import scan_lanes
 from jaxrna.targets.scoring import ScanParams
 
-HAS_GPU = any(d.platform == "gpu" for d in jax.devices())
 
 
 def _case(seed, length, width):
@@ -32,6 +31,7 @@ def _expected(params, tab, lanes):
                                  threshold=params.score_threshold))
 
 
+@pytest.mark.slow
 def test_pallas_interpret_matches_pure_jax():
     params, tabs, lanes = _case(1, 32, 128)
     tabs = tabs[:2]
@@ -44,7 +44,7 @@ def test_pallas_interpret_matches_pure_jax():
         assert sorted(zip(col.tolist(), lane.tolist())) == sorted(zip(*map(list, np.nonzero(exp))))
 
 
-@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+@pytest.mark.gpu
 def test_pallas_gpu_matches_pure_jax():
     params, tabs, lanes = _case(2, 640, 1024)
     words = scan_lanes_packed(*[np.stack([t[x] for t in tabs]) for x in range(4)], lanes,
@@ -53,7 +53,7 @@ def test_pallas_gpu_matches_pure_jax():
         assert np.array_equal(unpack_flags(np.asarray(words[k])), _expected(params, tab, lanes))
 
 
-@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+@pytest.mark.gpu
 def test_gpu_engine_matches_cpu_engine():
     rng = np.random.default_rng(5)
     params = ScanParams(score_threshold=100, no_energy=True)
@@ -72,6 +72,7 @@ def test_gpu_engine_matches_cpu_engine():
     assert got == expected and len(expected) >= 12
 
 
+@pytest.mark.slow
 def test_pallas_refill_interpret_matches_pure_jax():
     """The multi-miRNA refill kernel (a miRNA per block of 128 lanes, blocks marked -1 skipped,
     reset flags starting new targets inside a segment) against the pure-JAX full fill."""
@@ -98,6 +99,7 @@ def test_pallas_refill_interpret_matches_pure_jax():
         assert np.array_equal(np.asarray(ec).astype(np.int8), np.asarray(code)[:, :, blk * 128:(blk + 1) * 128])
 
 
+@pytest.mark.slow
 def test_pallas_engine_interpret_matches_xla_engine():
     """The whole Pallas path (bulk scan, tiles, refill, device traceback) in interpret mode,
     two device threads, against the pure-JAX engine."""

@@ -23,6 +23,7 @@ def report(files, params, fmt, quiet, workers, chunk_nt=10_000, **engine):  # no
     return out.getvalue(), stats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,quiet", [("miranda", True), ("miranda", False), ("keyval", True),
                                        ("tsv", True), ("json", True)])
 def test_one_and_two_workers_match_the_reference(files, fmt, quiet):  # noqa: F811
@@ -37,6 +38,7 @@ def test_one_and_two_workers_match_the_reference(files, fmt, quiet):  # noqa: F8
     assert {1, 2} <= set(_POOLS)  # the jobs did go to worker processes
 
 
+@pytest.mark.slow
 def test_workers_with_energies_and_strict(files):  # noqa: F811
     params = ScanParams(score_threshold=130, strict=True, energy_threshold=-5)
     got, _ = report(files, params, "miranda", True, 2, 700, query_block=2)
@@ -65,6 +67,7 @@ sys.stdout.write(outs[0])
 """
 
 
+@pytest.mark.slow
 def test_one_and_two_devices_match(files):  # noqa: F811
     """Two (fake, CPU) devices and two threads per device give the one-device report."""
     env = dict(os.environ, PYTHONPATH=ROOT, JAXRNA_CACHE_DIR="off", JAX_PLATFORMS="cpu",
@@ -95,6 +98,7 @@ sys.stdout.write(out.getvalue())
 """
 
 
+@pytest.mark.slow
 def test_host_workers_never_import_jax(files):  # noqa: F811
     """The worker processes that select hits and write their text (no energies) import no
     JAX: on a 16-core GPU host fifteen workers importing it at start-up cost ~20 CPU seconds

@@ -43,6 +43,7 @@ def rand(rng, shape, lo=-1000, hi=1000, dtype=np.int32):
     return rng.integers(lo, hi, shape).astype(dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", VARIANTS, ids=["blocked", "outer", "bcast3d"])
 @pytest.mark.parametrize("shape", [((), 37, 29, 45), ((2,), 16, 32, 32), ((3,), 5, 1, 70),
                                    ((), 1, 50, 1)])

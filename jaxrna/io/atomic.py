@@ -48,6 +48,62 @@ def _special(path: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+#: The kernel's own file systems: their files are the kernel's interfaces (``/proc/version``,
+#: ``/sys/...``), never a place for output; no temporary file can be created there.
+KERNEL_FILE_SYSTEMS = ("/proc", "/sys")
+
+
+def _kernel_fs(path: str) -> str | None:
+    """``"/proc"`` or ``"/sys"`` when ``path`` (or, where it does not exist, its nearest existing
+    directory) is on that file system, after links: ``/proc/version``, ``/proc/self/foo``,
+    ``/sys/kernel/foo``. ``/dev/stdout`` and ``/proc/self/fd/N`` are links to what they name
+    (a terminal, a pipe, a file), so they are not."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+        parent = os.path.dirname(os.path.abspath(path))
+        while st is None:
+            try:
+                st = os.stat(parent)
+            except OSError:
+                if parent == os.path.dirname(parent):
+                    return None
+                parent = os.path.dirname(parent)
+    for root in KERNEL_FILE_SYSTEMS:
+        try:
+            dev = os.stat(root).st_dev
+            mounted = dev != os.stat(os.path.dirname(root)).st_dev  # a mount point
+        except OSError:  # no such directory (not Linux)
+            continue
+        if mounted and dev == st.st_dev:
+            return root
+    return None
+
+
+def _check_special(path: str, option: str) -> None:
+    """A path written directly (``/dev/stdout``, ``/dev/null``, a FIFO): it must exist and open
+    for appending (what :func:`atomic_output` does with it). A FIFO is not opened here: that
+    would wait for its reader."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise OutputError(f"cannot write {option}: it does not exist, and no file is created "
+                          f"in {os.path.dirname(os.path.abspath(path))}", path=path) from None
+    except OSError as exc:
+        raise OutputError(f"cannot write {option}: {_message(exc)}", path=path) from None
+    if not os.access(path, os.W_OK):
+        raise OutputError(f"cannot write {option}: permission denied", path=path)
+    if stat.S_ISFIFO(mode):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise OutputError(f"cannot write {option}: {_message(exc)}", path=path) from None
+    os.close(fd)
+
+
 def check_output(path: str | os.PathLike | None, option: str = "-o") -> None:
     """Refuse up front an output that cannot be written: its directory is missing or not a
     directory, a file cannot be created there, or the path is a directory (``None``/``-``:
@@ -57,15 +113,21 @@ def check_output(path: str | os.PathLike | None, option: str = "-o") -> None:
     Traceback (most recent call last):
     ...
     jaxrna.io.errors.OutputError: /nonexistent-dir/out.txt: cannot write -o: the directory /nonexistent-dir does not exist
+
+    The kernel's file systems (``/proc``, ``/sys``) are refused too; ``/dev/stdout``,
+    ``/dev/null``, ``/proc/self/fd/N`` are written directly.
     """
     if path is None or str(path) == "-":
         return
     path = os.fspath(path)
     if os.path.isdir(path):
         raise OutputError(f"cannot write {option}: it is a directory", path=path)
+    kernel = _kernel_fs(path)
+    if kernel:
+        raise OutputError(f"cannot write {option}: {kernel} is the kernel's own file system, "
+                          "where no output file can be created", path=path)
     if _special(path):
-        if not os.access(path, os.W_OK):
-            raise OutputError(f"cannot write {option}: permission denied", path=path)
+        _check_special(path, option)
         return
     directory = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(directory):
@@ -108,12 +170,17 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
             raise OutputError(f"cannot write: {_message(exc)}", path="standard output") from None
         return
     path = os.fspath(path)
+    kernel = _kernel_fs(path)
+    if kernel:  # never written, even where it opens (as root, /proc/sys/...)
+        raise OutputError(f"cannot write: {kernel} is the kernel's own file system", path=path)
     if _special(path):  # /dev/stdout, a FIFO: written as it goes
         try:  # appending: /dev/stdout may be a file the shell opened (and truncated) already
             with open(path, mode.replace("w", "a")) as handle:
                 yield handle
         except OSError as exc:
-            if exc.errno in WRITE_ERRNOS and (not exc.filename or exc.filename == path):
+            # the path itself refused (EINVAL for a kernel file, ENXIO for a socket) or a write
+            # failed for lack of space or permission
+            if exc.filename == path or (not exc.filename and exc.errno in WRITE_ERRNOS):
                 raise OutputError(f"cannot write: {_message(exc)}", path=path) from None
             raise
         return

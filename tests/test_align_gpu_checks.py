@@ -1,16 +1,17 @@
-"""GPU checks of the bulk alignment path, before timing it (run on a machine with a GPU).
+"""GPU checks of the bulk alignment path (were bench/check_align_gpu.py, moved here in issue 27).
 
 1. :func:`jaxrna.kernels.wavefront.lanes_align` (the Pallas lane kernel writing direction
    bits, then the device walk) against :func:`~jaxrna.kernels.wavefront.batch_align` (pure
    JAX) on the GPU: mixed lengths, ties, empty local alignments, match/mismatch and BLOSUM62.
 2. ``jaxrna.align.engine.run`` on the GPU against the same run on the CPU (parasail's path when
    installed, else the JAX path), every format, all pairs and zip, score only: byte for byte.
-3. ``--end-gaps``: only the end gap checks (free end gaps, end penalties of their own): the
-   Pallas lane kernel (scores; direction bits and the device walk) and the int16x2 packed kernel
-   against the pure-JAX path on the GPU, long pairs through the tile wavefront and its
-   checkpointed traceback against the pure-JAX path on the CPU, and engine runs GPU vs CPU.
+3. End gaps (free end gaps, end penalties of their own): the Pallas lane kernel (scores;
+   direction bits and the device walk) and the int16x2 packed kernel against the pure-JAX path
+   on the GPU, long pairs through the tile wavefront and its checkpointed traceback against the
+   pure-JAX path on the CPU, and engine runs GPU vs CPU. Its ``dry`` form runs the same checks
+   on the CPU, Pallas in interpret mode on small shapes (``slow``, not ``gpu``).
 
-    PYTHONPATH=. python3 bench/check_align_gpu.py [--end-gaps [--dry]]
+On a GPU machine: ``python -m pytest -m gpu tests/`` (these and the other GPU tests).
 """
 
 from __future__ import annotations
@@ -18,18 +19,16 @@ from __future__ import annotations
 import io
 import os
 import random
-import sys
 import tempfile
 import time
 
 import numpy as np
+import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from jaxrna.align import engine  # noqa: E402
-from jaxrna.align.recurrence import params_of  # noqa: E402
-from jaxrna.align.scoring import from_matrix, make_scoring, match_mismatch  # noqa: E402
-from jaxrna.io.bulk import read_batch  # noqa: E402
+from jaxrna.align import engine
+from jaxrna.align.recurrence import params_of
+from jaxrna.align.scoring import from_matrix, make_scoring, match_mismatch
+from jaxrna.io.bulk import read_batch
 
 
 def kernels() -> None:
@@ -63,14 +62,10 @@ def kernels() -> None:
                                                           equality=scoring.equality)]
                 k = len(pairs)
                 same = all(np.array_equal(a[:k], b[:k]) for a, b in zip(want, got))
-                print(f"lanes_align vs batch_align, {scoring.name}, {h}x{w}, "
-                      f"{'local' if local else 'global'}: {'OK' if same else 'DIFFERENT'}",
-                      flush=True)
-                if not same:
-                    raise SystemExit(1)
+                assert same, f"lanes_align vs batch_align, {scoring.name}, {h}x{w}, local={local}"
 
 
-def runs() -> None:
+def runs(backend: str = "gpu") -> None:
     rng = np.random.default_rng(9)
     d = tempfile.mkdtemp()
 
@@ -100,20 +95,16 @@ def runs() -> None:
              ("local", blosum, False, "pair", p, p)]
     for mode, scoring, score_only, fmt, q, targets in cases:
         texts = {}
-        for backend, eng in [(BACKEND, "device"), *[("cpu", e) for e in engines]]:
+        for where, eng in [(backend, "device"), *[("cpu", e) for e in engines]]:
             job = engine.Job(read_batch(q, "letters"), read_batch(targets, "letters"), scoring,
                              mode == "local", targets == z, score_only)
             out = io.StringIO()
             start = time.perf_counter()
-            engine.run(job, fmt, out, backend=backend, engine=eng)
-            texts[f"{backend}/{eng}"] = (out.getvalue(), time.perf_counter() - start)
-        ref = texts[f"{BACKEND}/device"][0]
-        same = all(v[0] == ref for v in texts.values())
-        print(f"engine {mode} {scoring.name} score_only={score_only} {fmt} "
-              f"{'zip' if targets == z else 'all'}: {'OK' if same else 'DIFFERENT'} "
-              + ", ".join(f"{k} {v[1]:.2f} s" for k, v in texts.items()), flush=True)
-        if not same:
-            raise SystemExit(1)
+            engine.run(job, fmt, out, backend=where, engine=eng)
+            texts[f"{where}/{eng}"] = (out.getvalue(), time.perf_counter() - start)
+        ref = texts[f"{backend}/device"][0]
+        assert all(v[0] == ref for v in texts.values()), \
+            (mode, scoring.name, score_only, fmt, "zip" if targets == z else "all")
 
 
 def end_gaps(dry: bool = False) -> None:
@@ -235,21 +226,25 @@ def end_gaps(dry: bool = False) -> None:
               f"{fmt}: {'OK' if same else 'DIFFERENT'}", flush=True)
         if not same:
             failed.append(f"engine {fmt}")
-    if failed:
-        raise SystemExit(f"end gaps: DIFFERENT: {failed}")
+    assert not failed, f"end gaps: DIFFERENT: {failed}"
 
 
-BACKEND = "gpu"
+@pytest.mark.gpu
+def test_lane_kernel_equals_pure_jax_on_gpu():
+    kernels()
 
-if __name__ == "__main__":
-    import jax
 
-    print("devices:", jax.devices(), flush=True)
-    if "--end-gaps" in sys.argv[1:]:
-        end_gaps(dry="--dry" in sys.argv[1:])
-        raise SystemExit(0)
-    if jax.default_backend() == "gpu":
-        kernels()
-    else:
-        BACKEND = "cpu"
-    runs()
+@pytest.mark.gpu
+def test_engine_on_gpu_equals_cpu():
+    runs("gpu")
+
+
+@pytest.mark.gpu
+def test_end_gaps_on_gpu():
+    end_gaps(dry=False)
+
+
+@pytest.mark.slow
+def test_end_gaps_dry_on_cpu():
+    """The end-gap checks' GPU plan on the CPU: Pallas interpreted, small shapes."""
+    end_gaps(dry=True)
