@@ -61,6 +61,7 @@ def _run(args, devices: int, tmp_path, *extra):
     return r, re.findall(r"\b(cpu:\d+) \(cpu\)", line[0])
 
 
+@pytest.mark.slow  # 7 CLI runs per subcommand; the fast subset keeps test_devices_option_limits_them
 @pytest.mark.parametrize("name", ["fold", "turner", "interact", "align"])
 def test_every_device_same_output(jobs, name, tmp_path):
     args, batches = jobs[name]

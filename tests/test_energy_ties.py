@@ -89,6 +89,7 @@ def test_reference_picks_rnafolds_structure():
         assert not bad, (params, dangles, bad[0])
 
 
+@pytest.mark.slow  # a JAX engine CLI run; the API tests stay fast
 def test_cli_output_is_byte_identical_with_either_engine(tmp_path):
     """``jaxrna fold --model turner`` with ``JAXRNA_ENERGY_ENGINE=vienna`` and ``=jax``: the
     same bytes, tie-prone sequences included (one length class: one program to compile)."""

@@ -25,6 +25,9 @@ from jaxrna.energy.evaluate import energy_of_structure
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io.fasta import Record
 
+#: every configuration folded by both engines (~20 s); the fast subset keeps test_energy_fold
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EDGES = ["", "A", "GC", "GGC", "GGAC", "GGGAAAC", "NNNNNNNN", "GGGGNAAACCCC", "ggggaaacccc",
          "GGGGTTTTCCCC", "gcgcTTTTgcgcNNacguAAGGCCUUCGGGCC", "RYKMSWBDHVNACGU" * 3,

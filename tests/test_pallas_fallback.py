@@ -22,6 +22,7 @@ def _warnings(err: str) -> list[str]:
     return [line for line in err.splitlines() if "warning" in line]
 
 
+@pytest.mark.slow  # compiles the packed fold twice
 def test_the_packed_fold_falls_back_to_its_pure_path(monkeypatch, capsys):
     from jaxrna.fold.gpu import GpuFoldConfig, fold_gpu
 
@@ -180,6 +181,7 @@ def test_fold_batch_program_falls_back(monkeypatch, capsys, kernels):
 
 # -- energy (fold --turner): the fill's interior-loop kernels ---------------------------------
 
+@pytest.mark.slow  # two energy programs in interpret mode
 def test_energy_interior_kernels_fall_back(monkeypatch, capsys):
     from jaxrna.energy.api import INTERIOR_KERNEL, fold_batch, load_params
 
@@ -229,6 +231,7 @@ def test_interact_falls_back(monkeypatch, capsys):
 
 # -- targets: the scan's kernels are chosen before anything is built --------------------------
 
+@pytest.mark.slow  # the scan in interpret mode, then pure
 def test_targets_scan_falls_back(monkeypatch, capsys):
     """The scan with the Pallas kernels of kernels/miranda_fill (interpret mode), and with them
     forced to fail: the engine takes the pure-JAX scan, the same hits, one warning."""

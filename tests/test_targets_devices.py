@@ -55,6 +55,7 @@ def _run(args, devices: int, tmp_path, *extra):
     return r, re.findall(r"\b(cpu:\d+) \(cpu\)", line[0])
 
 
+@pytest.mark.slow  # 1, 2 and 4 devices; the fast subset keeps the --devices test
 def test_targets_on_every_device_same_report(job, tmp_path):
     one, used = _run(job, 1, tmp_path)
     assert used == ["cpu:0"]
