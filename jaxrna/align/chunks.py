@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jaxrna.align.jobs import Job
-from jaxrna.align.text import AlignedBatch
+from jaxrna.align.text import AlignedBatch, ramp
 
 
 @dataclass
@@ -39,18 +39,6 @@ class Chunk:
     def empty(cls, start: int, qi: np.ndarray, ti: np.ndarray) -> "Chunk":
         z = lambda: np.zeros(len(qi), np.int64)  # noqa: E731
         return cls(start, qi, ti, z(), z(), z(), z(), z(), np.ones(len(qi), bool))
-
-
-def ramp(counts: np.ndarray) -> np.ndarray:
-    """``0 .. counts[k] - 1`` for every k, concatenated.
-
-    >>> ramp(np.array([3, 0, 2])).tolist()
-    [0, 1, 2, 0, 1]
-    """
-    total = int(counts.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
 def gather(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

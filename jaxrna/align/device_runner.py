@@ -18,9 +18,10 @@ from functools import partial
 import numpy as np
 
 from jaxrna.align import classes
-from jaxrna.align.chunks import Chunk, Ragged, ramp, record_path
+from jaxrna.align.chunks import Chunk, Ragged, record_path
 from jaxrna.align.jobs import Job
 from jaxrna.align.scoring import Scoring
+from jaxrna.align.text import ramp
 from jaxrna.batching import bucket_length
 from jaxrna.stages import stage
 

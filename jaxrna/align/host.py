@@ -44,6 +44,7 @@ import threading
 import numpy as np
 
 from jaxrna.align import hostwalk
+from jaxrna.align.text import ramp
 from jaxrna.kernels.gotoh_defs import NEG, OP_D, OP_I, OP_M
 from jaxrna.stages import stage
 
@@ -331,7 +332,7 @@ class HostEngine:
                     done[hr[stop]] = True
                 moved = run > 0
                 r, k = hr[moved], run[moved]
-                rev[np.repeat(r, k), np.repeat(count[r], k) + _ramp(k)] = _M
+                rev[np.repeat(r, k), np.repeat(count[r], k) + ramp(k)] = _M
                 count[r] += k
                 i[r] -= k
                 j[r] -= k
@@ -363,7 +364,7 @@ class HostEngine:
                 run = np.where(sure.all(axis=1), RUN, np.argmin(sure, axis=1))
                 moved = run > 0
                 r, k = g[moved], run[moved]
-                rev[np.repeat(r, k), np.repeat(count[r], k) + _ramp(k)] = state
+                rev[np.repeat(r, k), np.repeat(count[r], k) + ramp(k)] = state
                 count[r] += k
                 if down:
                     i[r] -= k
@@ -411,12 +412,12 @@ class HostEngine:
         np.cumsum(total, out=offsets[1:])
         ops = np.empty(int(offsets[-1]), np.uint8)
         rows = np.repeat(np.arange(n), count)
-        back = _ramp(count)
+        back = ramp(count)
         ops[np.repeat(offsets[1:], count) - 1 - back] = rev[rows, back]
         if not local:
             starts = offsets[:-1]
-            ops[np.repeat(starts, gi) + _ramp(gi)] = OP_I
-            ops[np.repeat(starts + gi, gj) + _ramp(gj)] = OP_D
+            ops[np.repeat(starts, gi) + ramp(gi)] = OP_I
+            ops[np.repeat(starts + gi, gj) + ramp(gj)] = OP_D
             return np.zeros(n, np.int64), np.zeros(n, np.int64), ops, offsets
         return i, j, ops, offsets
 
@@ -537,15 +538,6 @@ def _one_view(tables: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     base = np.zeros(len(tables), np.int64)
     np.cumsum(sizes[:-1], out=base[1:])
     return np.concatenate([t.reshape(-1) for t in tables]).astype(np.int32), base
-
-
-def _ramp(counts: np.ndarray) -> np.ndarray:
-    """``0, 1, .., c - 1`` for every count ``c``, concatenated."""
-    total = int(counts.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    starts = np.cumsum(counts) - counts
-    return np.arange(total) - np.repeat(starts, counts)
 
 
 def code_text(codes: np.ndarray) -> str:

@@ -131,8 +131,13 @@ def _exclusive(flags: np.ndarray) -> np.ndarray:
     return out
 
 
-def _ramp(counts: np.ndarray) -> np.ndarray:
-    """``0, 1, .., c - 1`` for every count ``c``, concatenated."""
+def ramp(counts: np.ndarray) -> np.ndarray:
+    """``0 .. counts[k] - 1`` for every k, concatenated (the align engines' and this module's
+    one copy).
+
+    >>> ramp(np.array([3, 0, 2])).tolist()
+    [0, 1, 2, 0, 1]
+    """
     total = int(counts.sum())
     if not total:
         return np.zeros(0, np.int64)
@@ -325,7 +330,7 @@ def pair_text(b: AlignedBatch) -> str:
     lengths = cols.lengths
     nblocks = -(-lengths // WIDTH)
     owner = np.repeat(np.arange(len(b)), nblocks)
-    bs = off[:-1][owner] + _ramp(nblocks) * WIDTH
+    bs = off[:-1][owner] + ramp(nblocks) * WIDTH
     be = np.minimum(bs + WIDTH, off[1:][owner])
     qcum, tcum = cols.qcum, cols.tcum               # residues consumed before each column
     qshift = (b.query_start - qcum[off[:-1]])[owner]
