@@ -18,15 +18,21 @@ from jax.experimental import pallas as pl
 from jaxrna.kernels.tropical_pallas import barrier, compiler_params
 
 
+def _tile_coords(i, j, nb: int, t: int):
+    """Where cell (i, j) of an ``nb * t`` table lies: whether it exists (i <= j, both inside),
+    its clipped indices and their tile rows and columns."""
+    n = nb * t
+    valid = (i <= j) & (i >= 0) & (j < n)
+    ii = jnp.clip(i, 0, n - 1)
+    jj = jnp.clip(j, 0, n - 1)
+    return valid, ii, jj, ii // t, jj // t
+
+
 def _packed_get(tab_ref, nb: int, t: int):
     """``get(i, j)`` on a packed table ref (:mod:`jaxrna.fold.packed`), scalars or vectors."""
 
     def get(i, j):
-        n = nb * t
-        valid = (i <= j) & (i >= 0) & (j < n)
-        ii = jnp.clip(i, 0, n - 1)
-        jj = jnp.clip(j, 0, n - 1)
-        it, jt = ii // t, jj // t
+        valid, ii, jj, it, jt = _tile_coords(i, j, nb, t)
         e = jnp.maximum(jt - it, 0)
         slot = e * nb - (e * (e - 1)) // 2 + it
         return jnp.where(valid, tab_ref[slot, ii % t, jj % t], 0)
@@ -38,11 +44,7 @@ def _tiles_get(tiles_ref, nb: int, t: int):
     """``get(i, j)`` on one sequence's tiles ref ``(nb, nb, T, T)``."""
 
     def get(i, j):
-        n = nb * t
-        valid = (i <= j) & (i >= 0) & (j < n)
-        ii = jnp.clip(i, 0, n - 1)
-        jj = jnp.clip(j, 0, n - 1)
-        it, jt = ii // t, jj // t
+        valid, ii, jj, it, jt = _tile_coords(i, j, nb, t)
         e = jnp.clip(jt - it, 0, nb - 1)
         return jnp.where(valid, tiles_ref[it, e, ii % t, jj % t], 0)
 
