@@ -31,6 +31,20 @@ from jaxrna.align.scoring import from_matrix, make_scoring, match_mismatch
 from jaxrna.io.bulk import read_batch
 
 
+def padded(pairs, scoring, h: int, w: int, empty: int):
+    """The pairs as one device batch: codes padded to ``h`` x ``w`` in rows rounded up to 128,
+    and their lengths; the padding rows have length ``empty``."""
+    rows = -(-len(pairs) // 128) * 128
+    q = np.zeros((rows, h), np.int8)
+    t = np.zeros((rows, w), np.int8)
+    mm = np.full(rows, empty, np.int32)
+    nn = np.full(rows, empty, np.int32)
+    for k, (a, b) in enumerate(pairs):
+        q[k, :len(a)], t[k, :len(b)] = scoring.encode(a), scoring.encode(b)
+        mm[k], nn[k] = len(a), len(b)
+    return q, t, mm, nn
+
+
 def kernels() -> None:
     from jaxrna.kernels.wavefront import batch_align, lanes_align
 
@@ -46,14 +60,7 @@ def kernels() -> None:
                 pairs.append(("".join(rng.choice(alphabet) for _ in range(m)),
                               "".join(rng.choice(alphabet) for _ in range(n))))
             pairs.append(("A" * 9, "C" * 9))
-            rows = -(-len(pairs) // 128) * 128
-            q = np.zeros((rows, h), np.int8)
-            t = np.zeros((rows, w), np.int8)
-            mm = np.zeros(rows, np.int32)
-            nn = np.zeros(rows, np.int32)
-            for k, (a, b) in enumerate(pairs):
-                q[k, :len(a)], t[k, :len(b)] = scoring.encode(a), scoring.encode(b)
-                mm[k], nn[k] = len(a), len(b)
+            q, t, mm, nn = padded(pairs, scoring, h, w, empty=0)
             p = params_of(scoring)
             for local in (False, True):
                 want = [np.asarray(x) for x in batch_align(q, t, mm, nn, p, local=local,
@@ -136,14 +143,7 @@ def end_gaps(dry: bool = False) -> None:
             m = rng.randint(1, h) if k % 3 else rng.randint(1, 8)
             pairs.append(("".join(rng.choice(alphabet) for _ in range(m)),
                           "".join(rng.choice(alphabet) for _ in range(rng.randint(1, w)))))
-        rows = -(-len(pairs) // 128) * 128
-        q = np.zeros((rows, h), np.int8)
-        t = np.zeros((rows, w), np.int8)
-        mm = np.ones(rows, np.int32)
-        nn = np.ones(rows, np.int32)
-        for k, (a, b) in enumerate(pairs):
-            q[k, :len(a)], t[k, :len(b)] = scoring.encode(a), scoring.encode(b)
-            mm[k], nn[k] = len(a), len(b)
+        q, t, mm, nn = padded(pairs, scoring, h, w, empty=1)
         k = len(pairs)
         eq = scoring.equality
         with jax.default_device(cpu):            # the reference: pure JAX on the CPU
