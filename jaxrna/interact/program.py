@@ -198,15 +198,19 @@ def compiled(codes_u, codes_v, weights, info, spans, geo, box: bool, windows: bo
 
 def uses_pallas(geo, device) -> bool:
     """Whether the fill of ``geo`` runs a Pallas kernel on ``device``: the fused splits, or the
-    max-plus kernel (``kernel`` "pallas"/"interpret", or None on an NVIDIA GPU).
+    max-plus kernel (``kernel`` resolved as :func:`jaxrna.kernels.tropical.maxplus_update`
+    resolves it: "pallas"/"interpret", or "auto" on a GPU).
 
     >>> from jaxrna.interact.geometry import Geometry
     >>> uses_pallas(Geometry(64, 64, 63, 63, kernel="xla"), None)
     False
     """
-    if geo.fused or geo.kernel in ("pallas", "interpret"):
+    from jaxrna.kernels.tropical import resolve_backend
+
+    backend = resolve_backend(geo.kernel)   # None: $JAXRNA_TROPICAL_BACKEND, else "auto"
+    if geo.fused or backend in ("pallas", "interpret"):
         return True
-    return geo.kernel is None and device is not None and device.platform == "gpu"
+    return backend == "auto" and device is not None and device.platform == "gpu"
 
 
 __all__ = ["INFO", "SUMMARY", "BoxLayout", "best_window", "compiled", "interact_program",
