@@ -250,7 +250,7 @@ def test_device_packed_lanes_and_stream_equal_the_host_packing(kernel):
     equal the host's Chunk.lanes_t (transposed, padded with inert filler) and stream."""
     import jax
 
-    from jaxrna.targets.engine import WORD, Chunk, _round_up, _Run
+    from jaxrna.targets.engine import WORD, Chunk, ChunkRun, round_up
 
     rng = np.random.default_rng(7)
     params = ScanParams(no_energy=True)
@@ -260,10 +260,10 @@ def test_device_packed_lanes_and_stream_equal_the_host_packing(kernel):
                 for _ in range(int(rng.integers(1, 30)))]
         chunk = Chunk([make_target(f"t{k}", "", s) for k, s in enumerate(seqs)], q.overlap,
                       lane_columns=lane_columns)
-        run = _Run(Engine(params, kernel=kernel, interpret=True), [q], chunk, [True])
+        run = ChunkRun(Engine(params, kernel=kernel, interpret=True), [q], chunk, [True])
         dev = run._put(jax.devices()[0])
         rows, lanes = np.asarray(dev.lanes).shape
-        assert rows == _round_up(chunk.rows_out, WORD) >= chunk.rows and lanes >= chunk.n_lanes
+        assert rows == round_up(chunk.rows_out, WORD) >= chunk.rows and lanes >= chunk.n_lanes
         want = np.full((rows, lanes), 4 | 8, np.int8)
         want[:chunk.rows, :chunk.n_lanes] = chunk.lanes_t.T
         assert np.array_equal(np.asarray(dev.lanes), want), trial

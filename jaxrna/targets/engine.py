@@ -84,8 +84,6 @@ from jaxrna.targets.sizes import (MAX_HEIGHTS, MAX_LANES, MIN_CHUNK_CLASS, ROW_S
 __all__ = ["Engine", "Chunk", "ChunkRun", "OnDevice", "Query", "Target", "prepare_query", "make_target",
            "lead_for", "overlap_bound", "value_dtype", "height_classes", "round_up", "bucket",
            "MAX_HEIGHTS", "MAX_LANES", "MIN_CHUNK_CLASS", "ROW_STEP", "WORD"]
-_Run = ChunkRun          # the names older tests use
-_round_up = round_up
 
 SEGMENT_BATCH = 4096  # free gaps: segments per refill call
 #: refill lanes (tiles) per device call: a fixed size (one program), the last call topped up
