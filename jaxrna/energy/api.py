@@ -31,7 +31,7 @@ from jaxrna.batching import energy_length_class
 from jaxrna.energy.params import BUNDLED, EnergyParams, load_params
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
-from jaxrna.kernels.fallback import compile_or_fallback, usable
+from jaxrna.kernels.fallback import compile_or_fallback, pallas_builds, usable
 
 #: Bytes per padded position squared that a sequence's tables need (seven diagonal tables,
 #: the column copy of the multiloop table, traceback reads), for the memory check.
@@ -211,7 +211,7 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     length = length or energy_length_class(max(len(s) for s in sequences))
     stack = prepare_batch(sequences, params, length, unpaired)
     args = _program_args(stack, params, length, dangles, with_pairs)
-    interior = _interior(platform or default_device().platform, length)
+    interior = interior_for(platform or default_device().platform, length)
     run = functools.partial(_program().bind, *args)
     if interior in ("pallas", "interpret"):     # a kernel that does not build: the loop
         out = compile_or_fallback(INTERIOR_KERNEL, lambda: run(interior=interior),
@@ -226,14 +226,23 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
 INTERIOR_KERNEL = "energy.shifted_min"
 
 
-def _interior(platform: str, length: int) -> str:
+def interior_for(platform: str, length: int, probe: bool = False) -> str:
     """:func:`jaxrna.energy.fill.interior_mode`, but the rolled loop where the Pallas kernels
-    failed to build in this process."""
+    failed to build in this process -- or, with ``probe`` (for callers that do not compile
+    their program through :func:`~jaxrna.kernels.fallback.compile_or_fallback`), where
+    :func:`~jaxrna.kernels.fallback.pallas_builds` finds that Pallas does not build here.
+
+    >>> interior_for("cpu", 128)
+    'loop'
+    """
     from jaxrna.energy.fill import interior_mode
 
     interior = interior_mode(platform, length)
-    if interior in ("pallas", "interpret") and not usable(INTERIOR_KERNEL):
-        return "loop"
+    if interior in ("pallas", "interpret"):
+        ok = pallas_builds(INTERIOR_KERNEL, interior == "interpret") if probe \
+            else usable(INTERIOR_KERNEL)
+        if not ok:
+            return "loop"
     return interior
 
 
@@ -266,7 +275,7 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
         args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
         programs.prefetch("energy.fold_batch", _program().jitted(), specs,
-                          {"interior": _interior(device.platform, length)}, device)
+                          {"interior": interior_for(device.platform, length)}, device)
         count += 1
     return count
 

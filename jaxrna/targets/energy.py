@@ -483,16 +483,10 @@ _PROGRAM_LOCK = threading.Lock()
 def _device_program(length: int, platform: str = "cpu"):
     """The batch program (energies only) for devices of ``platform`` and the parameters for
     ``length``, made once (device threads ask for it at the same time)."""
-    from jaxrna.energy.api import INTERIOR_KERNEL
-    from jaxrna.energy.fill import interior_mode
-    from jaxrna.kernels.fallback import pallas_builds
+    from jaxrna.energy.api import interior_for
 
-    with _PROGRAM_LOCK:
-        interior = interior_mode(platform, length)
-        if interior in ("pallas", "interpret") and \
-                not pallas_builds(INTERIOR_KERNEL, interior == "interpret"):
-            interior = "loop"       # Pallas does not build with this JAX: the rolled loop
-        return _make_device_program(length, interior)
+    with _PROGRAM_LOCK:     # (Pallas that does not build with this JAX: the rolled loop)
+        return _make_device_program(length, interior_for(platform, length, probe=True))
 
 
 def _fold_batch(codes, n, linker, special, dp, stop, length: int, interior: str = "jax"):
