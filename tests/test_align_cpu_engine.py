@@ -4,6 +4,7 @@ write the device (JAX) engine's bytes on a mixed job: global, local and free end
 without alignments, every format."""
 
 import io
+import os
 import random
 
 import numpy as np
@@ -51,7 +52,12 @@ SCHEMES = [("local", make_scoring(1, -1, None, 1, 1)), ("local", make_scoring(2,
 
 
 def test_compiled_walk_is_built():
-    """With a C compiler here (CI and the developers' machines have one) the walk is compiled."""
+    """With a C compiler here the walk is compiled (without one the NumPy walk runs, and the
+    tests below compare it with itself)."""
+    import shutil
+
+    if shutil.which(os.environ.get("CC") or "cc") is None:
+        pytest.skip("no C compiler on this machine: the NumPy walk runs")
     assert hostwalk.library() is not None
 
 
