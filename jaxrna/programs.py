@@ -58,6 +58,13 @@ def disk_dir() -> str | None:
     return _disk
 
 
+def use_store_dir(directory: str | None) -> None:
+    """Keep serialized executables in ``directory`` itself (a compile worker is given the
+    job's :func:`disk_dir`: :mod:`jaxrna.compile_workers`)."""
+    global _disk
+    _disk = directory
+
+
 def source_hash() -> str:
     """A hash of every ``.py`` file of the jaxrna package (computed once per process): any
     change to jaxrna's code invalidates every stored executable."""
@@ -237,7 +244,15 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
         return hit
     if inflight and not _in_pool():
         with stages.stage("compile"):
-            return _wait(key)
+            got = _wait(key)
+        if callable(got):
+            return got
+        # a compile worker's report (jaxrna.compile_workers): the executable is in the store
+        # now, loaded below -- or the worker failed, and the program is compiled here
+        with _lock:
+            hit = _memo.get(key)
+        if hit is not None:
+            return hit
     with stages.stage("compile"):
         path = os.path.join(_disk, f"{key}.bin") \
             if _disk and (device.platform != "cpu" or cpu_store) else None
@@ -410,33 +425,58 @@ _pool = None
 PREFETCH_FROM_CORES = 4
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return os.cpu_count() or 1
 
 
-def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=None) -> None:
-    """Start preparing :func:`program` for these arguments in a background thread (a no-op
-    on machines with few cores, or when it is ready or under way), so the several programs of
-    a cold run compile at once. ``args`` may be :class:`jax.ShapeDtypeStruct`s."""
+def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=None, *,
+             source: str | None = None, cpu_store: bool = False) -> None:
+    """Start preparing :func:`program` for these arguments in the background (a no-op on
+    machines with few cores, or when it is ready or under way), so the several programs of a
+    cold run compile at once. ``args`` may be :class:`jax.ShapeDtypeStruct`s.
+
+    With ``source`` (``"module:function"`` returning ``jitted``) and the store on for the
+    device (``cpu_store``: as for :func:`program`), a program not yet stored is traced and
+    compiled by a worker process (:mod:`jaxrna.compile_workers`: tracing holds the GIL, so
+    threads trace one program at a time), except one at a time traced in a background thread
+    here, which costs no process start."""
     global _pool
-    if _cores() < PREFETCH_FROM_CORES:
-        return
-    import concurrent.futures
+    from jaxrna import compile_workers
 
     static = dict(static or {})
     if device is None:
         device = default_device()
     key = program_key(name, args, static, device)
+    stored = _disk is not None and (device.platform != "cpu" or cpu_store)
+    remote = (source is not None and stored and compile_workers.workers() > 0
+              and not os.path.exists(os.path.join(_disk, f"{key}.bin")))
+    if not remote and cores() < PREFETCH_FROM_CORES:
+        return
+    import concurrent.futures
+
     with _lock:
         if key in _memo or key in _inflight:
             return
+        local_busy = any(not f.done() for f in _local_futures)
+        if remote and local_busy:
+            spec = compile_workers.spec_for(name, source, args, static, {}, device, key,
+                                            _disk, cpu_store)
+            _inflight[key] = compile_workers.submit(spec)
+            return
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(
-                max(1, min(4, _cores() // 2)), thread_name_prefix="jaxrna-compile")
-        _inflight[key] = _pool.submit(program, name, jitted, args, static, device)
+                max(1, min(4, cores() // 2)), thread_name_prefix="jaxrna-compile")
+        future = _pool.submit(program, name, jitted, args, static, device,
+                              cpu_store=cpu_store)
+        _inflight[key] = future
+        _local_futures[:] = [f for f in _local_futures if not f.done()] + [future]
+
+
+_local_futures: list = []       # prefetches under way in this process's threads
 
 
 def _wait(key: str):

@@ -173,6 +173,12 @@ def _program():
                       cpu_store=True)(_batch)
 
 
+def batch_jitted():
+    """The batch program's ``jax.jit`` function (what a compile worker lowers:
+    :mod:`jaxrna.compile_workers`)."""
+    return _program().jitted()
+
+
 @functools.lru_cache(maxsize=64)
 def _device_params(params: EnergyParams, length: int):
     from jaxrna.energy.terms import device_params
@@ -274,8 +280,9 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
         # the shapes of a batch of empty rows are those of every batch of the class
         args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
-        programs.prefetch("energy.fold_batch", _program().jitted(), specs,
-                          {"interior": interior_for(device.platform, length)}, device)
+        programs.prefetch("energy.fold_batch", batch_jitted(), specs,
+                          {"interior": interior_for(device.platform, length)}, device,
+                          source="jaxrna.energy.api:batch_jitted", cpu_store=True)
         count += 1
     return count
 

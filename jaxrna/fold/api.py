@@ -170,6 +170,12 @@ def _static(with_pairs: bool, backend: str) -> dict:
                 sequential=backend == "cpu", walk="xla", chunk=CPU_CHUNK)
 
 
+def tiles_jitted():
+    """The batch program's ``jax.jit`` function (what a compile worker lowers:
+    :mod:`jaxrna.compile_workers`)."""
+    return _jitted()
+
+
 def _jitted():
     global _fold_program_jit
     if _fold_program_jit is None:
@@ -263,7 +269,8 @@ def _prefetch(rows: int, padded: int, with_pairs: bool, backend: str, device) ->
     from jaxrna import programs
 
     programs.prefetch("fold.tiles", _jitted(), _shape_args(rows, padded),
-                      _first_static(with_pairs, backend), device)
+                      _first_static(with_pairs, backend), device,
+                      source="jaxrna.fold.api:tiles_jitted")
 
 
 @dataclass

@@ -284,6 +284,22 @@ def _inputs(problems: Sequence[Problem], batch, wm: np.ndarray, keep_windows: bo
     return (cu, cv, wm, info, spans), windows
 
 
+def _prefetch(problems, batches, wm, with_pairs: bool, keep_windows: bool, devices) -> None:
+    """Start compiling each class's program on each device at once (a run's plan is known
+    before its first batch: :func:`jaxrna.interact.program.prefetch`)."""
+    from jaxrna.interact.program import prefetch
+
+    first: dict = {}
+    for batch in batches:
+        first.setdefault((batch[0], batch[1]), batch)
+    if len(first) < 2:
+        return                  # one program: compiled when its first batch needs it
+    for batch in first.values():
+        args, windows = _inputs(problems, batch, wm, keep_windows)
+        for device in devices:
+            prefetch(args, batch[0], with_pairs, windows, device)
+
+
 def prepare(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool,
             keep_windows: bool, device):
     """``(program, arguments)`` of one batch: the compiled program (loaded or compiled now)."""
@@ -319,6 +335,7 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
     devices = list(devices) if devices else [default_device()]
     out: list[InteractResult | None] = [None] * len(problems)
     batches = problem_batches(problems, batch_budget)
+    _prefetch(problems, batches, wm, with_pairs, keep_windows, devices)
     # one batch ahead (per device) only while two batches' tables fit in the budget
     depth = 1 if all(b[1] * (b[0].table_bytes() + b[0].work_bytes()) * 2 <= batch_budget
                      for b in batches) else 0

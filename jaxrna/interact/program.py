@@ -169,20 +169,42 @@ def interact_program(codes_u, codes_v, weights, info, spans, *, geo, box: bool, 
 
 _jitted = None
 
-def compiled(codes_u, codes_v, weights, info, spans, geo, box: bool, windows: bool, device):
-    """The compiled program for these shapes (``jaxrna.programs``: from this process, the disk
-    store -- on CPUs too: tracing the fill is most of a small warm run --, or traced and
-    compiled)."""
+
+def batch_jitted():
+    """The batch program's ``jax.jit`` function (what a compile worker lowers:
+    :mod:`jaxrna.compile_workers`)."""
     global _jitted
+    if _jitted is None:
+        import jax
+
+        _jitted = jax.jit(interact_program, static_argnames=("geo", "box", "windows"))
+    return _jitted
+
+
+def prefetch(args: tuple, geo, box: bool, windows: bool, device) -> None:
+    """Start compiling (or loading) the program of a batch like ``args`` in the background
+    (:func:`jaxrna.programs.prefetch`: on hosts with cores to spare, in worker processes), so a
+    run's few programs compile side by side at its start."""
     import jax
 
     from jaxrna import programs
 
-    if _jitted is None:
-        _jitted = jax.jit(interact_program, static_argnames=("geo", "box", "windows"))
+    specs = tuple(jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args)
+    programs.prefetch("interact.batch", batch_jitted(), specs,
+                      {"geo": geo, "box": box, "windows": windows}, device,
+                      source="jaxrna.interact.program:batch_jitted", cpu_store=True)
+
+
+def compiled(codes_u, codes_v, weights, info, spans, geo, box: bool, windows: bool, device):
+    """The compiled program for these shapes (``jaxrna.programs``: from this process, the disk
+    store -- on CPUs too: tracing the fill is most of a small warm run --, or traced and
+    compiled)."""
+    from jaxrna import programs
+
+    jitted = batch_jitted()
 
     def build(g):
-        return lambda: programs.program("interact.batch", _jitted,
+        return lambda: programs.program("interact.batch", jitted,
                                         (codes_u, codes_v, weights, info, spans),
                                         {"geo": g, "box": box, "windows": windows}, device,
                                         cpu_store=True)

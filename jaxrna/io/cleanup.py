@@ -300,6 +300,10 @@ def exit_now(status: int) -> None:
     device computations may still be running in XLA's threads, and tearing the interpreter
     down under them can crash (a segmentation fault instead of the exit status)."""
     remove_registered()
+    workers = sys.modules.get("jaxrna.compile_workers")
+    if workers is not None:
+        with contextlib.suppress(Exception):
+            workers.shutdown()
     _release_multiprocessing()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -316,6 +320,10 @@ def leave(status: int) -> None:
     if pipeline is not None:
         with contextlib.suppress(Exception):
             pipeline.shutdown_pools(wait=True)
+    workers = sys.modules.get("jaxrna.compile_workers")
+    if workers is not None:             # programs still compiling are not waited for
+        with contextlib.suppress(Exception):
+            workers.shutdown()
     remove_registered()
     _release_multiprocessing()
     try:

@@ -1,0 +1,204 @@
+"""A job's programs traced and compiled side by side in worker processes.
+
+Tracing and lowering a program is Python work that holds the GIL, so the background threads of
+:func:`jaxrna.programs.prefetch` trace one program after another: the six energy-model
+programs of a cold GPU job (404 sequences of 1-2,600 nt) spent most of their 35 s of
+compilation tracing in series. Here a prefetched program whose executable can be kept in
+jaxrna's store (:mod:`jaxrna.programs`) is traced, compiled and stored by a spawned worker
+process; the job's process then loads the stored executable (a fraction of a second) instead
+of tracing it. Each worker traces with its own interpreter, so the programs of a plan are
+traced and compiled at once, on as many cores.
+
+A program is named for a worker by ``source``, ``"module:function"``: the function returns the
+``jax.jit`` function the program is lowered from (module-level, so a fresh interpreter finds
+it); arguments are :class:`jax.ShapeDtypeStruct` trees and static values, which pickle. The
+worker checks that it computes the job's key for the program (same device, JAX, flags and
+sources) before compiling, and reports the counters of :mod:`jaxrna.stages` it added (programs
+compiled, cache hits, executables stored), which the job adds to its own, so the compile
+counts of a run are the same whether its programs were compiled here or in workers.
+
+:func:`workers` says how many processes a host gets: none below
+:data:`~jaxrna.programs.PREFETCH_FROM_CORES` cores, else half the cores up to eight;
+``JAXRNA_COMPILE_PROCESSES=N`` sets it (0: never). A worker that fails (a kernel that does not
+build, an interpreter that cannot start) stores nothing; the job then compiles the program
+itself, with its own fall-backs, and the output is the same.
+
+>>> workers() >= 0
+True
+>>> run({"source": "jaxrna.compile_workers:_example", "name": "doc.x", "args": (), "static": {},
+...      "key": "not the key", "platform": "cpu", "device_id": 0, "platforms": "cpu",
+...      "x64": False, "disk": None, "jax_cache": None, "cpu_store": False})["error"]
+'the worker computes another key for doc.x'
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import importlib
+import logging
+import multiprocessing
+import os
+import threading
+import time
+
+log = logging.getLogger("jaxrna")
+
+_lock = threading.Lock()
+_pool: concurrent.futures.ProcessPoolExecutor | None = None
+#: Most worker processes a host gets (each holds an interpreter with JAX and a device client).
+MAX_WORKERS = 8
+
+
+def workers() -> int:
+    """Worker processes for compiling: ``JAXRNA_COMPILE_PROCESSES`` if set, else none on hosts
+    with fewer than :data:`jaxrna.programs.PREFETCH_FROM_CORES` cores, else half the cores
+    (at most :data:`MAX_WORKERS`)."""
+    from jaxrna.programs import PREFETCH_FROM_CORES, cores
+
+    env = os.environ.get("JAXRNA_COMPILE_PROCESSES", "").strip()
+    if env:
+        try:
+            return max(0, min(MAX_WORKERS, int(env)))
+        except ValueError:
+            log.warning("warning: JAXRNA_COMPILE_PROCESSES=%r is not a number; compiling "
+                        "in this process", env)
+            return 0
+    n = cores()
+    return 0 if n < PREFETCH_FROM_CORES else max(1, min(MAX_WORKERS, n // 2))
+
+
+def spec_for(name: str, source: str, args: tuple, static: dict, kwargs: dict, device, key: str,
+             disk: str | None, cpu_store: bool) -> dict:
+    """What a worker needs to compile ``name`` as the job would: the program, its argument
+    shapes and static values, the device (platform and id), the job's JAX configuration
+    (platforms, x64, compilation cache) and its store directory."""
+    import jax
+
+    return {"name": name, "source": source, "args": args, "static": dict(static),
+            "kwargs": dict(kwargs), "key": key, "platform": device.platform,
+            "device_id": device.id, "platforms": jax.config.jax_platforms or "",
+            "x64": bool(jax.config.jax_enable_x64),
+            "jax_cache": jax.config.jax_compilation_cache_dir or None,
+            "disk": disk, "cpu_store": cpu_store}
+
+
+def submit(spec: dict) -> concurrent.futures.Future:
+    """Compile ``spec`` (:func:`spec_for`) in a worker process; the future's result is
+    :func:`run`'s report, whose counters are added to this process's when it is done."""
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = concurrent.futures.ProcessPoolExecutor(
+                max(1, workers()), mp_context=multiprocessing.get_context("spawn"),
+                initializer=_die_with_parent)
+        future = _pool.submit(run, spec)
+    future.add_done_callback(_merge)
+    return future
+
+
+def _die_with_parent() -> None:
+    """In a worker: be killed when the job's process ends, however it ends (Linux; a worker
+    must not outlive the job, holding its output pipes open)."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - not Linux: the job's exit stops its workers
+        pass
+    if os.getppid() == 1:                            # the job ended before this line
+        os._exit(0)
+
+
+def _merge(future: concurrent.futures.Future) -> None:
+    from jaxrna import stages
+
+    try:
+        report = future.result()
+    except Exception as exc:  # noqa: BLE001 - a worker that died: the job compiles it
+        log.debug("compile worker failed: %s", exc)
+        return
+    for name, k in report.get("counts", {}).items():
+        if k:
+            stages.count(name, k)
+    if report.get("error"):
+        log.debug("compile worker: %s", report["error"])
+
+
+def _example():
+    """A program source for the doctest above."""
+    import jax
+
+    return jax.jit(lambda: 0)
+
+
+def run(spec: dict) -> dict:
+    """In a worker: set up JAX as the job has it, then trace, compile and store the program of
+    ``spec`` (:func:`jaxrna.programs.program`). Returns ``{"key", "seconds", "counts"}``, with
+    ``"error"`` when nothing was stored (another key, a failure)."""
+    start = time.perf_counter()
+    import jax
+
+    from jaxrna import programs, stages
+
+    if spec["platforms"] and not _backends_started():
+        jax.config.update("jax_platforms", spec["platforms"])
+    jax.config.update("jax_enable_x64", spec["x64"])
+    if spec["jax_cache"] and jax.config.jax_compilation_cache_dir != spec["jax_cache"]:
+        jax.config.update("jax_compilation_cache_dir", spec["jax_cache"])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    stages.listen_to_jax()
+    before = stages.counts()
+    name = spec["name"]
+    report: dict = {"key": spec["key"], "counts": {}}
+    try:
+        module, _, attr = spec["source"].partition(":")
+        jitted = getattr(importlib.import_module(module), attr)()
+        device = jax.devices(spec["platform"])[spec["device_id"]]
+        kwargs = spec.get("kwargs") or {}
+        key = programs.program_key(name, (spec["args"], kwargs) if kwargs else spec["args"],
+                                   spec["static"], device)
+        if key != spec["key"]:
+            report["error"] = f"the worker computes another key for {name}"
+            return report
+        programs.use_store_dir(spec["disk"])
+        programs.program(name, jitted, spec["args"], spec["static"], device, kwargs,
+                         cpu_store=spec["cpu_store"])
+    except Exception as exc:  # noqa: BLE001 - reported; the job compiles the program itself
+        report["error"] = f"{name}: {type(exc).__name__}: {exc}"
+    finally:
+        after = stages.counts()
+        report["counts"] = {k: after.get(k, 0) - before.get(k, 0)
+                            for k in ("programs", "cache_hits", "cache_misses",
+                                      "executables_compiled")}
+        report["seconds"] = round(time.perf_counter() - start, 3)
+    return report
+
+
+def _backends_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):  # pragma: no cover - another JAX layout
+        return False
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop the workers (at exit): a program still compiling is not waited for."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is None:
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        try:
+            process.kill()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)

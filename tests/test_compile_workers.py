@@ -1,0 +1,94 @@
+"""A job's programs compiled in worker processes (:mod:`jaxrna.compile_workers`, issue 26):
+the same output and the same compile counts as compiling in the job's process, the executables
+stored by the workers loaded by the job, nothing compiled on the next run, and a worker that
+fails leaving the job to compile the program itself.
+
+On this CPU ``JAXRNA_COMPILE_PROCESSES`` forces the workers (a host of many cores gets them
+by default, :func:`jaxrna.compile_workers.workers`).
+"""
+
+import random
+
+import pytest
+
+from compile_count import run_counted
+
+
+def _fasta(path, lengths, seed):
+    rng = random.Random(seed)
+    with open(path, "w") as fh:
+        for k, n in enumerate(lengths):
+            fh.write(f">r{k}\n{''.join(rng.choice('ACGU') for _ in range(n))}\n")
+    return str(path)
+
+
+@pytest.mark.slow
+def test_workers_compile_a_plan_with_the_same_output_and_counts(tmp_path):
+    lengths = [20, 150, 90, 240, 3, 130]                  # energy classes 128 and 256
+    fasta = _fasta(tmp_path / "a.fa", lengths, 7)
+    args = ["fold", "--model", "turner", "--backend", "cpu", fasta]
+    here = run_counted(args, str(tmp_path / "here"), env={"JAXRNA_COMPILE_PROCESSES": "0"})
+    assert here.returncode == 0, here.stderr
+    assert here.counts.get("executables_loaded", 0) == 0
+    workers = run_counted(args, str(tmp_path / "workers"),
+                          env={"JAXRNA_COMPILE_PROCESSES": "2"})
+    assert workers.returncode == 0, workers.stderr
+    assert workers.stdout == here.stdout and workers.stdout.count(">") == len(lengths)
+    # one program traced here, the other by a worker (stored, then loaded by the job)
+    assert workers.counts.get("executables_loaded", 0) >= 1, workers.counts
+    assert workers.counts["executables_compiled"] == here.counts["executables_compiled"] == 2
+    assert workers.compiled == here.compiled, (workers.counts, here.counts)
+    again = run_counted(args, str(tmp_path / "workers"), env={"JAXRNA_COMPILE_PROCESSES": "2"})
+    assert again.stdout == here.stdout
+    assert again.compiled == 0 and again.counts.get("executables_compiled", 0) == 0, \
+        again.counts
+
+
+def test_a_worker_stores_the_program_or_reports_why_not(tmp_path):
+    import jax
+
+    from jaxrna import compile_workers, programs, stages
+
+    programs.use_disk(str(tmp_path))
+    try:
+        device = programs.default_device()
+        good = "jaxrna.compile_workers:_example"
+        key = programs.program_key("test.workers.good", (), {}, device)
+        spec = compile_workers.spec_for("test.workers.good", good, (), {}, {}, device, key,
+                                        programs.disk_dir(), True)
+        report = compile_workers.submit(spec).result(timeout=300)
+        assert "error" not in report and report["key"] == key, report
+        assert report["counts"]["executables_compiled"] == 1
+        loaded = stages.counts().get("executables_loaded", 0)
+        run = programs.program("test.workers.good", compile_workers._example(), (), {},
+                               device, cpu_store=True)
+        assert int(run()) == 0
+        assert stages.counts().get("executables_loaded", 0) == loaded + 1   # not compiled here
+        # a source that does not import: nothing stored, the reason reported
+        bad = compile_workers.spec_for("test.workers.bad", "jaxrna.no_such_module:f", (), {},
+                                       {}, device, programs.program_key(
+                                           "test.workers.bad", (), {}, device),
+                                       programs.disk_dir(), True)
+        report = compile_workers.submit(bad).result(timeout=300)
+        assert "no_such_module" in report["error"] and not report["counts"]["programs"]
+        f = jax.jit(lambda: 1)
+        assert int(programs.program("test.workers.bad", f, (), {}, device, cpu_store=True)()) == 1
+    finally:
+        programs.use_disk(None)
+        programs.forget()
+
+
+def test_worker_count_follows_the_environment(monkeypatch):
+    from jaxrna import compile_workers
+
+    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "3")
+    assert compile_workers.workers() == 3
+    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "0")
+    assert compile_workers.workers() == 0
+    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "99")
+    assert compile_workers.workers() == compile_workers.MAX_WORKERS
+    monkeypatch.delenv("JAXRNA_COMPILE_PROCESSES")
+    monkeypatch.setattr("jaxrna.programs.cores", lambda: 2)
+    assert compile_workers.workers() == 0
+    monkeypatch.setattr("jaxrna.programs.cores", lambda: 16)
+    assert compile_workers.workers() == 8
