@@ -18,7 +18,7 @@ compiled, cache hits, executables stored), which the job adds to its own, so the
 counts of a run are the same whether its programs were compiled here or in workers.
 
 :func:`workers` says how many processes a host gets: none below
-:data:`~jaxrna.programs.PREFETCH_FROM_CORES` cores, else half the cores up to eight;
+:data:`~jaxrna.programs.PREFETCH_FROM_CORES` cores, else half the cores up to four;
 ``JAXRNA_COMPILE_PROCESSES=N`` sets it (0: never). A worker that fails (a kernel that does not
 build, an interpreter that cannot start) stores nothing; the job then compiles the program
 itself, with its own fall-backs, and the output is the same.
@@ -46,8 +46,9 @@ log = logging.getLogger("jaxrna")
 
 _lock = threading.Lock()
 _pool: concurrent.futures.ProcessPoolExecutor | None = None
-#: Most worker processes a host gets (each holds an interpreter with JAX and a device client).
-MAX_WORKERS = 8
+#: Most worker processes a host gets (each holds an interpreter with JAX and a device client,
+#: and autotunes its program's kernels on the device, beside the job's own work there).
+MAX_WORKERS = 4
 
 
 def workers() -> int:
@@ -91,15 +92,22 @@ def submit(spec: dict) -> concurrent.futures.Future:
         if _pool is None:
             _pool = concurrent.futures.ProcessPoolExecutor(
                 max(1, workers()), mp_context=multiprocessing.get_context("spawn"),
-                initializer=_die_with_parent)
+                initializer=_worker_setup)
         future = _pool.submit(run, spec)
     future.add_done_callback(_merge)
     return future
 
 
-def _die_with_parent() -> None:
-    """In a worker: be killed when the job's process ends, however it ends (Linux; a worker
-    must not outlive the job, holding its output pipes open)."""
+def _worker_setup() -> None:
+    """In a worker, before JAX starts: device memory taken from and given back to the driver
+    for each allocation (``XLA_PYTHON_CLIENT_ALLOCATOR=platform``: a worker's compiler
+    autotunes kernels on the job's GPU, and JAX's caching allocator would keep what that took
+    for the life of the worker, out of the job's reach), and the worker killed when the job's
+    process ends, however it ends (Linux; a worker must not outlive the job, holding its
+    output pipes open)."""
+    os.environ["XLA_PYTHON_CLIENT_ALLOCATOR"] = "platform"
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    os.environ.pop("XLA_PYTHON_CLIENT_MEM_FRACTION", None)
     import ctypes
     import signal
 

@@ -90,5 +90,7 @@ def test_worker_count_follows_the_environment(monkeypatch):
     monkeypatch.delenv("JAXRNA_COMPILE_PROCESSES")
     monkeypatch.setattr("jaxrna.programs.cores", lambda: 2)
     assert compile_workers.workers() == 0
+    monkeypatch.setattr("jaxrna.programs.cores", lambda: 6)
+    assert compile_workers.workers() == 3
     monkeypatch.setattr("jaxrna.programs.cores", lambda: 16)
-    assert compile_workers.workers() == 8
+    assert compile_workers.workers() == compile_workers.MAX_WORKERS == 4
