@@ -39,7 +39,7 @@ partition function does differently from its minimum free energy, found by compa
 
 >>> g, p = partition("GGGGAAACCCCAUCGAAAGAUU")
 >>> round(g, 4), round(float(p[0, 10]), 4)
-(-6.9319, 0.9691)
+(-6.9319, 0.9343)
 """
 
 from __future__ import annotations
