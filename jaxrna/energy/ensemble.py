@@ -13,6 +13,8 @@ probability that i pairs with j (the lower triangle and diagonal are ignored), a
 - :func:`mfe_frequency`: ``exp((G - E) / kT)`` for a structure of energy ``E`` (the minimum
   free energy, with the minimum free energy's parameters) and the ensemble energy ``G``
   (``fc.pr_structure(mfe_structure)``; RNAfold's "frequency of mfe structure in ensemble").
+  With dangles 1 or 3 ViennaRNA evaluates the structure with dangles 2 (its partition
+  function's model), so ``E`` is then the dangles-2 energy of the dangles-1/3 optimum.
 - :func:`mea`: ViennaRNA's maximum expected accuracy structure (``fc.MEA(gamma)``): it
   maximises ``sum over pairs of 2 gamma p_ij + sum over unpaired i of pu_i`` over
   non-crossing pairs with no minimum loop size, where only pairs with ``p >= 1e-4 / (1 +
