@@ -38,8 +38,7 @@ import functools
 
 import numpy as np
 
-from jaxrna.energy.params import (K0, LXC37, _SCALARS, _SPECIAL, _TABLES, EnergyParams, RawParams,
-                                  raw_params)
+from jaxrna.energy.params import K0, LXC37, EnergyParams, RawParams, raw_params
 
 #: ViennaRNA's gas constant in cal/(mol K) (``RNA.GASCONST``).
 GASCONST = 1.98717
@@ -83,12 +82,13 @@ def _cached(source: str, temperature: float, with_dangles: bool) -> EnergyParams
 
 def _build(raw: RawParams, temperature: float, with_dangles: bool) -> EnergyParams:
     tempf = (temperature + K0) / (37.0 + K0)
-    t = {a: np.ascontiguousarray(_rescale(raw.dg[a], raw.dh[a], tempf)) for a in _TABLES}
-    s = {a: _rescale(raw.dg[a], raw.dh[a], tempf) for a in _SCALARS}
+    t = {a: np.ascontiguousarray(_rescale(v, raw.dh[a], tempf))
+         for a, v in raw.dg.items() if isinstance(v, np.ndarray)}
+    s = {a: _rescale(v, raw.dh[a], tempf) for a, v in raw.dg.items() if not isinstance(v, np.ndarray)}
     for a in SMOOTHED:
         t[a] = -smooth(-t[a]) if with_dangles else np.zeros_like(t[a])
     spec = {}
-    for attr, _ in _SPECIAL.values():
+    for attr in ("triloops", "tetraloops", "hexaloops"):
         string, dg, dh = raw.special.get(attr, ("", [], []))
         spec[attr] = string
         spec[attr[:-1] + "_energy"] = tuple(_rescale(g, h, tempf) for g, h in zip(dg, dh))
