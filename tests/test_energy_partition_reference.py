@@ -198,3 +198,20 @@ def test_long_sequence_finite_and_equal():
     _, _, _, g, _ = vienna_pf(seq, 2, 37.0)
     got, _ = partition(seq, "turner2004", 2, 37.0, probabilities=False)
     assert math.isfinite(got) and abs(got - g) <= 1e-4
+
+
+def test_parameter_file(tmp_path):
+    """A .par file read on top of Turner 2004, as ViennaRNA reads it."""
+    from test_energy_params import CUSTOM
+
+    path = tmp_path / "custom.par"
+    path.write_text(CUSTOM)
+    rng = random.Random(11)
+    for case in range(12):
+        seq, unpaired = random_case(rng, 8, 50)
+        dangles, temperature = (0, 2)[case % 2], (37.0, 10.0, 45.0)[case % 3]
+        with vienna_params(str(path)):
+            _, _, _, g, want = vienna_pf(seq, dangles, temperature, unpaired)
+        got, probs = partition(seq, str(path), dangles, temperature, unpaired)
+        assert abs(got - g) <= 1e-4, (seq, dangles, temperature)
+        assert np.abs(probs - want).max() <= 1e-6, (seq, dangles, temperature)
