@@ -23,7 +23,9 @@ probability that i pairs with j (the lower triangle and diagonal are ignored), a
   gamma p_ij > pu_i + pu_j`` enter. Ties are broken by ViennaRNA's backtracking: a base at the
   interval's 3' end left unpaired while that is optimal (within ``DBL_EPSILON`` relative), then
   the partners of that end in decreasing order of their 5' base (a pair is remembered only
-  where it was strictly better than leaving that interval's end unpaired). ViennaRNA returns
+  where it was strictly better than leaving that interval's end unpaired); an interval of at
+  most 3 bases left of a chosen pair is not searched (no pair of a partition function is
+  that short). ViennaRNA returns
   the value as a C float; this is the double.
 
 >>> probs = np.zeros((6, 6)); probs[0, 5] = 0.8; probs[1, 4] = 0.3
