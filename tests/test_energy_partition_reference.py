@@ -1,5 +1,5 @@
 """The plain partition function (jaxrna.energy.partition_reference) and the ensemble
-quantities (jaxrna.energy.ensemble) against brute-force enumeration and ViennaRNA 2.8."""
+quantities (jaxrna.energy.ensemble_measures) against brute-force enumeration and ViennaRNA 2.8."""
 
 import math
 import random
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from energy_oracle import fold_compound, random_case, vienna_params
-from jaxrna.energy import ensemble
+from jaxrna.energy import ensemble_measures as ensemble
 from jaxrna.energy.boltzmann import kt, pf_params, smooth
 from jaxrna.energy.evaluate import energy_of_structure
 from jaxrna.energy.params import load_params, raw_params

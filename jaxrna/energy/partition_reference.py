@@ -38,7 +38,7 @@ partition function does differently from its minimum free energy, found by compa
   its probabilities are doubles. ``fc.pr_structure`` (the MFE frequency) reads the
   structure's energy as a C float too (relative error up to ``2^-24 |E| / kT``).
 - The ensemble quantities of ``RNAfold -p`` (centroid, diversity, MFE frequency, MEA) are
-  :mod:`jaxrna.energy.ensemble`'s functions of the probabilities.
+  :mod:`jaxrna.energy.ensemble_measures`'s functions of the probabilities.
 
 Cost: cubic in Python; on the 2-core development machine (loaded) 100 nt take about 1.3 s
 for ``Z`` and 2.6 s with the probabilities, 300 nt about 20 s and 60 s
