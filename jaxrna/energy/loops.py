@@ -1,4 +1,5 @@
-"""Free energies of single loops (dcal/mol), by ViennaRNA's rules, in plain Python integers.
+"""Free energies of single loops (dcal/mol), by ViennaRNA's rules, in plain Python integers
+(floats with the partition function's tables, :func:`jaxrna.energy.boltzmann.pf_params`).
 
 These are the definitions both :mod:`jaxrna.energy.reference` and
 :mod:`jaxrna.energy.evaluate` use; the JAX recurrence computes the same quantities as arrays.
@@ -27,15 +28,25 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from jaxrna.energy.encoding import PAIR, RTYPE
 from jaxrna.energy.params import MAXLOOP, EnergyParams
 
 
+# Table entries are read with ``.item()``: a Python int from the integer tables of minimum free
+# energies, a float from the partition function's (:mod:`jaxrna.energy.boltzmann`).
+
 def loop_length_cost(table, size: int, lxc: float) -> int:
-    """``table[size]`` up to 30, extrapolated beyond with ``int(lxc * ln(size / 30))``."""
+    """``table[size]`` up to 30, extrapolated beyond with ``int(lxc * ln(size / 30))``
+    (integer tables, as ViennaRNA's minimum free energies; float tables, as its partition
+    function, add ``lxc * ln(size / 30)`` untruncated)."""
     if size <= MAXLOOP:
-        return int(table[size])
-    return int(table[30]) + int(lxc * math.log(size / 30.0))
+        return table[size].item()
+    extra = lxc * math.log(size / 30.0)
+    if np.issubdtype(table.dtype, np.floating):
+        return table[30].item() + extra
+    return int(table[30]) + int(extra)
 
 
 def hairpin(p: EnergyParams, codes, sequence: str, i: int, j: int) -> int:
@@ -51,7 +62,7 @@ def hairpin(p: EnergyParams, codes, sequence: str, i: int, j: int) -> int:
             return special
         if u == 3:
             return e + (p.terminal_au if t > 2 else 0)
-    return e + int(p.mismatch_hairpin[t, codes[i + 1], codes[j - 1]])
+    return e + p.mismatch_hairpin[t, codes[i + 1], codes[j - 1]].item()
 
 
 def interior_energy(p: EnergyParams, n1: int, n2: int, t: int, t2: int,
@@ -61,11 +72,11 @@ def interior_energy(p: EnergyParams, n1: int, n2: int, t: int, t2: int,
     s[j-1]``, ``sp = s[k-1]``, ``sq = s[l+1]``."""
     nl, ns = (n1, n2) if n1 > n2 else (n2, n1)
     if nl == 0:
-        return int(p.stack[t, t2])
+        return p.stack[t, t2].item()
     if ns == 0:
         e = loop_length_cost(p.bulge, nl, p.lxc)
         if nl == 1:
-            return e + int(p.stack[t, t2])
+            return e + p.stack[t, t2].item()
         if t > 2:
             e += p.terminal_au
         if t2 > 2:
@@ -73,23 +84,25 @@ def interior_energy(p: EnergyParams, n1: int, n2: int, t: int, t2: int,
         return e
     if ns == 1:
         if nl == 1:
-            return int(p.int11[t, t2, si, sj])
+            return p.int11[t, t2, si, sj].item()
         if nl == 2:
             if n1 == 1:
-                return int(p.int21[t, t2, si, sq, sj])
-            return int(p.int21[t2, t, sq, si, sp])
+                return p.int21[t, t2, si, sq, sj].item()
+            return p.int21[t2, t, sq, si, sp].item()
         e = loop_length_cost(p.interior, nl + 1, p.lxc)
         e += min(p.max_ninio, (nl - ns) * p.ninio)
-        return e + int(p.mismatch_interior_1n[t, si, sj]) + int(p.mismatch_interior_1n[t2, sq, sp])
+        return (e + p.mismatch_interior_1n[t, si, sj].item()
+                + p.mismatch_interior_1n[t2, sq, sp].item())
     if ns == 2:
         if nl == 2:
-            return int(p.int22[t, t2, si, sp, sq, sj])
+            return p.int22[t, t2, si, sp, sq, sj].item()
         if nl == 3:
-            e = int(p.interior[5]) + p.ninio
-            return e + int(p.mismatch_interior_23[t, si, sj]) + int(p.mismatch_interior_23[t2, sq, sp])
+            e = p.interior[5].item() + p.ninio
+            return (e + p.mismatch_interior_23[t, si, sj].item()
+                    + p.mismatch_interior_23[t2, sq, sp].item())
     e = loop_length_cost(p.interior, nl + ns, p.lxc)
     e += min(p.max_ninio, (nl - ns) * p.ninio)
-    return e + int(p.mismatch_interior[t, si, sj]) + int(p.mismatch_interior[t2, sq, sp])
+    return e + p.mismatch_interior[t, si, sj].item() + p.mismatch_interior[t2, sq, sp].item()
 
 
 def interior(p: EnergyParams, codes, i: int, j: int, k: int, l: int) -> int:
@@ -103,11 +116,11 @@ def interior(p: EnergyParams, codes, i: int, j: int, k: int, l: int) -> int:
 
 def _neighbours(table5, table3, mismatch, t: int, n5: int, n3: int) -> int:
     if n5 >= 0 and n3 >= 0:
-        return int(mismatch[t, n5, n3])
+        return mismatch[t, n5, n3].item()
     if n5 >= 0:
-        return int(table5[t, n5])
+        return table5[t, n5].item()
     if n3 >= 0:
-        return int(table3[t, n3])
+        return table3[t, n3].item()
     return 0
 
 

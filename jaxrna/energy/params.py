@@ -499,5 +499,5 @@ def _special_lookup(p: EnergyParams, size: int) -> dict[str, int]:
         if " " in key or key in out:
             continue
         k = pos // stride
-        out[key] = int(energies[k]) if k < len(energies) else 0
+        out[key] = energies[k] if k < len(energies) else 0   # int, or float (boltzmann)
     return out
