@@ -278,3 +278,19 @@ def test_dbn_equals_rnafold_p(tmp_path, capsys, args, theirs):
     assert r.returncode == 0, r.stderr
     code, out, _ = run(["fold", str(fa), "--partition", "-q", *args], capsys)
     assert code == 0 and out == r.stdout
+
+
+def test_golden_example_is_rnafold_p_mea(capsys, test_data):
+    """test-data/fold_example_turner_partition.dbn (the Galaxy tool's expected output) is what
+    RNAfold -p --MEA prints for test-data/fold_example.fa, and what jaxrna writes."""
+    import os
+
+    golden = open(os.path.join(test_data, "fold_example_turner_partition.dbn")).read()
+    lines = golden.splitlines()
+    want = ""
+    for k in range(0, len(lines), 7):
+        want += rnafold_text(lines[k][1:], lines[k + 1], oracle(lines[k + 1], gamma=1.0), 1.0)
+    assert golden == want
+    code, out, _ = run(["fold", os.path.join(test_data, "fold_example.fa"), "--partition",
+                        "--mea", "-q"], capsys)
+    assert code == 0 and out == golden
