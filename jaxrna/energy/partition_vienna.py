@@ -12,7 +12,7 @@ partition function itself (``pf()`` returns it as a C float).
 
 Records run on every core in a process pool (small jobs in this process), in input order, as
 :func:`jaxrna.energy.vienna.fold_records` does, ViennaRNA's global parameter set handled the
-same way (:func:`jaxrna.energy.vienna._setup`'s rules).
+same way (:func:`jaxrna.energy.vienna.fold_records`'s rules).
 
 >>> from jaxrna.io.fasta import Record
 >>> r = next(partition_records([Record("a", "GGGGAAACCCC")], EnergyModel(), processes=1))
@@ -73,17 +73,17 @@ def _setup(model: EnergyModel, own_set: bool) -> None:
     function's (:data:`~jaxrna.energy.ensemble.PF_DANGLES`)."""
     import RNA
 
-    params = model.params if model.params.lower() in vienna._LOADERS else \
+    params = model.params if model.params.lower() in vienna.LOADERS else \
         os.path.abspath(model.params)
     key = (params, model.temperature, model.dangles, own_set)
     if _STATE.get("key") == key:
         return
     dangles = sorted({model.dangles, PF_DANGLES[model.dangles]})
-    mds = {d: vienna._model_details(RNA, EnergyModel(model.params, model.temperature, d))
+    mds = {d: vienna.model_details(RNA, EnergyModel(model.params, model.temperature, d))
            for d in dangles}
     subst: dict = {}
     if own_set:
-        vienna._load_set(RNA, params)
+        vienna.load_set(RNA, params)
     else:
         import tempfile
 
@@ -91,7 +91,7 @@ def _setup(model: EnergyModel, own_set: bool) -> None:
             saved = os.path.join(tmp, "saved.par")
             RNA.params_save(saved)
             try:
-                vienna._load_set(RNA, params)
+                vienna.load_set(RNA, params)
                 subst = {d: (RNA.param(md), RNA.exp_param(md)) for d, md in mds.items()}
             finally:
                 RNA.params_load(saved)
@@ -246,7 +246,7 @@ def _in_process(items, model, gamma, unpaired, on_done, on_error):
 def _in_pool(items, model, gamma, unpaired, on_done, on_error, workers: int):
     import multiprocessing
 
-    ctx = multiprocessing.get_context(vienna._start_method())
+    ctx = multiprocessing.get_context(vienna.start_method())
     pool = ctx.Pool(workers, initializer=_worker_init, initargs=(model,))
     pending: collections.deque = collections.deque()   # (kind, payload, async result)
     limit = 4 * workers

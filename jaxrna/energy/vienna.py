@@ -63,8 +63,9 @@ TASK_LETTERS = 4000
 #: Below this many letters in all a job is folded in this process (no pool to start).
 INPROCESS_LETTERS = 2000
 
-_LOADERS = {"turner2004": "params_load_RNA_Turner2004",
-            "turner1999": "params_load_RNA_Turner1999"}
+#: The bundled parameter sets and ViennaRNA's loaders of them.
+LOADERS = {"turner2004": "params_load_RNA_Turner2004",
+           "turner1999": "params_load_RNA_Turner1999"}
 
 
 def available() -> bool:
@@ -96,11 +97,11 @@ def cpu_count() -> int:
 
 # --------------------------------------------------------------------------- the model
 
-def _load_set(RNA, params: str) -> None:
+def load_set(RNA, params: str) -> None:
     """Make ``params`` ViennaRNA's global parameter set (as tests/energy_oracle.py does)."""
     key = params.lower()
-    if key in _LOADERS:
-        getattr(RNA, _LOADERS[key])()
+    if key in LOADERS:
+        getattr(RNA, LOADERS[key])()
         return
     RNA.params_load_RNA_Turner2004()
     if not RNA.params_load(params):
@@ -109,7 +110,9 @@ def _load_set(RNA, params: str) -> None:
         raise InputError(f"{params}: ViennaRNA cannot read this parameter file")
 
 
-def _model_details(RNA, model: EnergyModel):
+def model_details(RNA, model: EnergyModel):
+    """ViennaRNA's model details (``RNA.md``) for ``model``: its temperature and dangles, and
+    the defaults jaxrna's engine implements."""
     md = RNA.md()
     md.temperature = float(model.temperature)
     md.dangles = int(model.dangles)
@@ -131,14 +134,14 @@ def _setup(model: EnergyModel, own_set: bool) -> None:
     global set is restored."""
     import RNA
 
-    params = model.params if model.params.lower() in _LOADERS else os.path.abspath(model.params)
+    params = model.params if model.params.lower() in LOADERS else os.path.abspath(model.params)
     key = (params, model.temperature, model.dangles, own_set)
     if _STATE.get("key") == key:
         return
-    md = _model_details(RNA, model)
+    md = model_details(RNA, model)
     subst = None
     if own_set:
-        _load_set(RNA, params)
+        load_set(RNA, params)
     else:
         import tempfile
 
@@ -146,7 +149,7 @@ def _setup(model: EnergyModel, own_set: bool) -> None:
             saved = os.path.join(tmp, "saved.par")
             RNA.params_save(saved)
             try:
-                _load_set(RNA, params)
+                load_set(RNA, params)
                 subst = RNA.param(md)
             finally:
                 RNA.params_load(saved)
@@ -228,7 +231,7 @@ def _results(task: list[Record], folded: list[tuple], model: EnergyModel):
                                pairs=pairs, description=rec.description)
 
 
-def _start_method() -> str:
+def start_method() -> str:
     """fork where this process runs no JAX (its threads do not survive a fork), else spawn."""
     import multiprocessing
 
@@ -286,7 +289,7 @@ def _in_process(items, model, with_pairs, unpaired, on_done, on_error):
 def _in_pool(items, model, with_pairs, unpaired, on_done, on_error, workers: int):
     import multiprocessing
 
-    ctx = multiprocessing.get_context(_start_method())
+    ctx = multiprocessing.get_context(start_method())
     pool = ctx.Pool(workers, initializer=_worker_init, initargs=(model,))
     pending: collections.deque = collections.deque()   # (kind, payload, async result)
     limit = 4 * workers
