@@ -294,3 +294,10 @@ def test_golden_example_is_rnafold_p_mea(capsys, test_data):
     code, out, _ = run(["fold", os.path.join(test_data, "fold_example.fa"), "--partition",
                         "--mea", "-q"], capsys)
     assert code == 0 and out == golden
+
+
+def test_max_memory_refuses_records_and_lists_them(fasta, capsys):
+    code, out, err = run(["fold", fasta, "--partition", "-f", "json", "--max-memory", "1e-7"],
+                         capsys)
+    assert code == 2 and json.loads(out) == []
+    assert "record 'trna' skipped" in err and "--max-memory" in err

@@ -245,6 +245,10 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
         raise InputError("--model turner --partition needs ViennaRNA (pip install ViennaRNA)")
     from jaxrna import runtime
 
+    if args.backend != "auto":
+        logging.getLogger("jaxrna").info(
+            "--backend %s: the energy model's partition function runs on ViennaRNA (CPU) for "
+            "now", args.backend)
     runtime.announce_host(f"--backend {args.backend}", "ViennaRNA's partition function",
                           f"on up to {vienna.cpu_count()} processes")
     records = _records(args)
