@@ -226,6 +226,21 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
     return summary.finish()
 
 
+def partition_engine(requested: str) -> str:
+    """The engine (a key of :data:`jaxrna.energy.ensemble.ENGINES`) of ``fold --model turner
+    --partition`` for ``--backend requested``: as :func:`energy_engine` where a JAX engine is
+    registered, else ViennaRNA's partition function.
+
+    >>> partition_engine("auto") in ("vienna", "jax")
+    True
+    """
+    from jaxrna.energy.ensemble import ENGINES
+
+    if "jax" in ENGINES and energy_engine(requested) == "jax":
+        return "jax"
+    return "vienna"
+
+
 def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None) -> int:
     """The ensemble of every record in the energy model (RNAfold -p;
     :func:`jaxrna.energy.ensemble.partition_energy_records`), written in ``args.format``
@@ -241,16 +256,18 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
 
     if model.dangles == 1:
         logging.getLogger("jaxrna").warning("%s", DANGLES_NOTE)
-    if not vienna.available():
-        raise InputError("--model turner --partition needs ViennaRNA (pip install ViennaRNA)")
-    from jaxrna import runtime
+    engine = partition_engine(args.backend)
+    if engine == "vienna":
+        if not vienna.available():
+            raise InputError("--model turner --partition needs ViennaRNA (pip install ViennaRNA)")
+        from jaxrna import runtime
 
-    if args.backend != "auto":
-        logging.getLogger("jaxrna").info(
-            "--backend %s: the energy model's partition function runs on ViennaRNA (CPU) for "
-            "now", args.backend)
-    runtime.announce_host(f"--backend {args.backend}", "ViennaRNA's partition function",
-                          f"on up to {vienna.cpu_count()} processes")
+        if args.backend != "auto":
+            logging.getLogger("jaxrna").info(
+                "--backend %s: the energy model's partition function runs on ViennaRNA (CPU) "
+                "for now", args.backend)
+        runtime.announce_host(f"--backend {args.backend}", "ViennaRNA's partition function",
+                              f"on up to {vienna.cpu_count()} processes")
     records = _records(args)
     paths = None
     if args.plot is not None:
@@ -261,7 +278,8 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
     try:
         results = partition_energy_records(records, model, mea_gamma=args.mea,
                                            max_bytes=max_bytes, on_done=bar.update,
-                                           on_error=lambda rec, exc: summary.skip(rec.id, exc))
+                                           on_error=lambda rec, exc: summary.skip(rec.id, exc),
+                                           engine=engine)
         if paths is not None:
             results = plotting(results, paths)
         with atomic_output(args.output) as out:
