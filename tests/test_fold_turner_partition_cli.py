@@ -301,3 +301,69 @@ def test_max_memory_refuses_records_and_lists_them(fasta, capsys):
                          capsys)
     assert code == 2 and json.loads(out) == []
     assert "record 'trna' skipped" in err and "--max-memory" in err
+
+
+@pytest.mark.parametrize("params,dangles,temp,processes", [
+    ("turner2004", 2, 37.0, 2), ("turner1999", 0, 24.0, 2), ("turner1999", 1, 45.0, 1),
+    ("custom", 2, 37.0, 1), ("custom", 0, 30.0, 2)])
+def test_random_sweep_against_vienna(tmp_path, params, dangles, temp, processes):
+    """Random sequences (1-260 nt, some with unpaired positions) in every parameter set, dangle
+    model and a few temperatures, in this process and on a pool: equal to ViennaRNA's API."""
+    from test_energy_params import CUSTOM
+
+    from jaxrna.energy.api import EnergyModel
+    from jaxrna.energy.ensemble import partition_energy_records
+    from jaxrna.io.fasta import Record
+
+    if params == "custom":
+        params = str(tmp_path / "my.par")
+        open(params, "w").write(CUSTOM)
+    rng = random.Random(f"{params}{dangles}{temp}")
+    recs = [Record(f"r{k}", "".join(rng.choice("ACGU") for _ in range(rng.randint(1, 260))))
+            for k in range(30)]
+    unpaired = {r.id: sorted(rng.sample(range(len(r)), min(len(r), 4))) for r in recs[::3]}
+    got = list(partition_energy_records(recs, EnergyModel(params, temp, dangles), mea_gamma=1.5,
+                                        unpaired=unpaired, processes=processes))
+    assert [r.id for r in got] == [r.id for r in recs]
+    with vienna_params(params):
+        for r, rec in zip(got, recs):
+            o = oracle(rec.sequence, dangles, temp, gamma=1.5, unpaired=unpaired.get(rec.id, ()))
+            assert (r.structure, r.centroid, r.mea_structure, r.ensemble_symbols) == \
+                (o["structure"], o["centroid"], o["mea"], o["symbols"])
+            assert r.energy == round(o["energy"] * 100)
+            assert abs(r.ensemble_energy - o["ensemble"]) < 2e-5
+            assert abs(r.ensemble_energy - (o["min_en"] + o["kT"] * math.log(o["frequency"]))) \
+                < 1e-5
+            p = {(i, j): x for i, j, x in r.pair_triples()}
+            assert set(p) == set(o["probs"]) and all(abs(p[k] - o["probs"][k]) <= 1e-12 for k in p)
+            assert (r.centroid_distance, r.mfe_frequency, r.ensemble_diversity) == \
+                pytest.approx((o["distance"], o["frequency"], o["diversity"]), abs=1e-12)
+            assert (r.centroid_energy, r.mea, r.mea_energy) == \
+                pytest.approx((o["centroid_energy"], o["mea_value"], o["mea_energy"]), abs=1e-9)
+
+
+def test_in_process_par_file_folds_as_the_loaded_set(tmp_path):
+    """In the caller's process a .par file's set is loaded around each task (a parameter
+    object substituted into a fold compound folds some sequences 0.3-0.5 kcal/mol higher),
+    for the MFE engine as for the partition function; the caller's set is restored."""
+    from test_energy_params import CUSTOM
+
+    from jaxrna.energy import vienna
+    from jaxrna.energy.api import EnergyModel
+    from jaxrna.energy.partition_vienna import partition_records
+    from jaxrna.io.fasta import Record
+
+    par = tmp_path / "my.par"
+    par.write_text(CUSTOM)
+    rng = random.Random("/tmp/my.par237.0")     # 6 of these 30 differed
+    recs = [Record(f"r{k}", "".join(rng.choice("ACGU") for _ in range(rng.randint(1, 260))))
+            for k in range(30)]
+    model = EnergyModel(str(par), 37.0, 2)
+    mfe = [r.energy for r in vienna.fold_records(recs, model, processes=1)]
+    pf = [r.energy for r in partition_records(recs, model, processes=1)]
+    with vienna_params(str(par)):
+        want = [round(RNA.fold_compound(r.sequence).mfe()[1] * 100) for r in recs]
+    assert mfe == want and pf == want
+    # the caller's set (Turner 2004) is in place again
+    assert round(RNA.fold_compound(SEQS["trna"]).mfe()[1] * 100) == \
+        round(oracle(SEQS["trna"])["energy"] * 100)

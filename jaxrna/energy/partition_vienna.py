@@ -12,7 +12,8 @@ partition function itself (``pf()`` returns it as a C float).
 
 Records run on every core in a process pool (small jobs in this process), in input order, as
 :func:`jaxrna.energy.vienna.fold_records` does, ViennaRNA's global parameter set handled the
-same way (:func:`jaxrna.energy.vienna.fold_records`'s rules).
+same way (loaded once per worker; in this process around each task, the caller's set
+restored: :func:`jaxrna.energy.vienna.global_set`).
 
 >>> from jaxrna.io.fasta import Record
 >>> r = next(partition_records([Record("a", "GGGGAAACCCC")], EnergyModel(), processes=1))
@@ -25,7 +26,6 @@ from __future__ import annotations
 import collections
 import itertools
 import math
-import os
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -64,38 +64,27 @@ def check_memory(length: int, max_bytes: int | None) -> None:
 
 # --------------------------------------------------------------------------- the model
 
-_STATE: dict = {}   # this process: ViennaRNA, model details and parameter objects per dangles
+_STATE: dict = {}   # this process: ViennaRNA, model details per dangles, the set (None: global)
 
 
 def _setup(model: EnergyModel, own_set: bool) -> None:
-    """Model details (and, unless ``own_set``, parameter objects made under the model's set,
-    the caller's global set restored) for the model's dangles and for the partition
-    function's (:data:`~jaxrna.energy.ensemble.PF_DANGLES`)."""
+    """Model details for the model's dangles and for the partition function's
+    (:data:`~jaxrna.energy.ensemble.PF_DANGLES`); ``own_set`` (a worker of our pool) loads the
+    set globally once, otherwise each task loads it around its work
+    (:func:`jaxrna.energy.vienna.global_set`)."""
     import RNA
 
-    params = model.params if model.params.lower() in vienna.LOADERS else \
-        os.path.abspath(model.params)
+    params = vienna.set_name(model.params)
     key = (params, model.temperature, model.dangles, own_set)
     if _STATE.get("key") == key:
         return
     dangles = sorted({model.dangles, PF_DANGLES[model.dangles]})
     mds = {d: vienna.model_details(RNA, EnergyModel(model.params, model.temperature, d))
            for d in dangles}
-    subst: dict = {}
     if own_set:
         vienna.load_set(RNA, params)
-    else:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            saved = os.path.join(tmp, "saved.par")
-            RNA.params_save(saved)
-            try:
-                vienna.load_set(RNA, params)
-                subst = {d: (RNA.param(md), RNA.exp_param(md)) for d, md in mds.items()}
-            finally:
-                RNA.params_load(saved)
-    _STATE.update(key=key, RNA=RNA, mds=mds, subst=subst, dangles=model.dangles)
+    _STATE.update(key=key, RNA=RNA, mds=mds, dangles=model.dangles,
+                  params=None if own_set else params)
 
 
 def _worker_init(model: EnergyModel) -> None:
@@ -107,13 +96,7 @@ def _worker_init(model: EnergyModel) -> None:
 
 def _compound(RNA, seq: str, dangles: int, options=None):
     md = _STATE["mds"][dangles]
-    fc = RNA.fold_compound(seq, md) if options is None else RNA.fold_compound(seq, md, options)
-    if dangles in _STATE["subst"]:
-        param, exp_param = _STATE["subst"][dangles]
-        fc.params_subst(param)
-        if options is None:
-            fc.exp_params_subst(exp_param)
-    return fc
+    return RNA.fold_compound(seq, md) if options is None else RNA.fold_compound(seq, md, options)
 
 
 def _empty(gamma) -> tuple:
@@ -159,7 +142,8 @@ def _one(seq: str, up, gamma: float | None) -> tuple:
 
 
 def _run(sequences: list[str], unpaired: list, gamma: float | None) -> list[tuple]:
-    return [_one(seq, up, gamma) for seq, up in zip(sequences, unpaired)]
+    with vienna.global_set(_STATE["params"]):
+        return [_one(seq, up, gamma) for seq, up in zip(sequences, unpaired)]
 
 
 # --------------------------------------------------------------------------- the records
