@@ -127,21 +127,22 @@ def make_job(name: str, size: dict, data: str, backend: str
     out = os.path.join(d, "out.txt")
     common = ["-q", "-o", out, "--backend", backend]
     if name == "fold_seq100":
-        return ["fold", "--sequence", _random_rna(rng, size["length"])] + common, out, None
+        return ["fold", "--model", "nussinov", "--sequence", _random_rna(rng, size["length"])] + common, out, None
     if name == "fold_1000":
         fa = _mix(rng, d, "seqs.fa", "s", size["count"], size["lo"], size["hi"])
-        return ["fold", fa] + common, out, None
+        return ["fold", "--model", "nussinov", fa] + common, out, None
     if name == "fold_16k":
         fa = _write_fasta(os.path.join(d, "long.fa"), "long", [_random_rna(rng, size["length"])])
-        return ["fold", fa] + common, out, None
+        return ["fold", "--model", "nussinov", fa] + common, out, None
     if name == "fold_partition":
         fa = _write_fasta(os.path.join(d, "one.fa"), "p", [_random_rna(rng, size["length"])])
-        return ["fold", fa, "--partition"] + common, out, None
+        return ["fold", "--model", "nussinov", fa, "--partition"] + common, out, None
     if name == "fold_200":
         fa = _mix(rng, d, "seqs.fa", "s", size["count"], size["lo"], size["hi"])
         fb = _mix(rng, d, "other.fa", "o", size["count"] // 2, size["lo"], size["hi"])
-        return (["fold", fa] + common, out,
-                ["fold", fb, "--weights", "integer", "--min-loop", "2"] + common)
+        return (["fold", "--model", "nussinov", fa] + common, out,
+                ["fold", "--model", "nussinov", fb, "--weights", "integer", "--min-loop", "2"]
+                + common)
     if name in ("turner_1000", "turner_404"):
         fa = _mix(rng, d, "seqs.fa", "s", size["count"], size["lo"], size["hi"])
         fb = _mix(rng, d, "other.fa", "o", max(1, size["count"] // 3), size["lo"], size["hi"])

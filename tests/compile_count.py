@@ -10,8 +10,8 @@ really compiled by XLA in that process), ``executables_compiled`` / ``executable
 A second run with the same cache directory that compiles nothing shows a job's programs are
 fixed by its plan, not by its data or numeric options::
 
-    first = run_counted(["fold", a_fa], cache)
-    second = run_counted(["fold", other_fa, "--some-option", "3"], cache)
+    first = run_counted(["fold", "--model", "nussinov", a_fa], cache)
+    second = run_counted(["fold", "--model", "nussinov", other_fa, "--some-option", "3"], cache)
     assert second.counts["compiled"] == 0
 """
 

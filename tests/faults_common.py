@@ -44,7 +44,7 @@ def argv_for(sub: str, path: str, other: str) -> list[str]:
     """The command line of subcommand ``sub`` reading ``path`` (and ``other`` as its second
     input where it has one)."""
     return {
-        "fold": ["fold", path, "-q"],
+        "fold": ["fold", path, "-q", "--model", "nussinov"],
         "align": ["align", path, other, "-q"],
         "interact": ["interact", path, other, "-q"],
         "targets": ["targets", path, other, "--no-energy", "--quiet"],

@@ -72,7 +72,7 @@ def _inputs(tmp_path):
 
 
 def _argv(sub, a, b):
-    return {"fold": ["fold", a], "align": ["align", a, b], "interact": ["interact", a, b],
+    return {"fold": ["fold", a, "--model", "nussinov"], "align": ["align", a, b], "interact": ["interact", a, b],
             "targets": ["targets", "--no-energy", a, b]}[sub]
 
 
@@ -113,7 +113,7 @@ def test_verbose_gpu_without_a_gpu_is_one_error_line(tmp_path, capsys):
     if has_gpu():
         pytest.skip("this machine has a GPU")
     a, _ = _inputs(tmp_path)
-    assert main(["fold", a, "-v", "--backend", "gpu"]) == 2
+    assert main(["fold", a, "--model", "nussinov", "-v", "--backend", "gpu"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("jaxrna: error: --backend gpu was asked for but JAX sees no GPU")
     assert "Traceback" not in err

@@ -44,18 +44,18 @@ def test_second_run_with_other_lengths_and_options_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
     a = _fasta(tmp_path / "a.fa", 30, 20, 500, 1)
     b = _fasta(tmp_path / "b.fa", 25, 5, 900, 2)
-    first = run_counted(["fold", a, "--backend", "cpu"], cache, env=JAX_ENGINE)
+    first = run_counted(["fold", "--model", "nussinov", a, "--backend", "cpu"], cache, env=JAX_ENGINE)
     assert first.returncode == 0, first.stderr
     assert first.compiled == 2                                   # classes 256 and 512
-    second = run_counted(["fold", b, "--backend", "cpu", "--weights", "integer",
+    second = run_counted(["fold", "--model", "nussinov", b, "--backend", "cpu", "--weights", "integer",
                           "--min-loop", "2", "-f", "ct"], cache, env=JAX_ENGINE)
     assert second.returncode == 0, second.stderr
     assert second.compiled == 1                                  # only the new class 1024
-    third = run_counted(["fold", a, b, "--backend", "cpu", "--weights", "GC=3,AU=2,GU=0.5",
+    third = run_counted(["fold", "--model", "nussinov", a, b, "--backend", "cpu", "--weights", "GC=3,AU=2,GU=0.5",
                          "--min-loop", "0"], cache, env=JAX_ENGINE)
     assert third.returncode == 0 and third.compiled == 0, third.counts
     # the same structures as the NumPy engine (no JAX)
-    host = run_counted(["fold", a, b, "--backend", "cpu", "--weights", "GC=3,AU=2,GU=0.5",
+    host = run_counted(["fold", "--model", "nussinov", a, b, "--backend", "cpu", "--weights", "GC=3,AU=2,GU=0.5",
                         "--min-loop", "0"], str(tmp_path / "c2"),
                        env={"JAXRNA_FOLD_HOST_WORK": "1e15"})
     assert host.returncode == 0 and host.stdout == third.stdout
@@ -67,10 +67,10 @@ def test_score_only_is_its_own_program_per_class(tmp_path):
     cache = str(tmp_path / "cache")
     a = _fasta(tmp_path / "a.fa", 20, 20, 500, 3)
     b = _fasta(tmp_path / "b.fa", 20, 30, 480, 4)
-    first = run_counted(["fold", a, "--backend", "cpu", "--score-only", "-f", "tsv"], cache,
+    first = run_counted(["fold", "--model", "nussinov", a, "--backend", "cpu", "--score-only", "-f", "tsv"], cache,
                         env=JAX_ENGINE)
     assert first.returncode == 0 and first.compiled == 2, first.counts
-    second = run_counted(["fold", b, "--backend", "cpu", "--score-only", "-f", "tsv",
+    second = run_counted(["fold", "--model", "nussinov", b, "--backend", "cpu", "--score-only", "-f", "tsv",
                           "--min-loop", "1", "--weights", "bpmax"], cache, env=JAX_ENGINE)
     assert second.returncode == 0 and second.compiled == 0, second.counts
 
@@ -86,10 +86,10 @@ def test_warm_then_any_run_compiles_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["3", "3"]                    # classes 256, 512, 1024
     a = _fasta(tmp_path / "a.fa", 12, 3, 600, 5)
-    run = run_counted(["fold", a, "--backend", "cpu", "--weights", "integer", "--min-loop", "4"],
+    run = run_counted(["fold", "--model", "nussinov", a, "--backend", "cpu", "--weights", "integer", "--min-loop", "4"],
                       cache, env=JAX_ENGINE)
     assert run.returncode == 0 and run.compiled == 0, run.counts
-    run = run_counted(["fold", a, "--backend", "cpu", "--score-only", "-f", "json"], cache,
+    run = run_counted(["fold", "--model", "nussinov", a, "--backend", "cpu", "--score-only", "-f", "json"], cache,
                       env=JAX_ENGINE)
     assert run.returncode == 0 and run.compiled == 0, run.counts
 
@@ -105,6 +105,6 @@ def test_partition_options_are_runtime_values(tmp_path):
     assert proc.stdout.split() == ["3"]                         # padded 16, 32, 48
     seqs = ">x\nGGGAAAUCCCGCGCAAAGCGCAUAUGGC\n>y\nGCGCAAAGCGCAUAUGG\n"
     for extra in ([], ["--temperature", "2", "--min-loop", "1", "--weights", "integer"]):
-        run = run_counted(["fold", "-", "--partition", "-f", "json", *extra], cache, stdin=seqs)
+        run = run_counted(["fold", "--model", "nussinov", "-", "--partition", "-f", "json", *extra], cache, stdin=seqs)
         assert run.returncode == 0, run.stderr
         assert run.compiled == 0, run.counts

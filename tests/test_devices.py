@@ -44,7 +44,7 @@ def jobs(tmp_path_factory):
     q = _fasta(d / "q.fa", "q", lengths(20, 30, 60), 5)                # 400 pairs: 4 batches
     t = _fasta(d / "t.fa", "t", lengths(20, 30, 60), 6)
     return {
-        "fold": (["fold", fold, "-f", "dbn"], 4),
+        "fold": (["fold", fold, "--model", "nussinov", "-f", "dbn"], 4),
         "turner": (["fold", turner, "--model", "turner"], 4),
         "interact": (["interact", s1, s2, "--pairs", "zip", "-f", "tsv"], 4),
         "align": (["align", q, t, "--mode", "local", "-f", "tsv"], 4),

@@ -90,13 +90,14 @@ def test_parameter_file(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args,fragment", [
-    (["--model", "turner", "--partition"], "--partition"),
     (["--model", "turner", "--weights", "bpmax"], "--weights"),
     (["--model", "turner", "--min-loop", "2"], "--min-loop"),
-    (["--dangles", "1"], "--dangles needs --model turner"),
-    (["-T", "25", "--params", "turner1999"], "need --model turner"),
+    (["--model", "nussinov", "--dangles", "1"], "--dangles needs --model turner"),
+    (["--model", "nussinov", "-T", "25", "--params", "turner1999"], "need --model turner"),
+    (["--weights", "bpmax"], "add --model nussinov"),
     (["--model", "turner", "--params", "no/such.par"], "no such parameter file"),
-    (["--model", "turner", "--temperature", "2"], "--temperature needs --partition"),
+    (["--model", "turner", "--temperature", "2"], "-T/--temp"),
+    (["--model", "nussinov", "--temperature", "2"], "--temperature needs --partition"),
 ])
 def test_bad_combinations_are_errors(args, fragment, capsys):
     code, _, err = run(["fold", "--sequence", "GGGAAAUCCC", *args], capsys)
@@ -112,9 +113,12 @@ def test_bad_values_are_argparse_errors(capsys):
     capsys.readouterr()
 
 
-def test_nussinov_stays_the_default(capsys):
-    code, out, _ = run(["fold", "--sequence", "GGGAAAUCCC", "-q"], capsys)
+def test_turner_is_the_default_and_nussinov_stays(capsys):
+    code, out, _ = run(["fold", "--model", "nussinov", "--sequence", "GGGAAAUCCC", "-q"], capsys)
     assert code == 0 and out.splitlines()[-1] == "(((...))). (3)"
+    code, out, _ = run(["fold", "--sequence", "GGGAAAUCCC", "-q"], capsys)
+    want, structure, _ = vienna_mfe("GGGAAAUCCC")
+    assert code == 0 and out.splitlines()[-1] == f"{structure} ({want / 100:6.2f})"
 
 
 def test_example_is_byte_identical_to_rnafold(capsys, test_data):
@@ -142,7 +146,10 @@ def test_nextflow_turner_parameters_become_these_options():
     parsed = build_parser().parse_args(["fold", *args, "a.fa"])
     assert energy_model(parsed) == EnergyModel("turner1999", 30.0, 1)
     default = task_ext("JAXRNA_FOLD", pipeline_params(), {"id": "x"})["args"].split()
-    assert energy_model(build_parser().parse_args(["fold", *default, "a.fa"])) is None
+    assert energy_model(build_parser().parse_args(["fold", *default, "a.fa"])) == EnergyModel()
+    nussinov = task_ext("JAXRNA_FOLD", pipeline_params(fold_model="nussinov"), {"id": "x"})
+    assert energy_model(build_parser().parse_args(["fold", *nussinov["args"].split(),
+                                                   "a.fa"])) is None
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from faults_common import command, env
 
 
 #: A run that compiles (and caches) a few JAX programs, quickly.
-ARGS = ["fold", "--sequence", "GGGAAAUCCCAGCUAGC", "--partition", "-f", "json", "-q"]
+ARGS = ["fold", "--model", "nussinov", "--sequence", "GGGAAAUCCCAGCUAGC", "--partition", "-f", "json", "-q"]
 
 
 @pytest.mark.slow

@@ -71,7 +71,8 @@ COMMON = {"--backend": opt("cpu", "auto", "cpu", "gpu"), "-q": FLAG}
 OPTIONS = {
     "fold": {**COMMON, "-w": weights, "-m": opt("0", "1", "3", "5"), "--score-only": FLAG,
              "--partition": FLAG, "--temperature": opt("0.5", "1", "2"),
-             "--max-memory": opt("1e-9", "4", "1000"), "--sequence": seqs},
+             "--max-memory": opt("1e-9", "4", "1000"), "--sequence": seqs,
+             "--model": opt("nussinov", "turner", "nussinov"), "--mea": opt("1", "0.5")},
     "align": {**COMMON, "--pairs": opt("all", "zip"), "--mode": opt("global", "local"),
               "--match": numbers, "--mismatch": opt("-1", "-3", "0"),
               "--matrix": opt("BLOSUM62", "NUC.4.4"), "--preset": opt("edit"),

@@ -166,7 +166,7 @@ def test_unbatched_out_of_memory_is_one_line(monkeypatch, capsys):
 
     monkeypatch.setattr(api, "fold_records", fold_records)
     monkeypatch.setattr(api, "fold_batches", fold_records)
-    code = main(["fold", "--sequence", "GGGAAAUCCC", "-q"])
+    code = main(["fold", "--model", "nussinov", "--sequence", "GGGAAAUCCC", "-q"])
     err = capsys.readouterr().err
     assert_one_error((code, err), located=False)
     assert err == ("jaxrna: error: out of device memory (an allocation of 6.0 GiB did not "

@@ -27,9 +27,9 @@ def fa(tmp_path):
 
 def argvs(inp: str, out: str):
     """Every subcommand with ``-o out`` (and interact's --all-windows, fold's --plot)."""
-    return [["fold", inp, "-o", out], ["align", inp, inp, "-o", out],
+    return [["fold", "--model", "nussinov", inp, "-o", out], ["align", inp, inp, "-o", out],
             ["interact", inp, inp, "-o", out], ["targets", inp, inp, "-o", out],
-            ["interact", inp, inp, "--all-windows", out], ["fold", inp, "--partition",
+            ["interact", inp, inp, "--all-windows", out], ["fold", "--model", "nussinov", inp, "--partition",
                                                             "--plot", out]]
 
 
@@ -79,7 +79,7 @@ def test_cli_read_only_directory(tmp_path, fa):
     ro.mkdir()
     ro.chmod(0o555)
     try:
-        r = run(["fold", fa, "-o", str(ro / "out.dbn")], prefix=as_unprivileged())
+        r = run(["fold", "--model", "nussinov", fa, "-o", str(ro / "out.dbn")], prefix=as_unprivileged())
     finally:
         ro.chmod(0o755)
     assert_one_error(r, located=False)
@@ -116,7 +116,7 @@ def small_disk(tmp_path):
 
 def test_cli_disk_full_leaves_nothing_behind(small_disk, fa):
     out = small_disk / "folds.dbn"
-    r = run(["fold", fa, "-o", str(out), "-q"])
+    r = run(["fold", "--model", "nussinov", fa, "-o", str(out), "-q"])
     assert_one_error(r, located=False)
     assert r.stderr == f"jaxrna: error: {out}: cannot write: No space left on device\n"
     assert os.listdir(small_disk) == []
@@ -124,7 +124,7 @@ def test_cli_disk_full_leaves_nothing_behind(small_disk, fa):
 
 def test_cli_full_standard_output():
     with open("/dev/full", "w") as full:
-        r = subprocess.run(command(["fold", "-", "-q"]), input=RECORDS,
+        r = subprocess.run(command(["fold", "--model", "nussinov", "-", "-q"]), input=RECORDS,
                            stdout=full, stderr=subprocess.PIPE, text=True,
                            env=env(), timeout=120)
     assert_one_error((r.returncode, r.stderr), located=False)
@@ -156,10 +156,10 @@ def test_device_and_link_outputs(tmp_path):
     """``-o /dev/stdout`` writes to standard output (it used to rename a file over the link
     /dev/stdout itself, as root); ``-o`` through a symbolic link replaces the file it names."""
     was_link = os.path.islink("/dev/stdout")
-    r = run(["fold", "--sequence", "GGGAAAUCCC", "-f", "tsv", "-o", "/dev/stdout", "-q"])
+    r = run(["fold", "--model", "nussinov", "--sequence", "GGGAAAUCCC", "-f", "tsv", "-o", "/dev/stdout", "-q"])
     assert r.returncode == 0 and r.stdout.startswith("#id\t"), r.stderr
     assert os.path.islink("/dev/stdout") == was_link
     real, link = tmp_path / "real.tsv", tmp_path / "link.tsv"
     link.symlink_to(real)
-    r = run(["fold", "--sequence", "GGGAAAUCCC", "-f", "tsv", "-o", str(link), "-q"])
+    r = run(["fold", "--model", "nussinov", "--sequence", "GGGAAAUCCC", "-f", "tsv", "-o", str(link), "-q"])
     assert r.returncode == 0 and link.is_symlink() and real.read_text().startswith("#id\t")

@@ -92,7 +92,7 @@ def test_signal_during_device_work(tmp_path, signum):
 def test_sigterm_during_host_work_leaves_no_temporary_file(tmp_path):
     out = tmp_path / "out.dbn"
     proc, mark = start(HOLD_IN_OUTPUT, tmp_path, HOW="python",
-                       ARGS=["fold", "--sequence", "GGGAAAUCCC", "-o", str(out)])
+                       ARGS=["fold", "--model", "nussinov", "--sequence", "GGGAAAUCCC", "-o", str(out)])
     err = finish(proc, signal.SIGTERM, mark, within=15)
     assert err == "jaxrna: terminated\n"
     assert not out.exists() and leftovers(tmp_path) == []
@@ -155,7 +155,7 @@ def test_sigpipe_ends_quietly(tmp_path):
     fa = tmp_path / "many.fa"
     # ~1 MB of output: far more than the pipe and every buffer on the way hold
     fa.write_text("".join(f">r{k}\nGGGAAAUCCCGGGAAAUCCC\n" for k in range(20000)))
-    proc = subprocess.Popen([sys.executable, "-m", "jaxrna", "fold", str(fa), "-q"],
+    proc = subprocess.Popen([sys.executable, "-m", "jaxrna", "fold", "--model", "nussinov", str(fa), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
     try:
         assert proc.stdout.readline() == b">r0\n"

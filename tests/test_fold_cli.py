@@ -46,7 +46,7 @@ def parse_dbn(text):
 
 
 def test_dbn_default(capsys, expected):
-    code, out, _ = run_cli(["fold", EXAMPLE, "-q"], capsys)
+    code, out, _ = run_cli(["fold", "--model", "nussinov", EXAMPLE, "-q"], capsys)
     assert code == 0
     got = parse_dbn(out)
     assert list(got) == list(expected)                       # input order
@@ -66,8 +66,8 @@ def pairs_from_partner_lines(lines, idx_col, partner_col):
 
 
 def test_ct_and_bpseq_encode_the_same_pairs(capsys, expected):
-    _, ct, _ = run_cli(["fold", EXAMPLE, "-f", "ct", "-q"], capsys)
-    _, bpseq, _ = run_cli(["fold", EXAMPLE, "-f", "bpseq", "-q"], capsys)
+    _, ct, _ = run_cli(["fold", "--model", "nussinov", EXAMPLE, "-f", "ct", "-q"], capsys)
+    _, bpseq, _ = run_cli(["fold", "--model", "nussinov", EXAMPLE, "-f", "bpseq", "-q"], capsys)
     ct_lines, bp_lines = ct.splitlines(), bpseq.splitlines()
     for rid, res in expected.items():
         header = ct_lines.pop(0).split()
@@ -83,14 +83,14 @@ def test_ct_and_bpseq_encode_the_same_pairs(capsys, expected):
 
 
 def test_tsv_and_json(capsys, expected):
-    _, tsv, _ = run_cli(["fold", EXAMPLE, "-f", "tsv", "--weights", "bpmax", "-q"], capsys)
+    _, tsv, _ = run_cli(["fold", "--model", "nussinov", EXAMPLE, "-f", "tsv", "--weights", "bpmax", "-q"], capsys)
     rows = [l.split("\t") for l in tsv.splitlines()]
     assert rows[0] == ["#id", "length", "score", "structure"]
     bp = {r.id: fold(r.sequence, weights="bpmax") for r in read_fasta(EXAMPLE)}
     for row in rows[1:]:
         assert row[2] == bp[row[0]].score_text and not row[2].endswith(".0")
         assert row[3] == bp[row[0]].structure and int(row[1]) == bp[row[0]].length
-    _, js, _ = run_cli(["fold", EXAMPLE, "-f", "json", "-q"], capsys)
+    _, js, _ = run_cli(["fold", "--model", "nussinov", EXAMPLE, "-f", "json", "-q"], capsys)
     data = json.loads(js)
     assert [d["id"] for d in data] == list(expected)
     for d in data:
@@ -99,17 +99,17 @@ def test_tsv_and_json(capsys, expected):
 
 
 def test_score_only(capsys, expected):
-    code, tsv, _ = run_cli(["fold", EXAMPLE, "-f", "tsv", "--score-only", "-q"], capsys)
+    code, tsv, _ = run_cli(["fold", "--model", "nussinov", EXAMPLE, "-f", "tsv", "--score-only", "-q"], capsys)
     assert code == 0
     for row in [l.split("\t") for l in tsv.splitlines()[1:]]:
         assert row[2] == expected[row[0]].score_text and row[3] == "-"
-    code, _, err = run_cli(["fold", EXAMPLE, "--score-only", "-q"], capsys)
+    code, _, err = run_cli(["fold", "--model", "nussinov", EXAMPLE, "--score-only", "-q"], capsys)
     assert code == 2 and "--score-only" in err
 
 
 def test_sequence_option_and_output_file(capsys, tmp_path):
     out = tmp_path / "x.dbn"
-    code, stdout, _ = run_cli(["fold", "--sequence", "gggaaaucc", "-o", str(out), "-q"], capsys)
+    code, stdout, _ = run_cli(["fold", "--model", "nussinov", "--sequence", "gggaaaucc", "-o", str(out), "-q"], capsys)
     assert code == 0 and stdout == ""
     assert out.read_text() == ">seq\nGGGAAAUCC\n(((...))) (3)\n"
 
@@ -118,13 +118,13 @@ def test_gzip_input(capsys, tmp_path):
     gz = tmp_path / "x.fa.gz"
     with gzip.open(gz, "wt") as fh:
         fh.write(open(EXAMPLE).read())
-    _, a, _ = run_cli(["fold", str(gz), "-q"], capsys)
-    _, b, _ = run_cli(["fold", EXAMPLE, "-q"], capsys)
+    _, a, _ = run_cli(["fold", "--model", "nussinov", str(gz), "-q"], capsys)
+    _, b, _ = run_cli(["fold", "--model", "nussinov", EXAMPLE, "-q"], capsys)
     assert a == b and a
 
 
 def test_stdin_and_real_process():
-    proc = run_proc(["fold", "-", "-f", "tsv"], stdin=">s1\nGGGAAAUCC\n>s2\nACGU\n")
+    proc = run_proc(["fold", "--model", "nussinov", "-", "-f", "tsv"], stdin=">s1\nGGGAAAUCC\n>s2\nACGU\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1:] == ["s1\t9\t3\t(((...)))", "s2\t4\t0\t...."]
     assert "folded 2 records" in proc.stderr
@@ -139,7 +139,7 @@ def test_stdin_and_real_process():
 def test_bad_input_process(tmp_path, content, fragment):
     p = tmp_path / "bad.fa"
     p.write_text(content)
-    proc = run_proc(["fold", str(p), "-o", str(tmp_path / "out.dbn")])
+    proc = run_proc(["fold", "--model", "nussinov", str(p), "-o", str(tmp_path / "out.dbn")])
     assert proc.returncode == 2
     assert fragment in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("jaxrna: error: ")
@@ -147,7 +147,7 @@ def test_bad_input_process(tmp_path, content, fragment):
 
 
 def test_missing_file_and_no_input(capsys):
-    code, _, err = run_cli(["fold", "/no/such/file.fa"], capsys)
+    code, _, err = run_cli(["fold", "--model", "nussinov", "/no/such/file.fa"], capsys)
     assert code == 2 and "no such file" in err
     code, _, err = run_cli(["fold"], capsys)
     assert code == 2 and "no input" in err
@@ -155,14 +155,14 @@ def test_missing_file_and_no_input(capsys):
 
 def test_bad_option_values():
     for args in (["--weights", "GC=3"], ["--min-loop", "-1"], ["--min-loop", "x"]):
-        proc = run_proc(["fold", "--sequence", "ACGU", *args])
+        proc = run_proc(["fold", "--model", "nussinov", "--sequence", "ACGU", *args])
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and "error" in proc.stderr
 
 
 def test_too_large_record_is_reported_and_others_kept(capsys, tmp_path):
     p = tmp_path / "mix.fa"
     p.write_text(">small\nGGGAAAUCC\n>big\n" + "ACGU" * 300 + "\n")
-    code, out, err = run_cli(["fold", str(p), "-f", "tsv", "--max-memory", "0.001"], capsys)
+    code, out, err = run_cli(["fold", "--model", "nussinov", str(p), "-f", "tsv", "--max-memory", "0.001"], capsys)
     assert code == 2
     assert out.splitlines()[1].startswith("small\t9\t3")
     assert "record 'big' skipped" in err and "need about" in err and "MiB" in err
@@ -173,5 +173,5 @@ def test_version_and_help(capsys):
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"jaxrna {__version__}"
     with pytest.raises(SystemExit):
-        main(["fold", "--help"])
+        main(["fold", "--model", "nussinov", "--help"])
     assert "examples:" in capsys.readouterr().out

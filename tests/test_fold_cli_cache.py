@@ -34,7 +34,7 @@ def test_warm_run_compiles_nothing(tmp_path):
     fa.write_text(SEQS)
     cache = tmp_path / "cache"
     jax_engine = {"JAXRNA_FOLD_HOST_WORK": "0"}          # not the NumPy engine: JAX's CPU
-    args = ["fold", str(fa), "-f", "ct", "--backend", "cpu"]
+    args = ["fold", "--model", "nussinov", str(fa), "-f", "ct", "--backend", "cpu"]
     cold, prof_cold = run(args, cache, tmp_path / "p1.json", jax_engine)
     warm, prof_warm = run(args, cache, tmp_path / "p2.json", jax_engine)
     assert prof_cold["counts"]["compiled"] >= 1            # the test can fail: work was done
@@ -49,7 +49,7 @@ def test_warm_run_compiles_nothing(tmp_path):
     assert host == cold
     assert "compile" not in prof_host["stages"]
     # the ensemble path too
-    args = ["fold", "--sequence", "GGGAAAUCCCGCGCAAAGCGCAUAUGGC", "--partition", "-f", "json"]
+    args = ["fold", "--model", "nussinov", "--sequence", "GGGAAAUCCCGCGCAAAGCGCAUAUGGC", "--partition", "-f", "json"]
     cold, prof_cold = run(args, cache, tmp_path / "p4.json")
     warm, prof_warm = run(args, cache, tmp_path / "p5.json")
     assert prof_cold["counts"]["compiled"] >= 1
@@ -59,7 +59,7 @@ def test_warm_run_compiles_nothing(tmp_path):
 
 def test_tiny_job_does_not_import_jax(tmp_path):
     code = ("import sys; from jaxrna.cli import main; "
-            "status = main(['fold', '--sequence', 'GGGAAAUCCC', '-q']); "
+            "status = main(['fold', '--model', 'nussinov', '--sequence', 'GGGAAAUCCC', '-q']); "
             "print('jax' in sys.modules, status)")
     env = dict(os.environ, PYTHONPATH=ROOT, JAXRNA_CACHE_DIR=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

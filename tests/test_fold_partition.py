@@ -349,7 +349,7 @@ def fasta(tmp_path):
 
 
 def test_cli_json(fasta, capsys):
-    code, out, _ = run_cli(["fold", fasta, "--partition", "-f", "json", "-q",
+    code, out, _ = run_cli(["fold", "--model", "nussinov", fasta, "--partition", "-f", "json", "-q",
                             "--temperature", "0.8", "-w", "bpmax", "-m", "1"], capsys)
     assert code == 0
     objs = json.loads(out)
@@ -371,7 +371,7 @@ def test_cli_json(fasta, capsys):
 def test_cli_dotplot_and_png(fasta, tmp_path, capsys):
     out_file = tmp_path / "dots.txt"
     png = tmp_path / "map.png"
-    args = ["fold", fasta, "--partition", "-o", str(out_file), "-q"]
+    args = ["fold", "--model", "nussinov", fasta, "--partition", "-o", str(out_file), "-q"]
     plots = importlib.util.find_spec("matplotlib") is not None
     if plots:
         args += ["--plot", str(png)]
@@ -397,7 +397,7 @@ def test_cli_errors(fasta, tmp_path, capsys, monkeypatch):
                       (["--partition", "--temperature", "nan"], "--temperature"),
                       (["--temperature", "2"], "needs --partition"),
                       (["--plot", str(tmp_path / "x.png")], "needs --partition")):
-        code, out, err = run_cli(["fold", fasta, *args], capsys)
+        code, out, err = run_cli(["fold", "--model", "nussinov", fasta, *args], capsys)
         assert code == 2 and msg in err and out == ""
 
     import jaxrna.formats.heatmap as hm
@@ -406,12 +406,12 @@ def test_cli_errors(fasta, tmp_path, capsys, monkeypatch):
         raise ImportError(f"--plot needs matplotlib, which is not installed: {hm.PLOT_HINT}")
 
     monkeypatch.setattr(hm, "pyplot", no_matplotlib)
-    code, out, err = run_cli(["fold", fasta, "--partition", "--plot", str(tmp_path / "x.png")],
+    code, out, err = run_cli(["fold", "--model", "nussinov", fasta, "--partition", "--plot", str(tmp_path / "x.png")],
                              capsys)
     assert code == 2 and "pip install 'jaxrna[plot]'" in err and out == ""
     assert not os.path.exists(tmp_path / "x.png")
     # too large for the memory allowed: refused up front with an estimate, others still done
-    code, out, err = run_cli(["fold", fasta, "--partition", "--max-memory", "0.0000001"],
+    code, out, err = run_cli(["fold", "--model", "nussinov", fasta, "--partition", "--max-memory", "0.0000001"],
                              capsys)
     assert code == 2 and "need about" in err and out == ""
 

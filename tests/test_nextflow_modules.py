@@ -155,13 +155,18 @@ PARAM_SETS = {
     "defaults": pipeline_params(),
     "test": pipeline_params("test"),
     "everything": pipeline_params(
-        fold_format="json", fold_weights="GC=3,AU=2,GU=1.5", fold_min_loop=0, fold_score_only=True,
+        fold_model="nussinov", fold_format="json", fold_weights="GC=3,AU=2,GU=1.5", fold_min_loop=0,
+        fold_score_only=True,
         align_pairs="zip", align_mode="local", align_match=2, align_mismatch=-3, align_gap_open=5,
         align_gap_extend=2, align_format="tsv", align_score_only=True,
         targets_format="keyval", targets_strict=True, targets_no_energy=True, targets_quiet=True,
         targets_scale=2.5, interact_window1=8, interact_window2=16, interact_all_windows=True,
         interact_outer=2, interact_format="json", interact_score_only=True, backend="gpu"),
     "matrix_and_preset": pipeline_params(align_matrix="BLOSUM62", align_format="json"),
+    "turner_partition": pipeline_params(fold_params="turner1999", fold_dangles=0, fold_temp=30,
+                                        fold_partition=True, fold_mea=2, fold_format="json"),
+    "nussinov_partition": pipeline_params(fold_model="nussinov", fold_partition=True,
+                                          fold_mea=2),
 }
 
 
@@ -171,7 +176,21 @@ def test_ext_args_are_options_of_the_cli(which):
     meta = {"id": "run1"}
     fold = _parse_cli("fold", task_ext("JAXRNA_FOLD", params, meta)["args"], ["a.fa"])
     assert fold.format == params["fold_format"] and fold.backend == params["backend"]
-    assert fold.min_loop == params["fold_min_loop"] and fold.score_only == params["fold_score_only"]
+    assert fold.model == params["fold_model"] and fold.score_only == params["fold_score_only"]
+    assert fold.partition == params["fold_partition"]
+    from jaxrna.cli.fold_energy import energy_model
+
+    model = energy_model(fold)
+    if params["fold_model"] == "nussinov":
+        assert model is None and fold.mea is None
+        from jaxrna.cli.common import weights_arg
+
+        assert fold.min_loop == params["fold_min_loop"]
+        assert fold.weights == weights_arg(params["fold_weights"])
+    else:
+        assert (model.params, model.dangles, model.temperature) == \
+            (params["fold_params"], params["fold_dangles"], params["fold_temp"])
+        assert fold.mea == (params.get("fold_mea") if params["fold_partition"] else None)
     align = _parse_cli("align", task_ext("JAXRNA_ALIGN", params, meta)["args"], ["q.fa", "t.fa"])
     assert align.mode == params["align_mode"] and align.pairs == params["align_pairs"]
     assert align.format == params["align_format"]
@@ -243,9 +262,26 @@ def test_fold_script(tiny, tmp_path, env):
     proc, task, out = _run("fold", "script", {"fasta": tiny["fold"]}, params, tmp_path, env)
     assert out["fold"] == ["sample1.fold.tsv"]
     rows = open(os.path.join(task.workdir, "sample1.fold.tsv")).read().splitlines()
-    assert rows[0].startswith("#id") and [r.split("\t")[0] for r in rows[1:]] == ["a", "b"]
+    assert rows[0] == "#id\tlength\tenergy\tstructure"        # the energy model by default
+    assert [r.split("\t")[0] for r in rows[1:]] == ["a", "b"]
     from jaxrna._version import __version__
     assert _version(task, proc, env) == __version__
+    # Nussinov
+    params = pipeline_params(fold_format="tsv", fold_model="nussinov", fold_weights="bpmax")
+    _, task, out = _run("fold", "script", {"fasta": tiny["fold"]}, params, tmp_path / "n", env)
+    rows = open(os.path.join(task.workdir, "sample1.fold.tsv")).read().splitlines()
+    assert rows[0] == "#id\tlength\tscore\tstructure"
+
+
+def test_fold_script_turner_partition(tiny, tmp_path, env):
+    import json
+
+    params = pipeline_params(fold_format="json", fold_partition=True, fold_mea=1)
+    _, task, out = _run("fold", "script", {"fasta": tiny["fold"]}, params, tmp_path, env)
+    assert out["fold"] == ["sample1.fold.json"]
+    objs = json.load(open(os.path.join(task.workdir, "sample1.fold.json")))
+    assert [o["id"] for o in objs] == ["a", "b"]
+    assert all("ensemble_energy" in o and "mea_structure" in o for o in objs)
 
 
 def test_align_script(tiny, tmp_path, env):

@@ -23,12 +23,12 @@ MISSING = "/nonexistent-jaxrna-input.fa"
 def argvs(out: str):
     """Every subcommand with an option naming an output file (targets-split writes into
     --outdir, warmup only into the compile cache: neither takes -o)."""
-    return [["fold", MISSING, "-o", out], ["align", MISSING, MISSING, "-o", out],
+    return [["fold", "--model", "nussinov", MISSING, "-o", out], ["align", MISSING, MISSING, "-o", out],
             ["interact", MISSING, MISSING, "-o", out],
             ["interact", MISSING, MISSING, "--all-windows", out],
             ["targets", MISSING, MISSING, "-o", out],
             ["targets-merge", MISSING, "--manifest", MISSING, "--mirnas", MISSING, "-o", out],
-            ["fold", MISSING, "--partition", "--plot", out]]
+            ["fold", "--model", "nussinov", MISSING, "--partition", "--plot", out]]
 
 
 def kernel_paths():
@@ -55,7 +55,7 @@ def test_every_subcommand_refuses_kernel_file_systems(out, capsys):
         assert open(out).read() == before
 
 
-@pytest.mark.parametrize("argv", [["fold", "--sequence", "GGGAAAUCCC", "-o", "/proc/version"],
+@pytest.mark.parametrize("argv", [["fold", "--model", "nussinov", "--sequence", "GGGAAAUCCC", "-o", "/proc/version"],
                                   ["targets", MIRNA, UTR, "--no-energy", "-o", "/proc/self/x"]])
 def test_real_process_one_line(argv):
     """The console entry point in a process of its own (``/proc/self`` is that process)."""

@@ -13,6 +13,7 @@ Jobs run this checkout's ``jaxrna`` (a shim on PATH), without conda.
 
 import filecmp
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -70,11 +71,18 @@ def jaxrna(argv, out_path, env):
     return out_path.read_bytes()
 
 
+FOLD_PARTITION_KEYS = ["id", "length", "sequence", "energy", "structure", "ensemble_energy",
+                       "pair_probabilities", "centroid", "centroid_distance", "mfe_frequency",
+                       "ensemble_diversity", "mea_structure", "mea"]
+
 # What each wrapper's test Snakefile asks for: the direct jaxrna command for the first output
 # (its bytes must be equal), and for the second a check of the format the extension chose.
 WRAPPER_CASES = {
-    "fold": [("folds/ex.dbn", ["fold", "--weights", "bpmax", "--min-loop", "3", "-f", "dbn", "seqs.fa"]),
-             ("folds/ex.ct", lambda text: text.startswith("   10  SCORE = 3  hairpin\n"))],
+    "fold": [("folds/ex.dbn", ["fold", "--model", "nussinov", "--weights", "bpmax", "--min-loop", "3",
+                               "-f", "dbn", "seqs.fa"]),
+             ("folds/ex.ct", lambda text: text.startswith("   10  ENERGY =  -2.50  hairpin\n")),
+             ("folds/ex.partition.json", lambda text: [sorted(o) for o in json.loads(text)] == [sorted(
+                 FOLD_PARTITION_KEYS)] * 2)],
     "align": [("aligned/ex.pair", ["align", "--mode", "local", "--match", "2", "--mismatch", "-3",
                                    "--gap-open", "5", "--gap-extend", "2", "-f", "pair", "queries.fa",
                                    "targets.fa"]),
@@ -156,9 +164,57 @@ def test_example_workflow(tmp_path, env):
                      os.path.join(assets, "utrs.fa")], tmp_path / "direct.txt", env)
     assert merged.read_bytes() == direct and direct.count(b">>") >= 5
     # the other jobs: what their wrappers' tests check in detail, here their formats
-    assert (out / "fold" / "example.dbn").read_text().startswith(">tRNA-Phe\nGCGGAUUUAG")
+    fold = (out / "fold" / "example.dbn").read_text()
+    assert fold.startswith(">tRNA-Phe\nGCGGAUUUAG") and " frequency of mfe structure in ensemble " in fold
     pairs = (out / "align" / "example.pair").read_text().count("# Aligned_sequences: 2\n")
     records = [Path(ROOT, "test-data", name).read_text().count("\n>") + 1
                for name in ("align_queries.fa", "align_targets.fa")]
     assert pairs == records[0] * records[1]
     assert (out / "interact" / "example.tsv").read_text().startswith("#")
+
+
+class _Params(dict):
+    def get(self, key, default=None):
+        return dict.get(self, key, default)
+
+
+@pytest.mark.parametrize("params,want", [
+    ({}, {"model": "turner", "partition": False, "mea": None}),
+    ({"model": "nussinov", "extra": "--weights bpmax"}, {"model": "nussinov", "partition": False}),
+    ({"partition": True, "mea": True}, {"model": "turner", "partition": True, "mea": 1.0}),
+    ({"partition": True, "mea": 2.5, "extra": "-T 30"},
+     {"model": "turner", "partition": True, "mea": 2.5, "temp": 30.0}),
+    ({"model": "nussinov", "partition": True}, {"model": "nussinov", "partition": True, "mea": None}),
+])
+def test_fold_wrapper_command_line(params, want, monkeypatch):
+    """The fold wrapper's command (run with a stand-in for snakemake's objects) is one the CLI
+    takes, with the model and partition options the params ask for."""
+    import shlex
+    import types
+
+    from jaxrna.cli import build_parser
+    from jaxrna.cli.fold_energy import energy_model
+
+    ran = []
+    shell_mod = types.ModuleType("snakemake.shell")
+    shell_mod.shell = lambda cmd: ran.append(cmd)
+    monkeypatch.setitem(sys.modules, "snakemake", types.ModuleType("snakemake"))
+    monkeypatch.setitem(sys.modules, "snakemake.shell", shell_mod)
+    fake = types.SimpleNamespace(params=_Params(params), output=["out/x.json"], input="in.fa",
+                                 log_fmt_shell=lambda **kw: "2> log.txt")
+    path = os.path.join(WRAPPERS, "bio", "jaxrna", "fold", "wrapper.py")
+    code = Path(path).read_text()
+    # shell() formats its command from the caller's variables; do it here
+    code = code.replace('shell("jaxrna fold', 'shell(f"jaxrna fold').replace(
+        "{output:q}", "{output}").replace("{snakemake.input:q}", "{snakemake.input}")
+    exec(compile(code, path, "exec"), {"snakemake": fake, "__name__": "wrapper"})
+    argv = shlex.split(ran[0])[1:-2]             # without "jaxrna" and the log redirection
+    args = build_parser().parse_args(argv)
+    assert args.format == "json" and args.output == "out/x.json" and args.fasta == ["in.fa"]
+    model = energy_model(args)
+    assert args.model == want["model"] and (model is None) == (want["model"] == "nussinov")
+    for key in ("partition", "mea"):
+        if key in want:
+            assert getattr(args, key) == want[key], (key, argv)
+    if "temp" in want:
+        assert model.temperature == want["temp"]

@@ -1,4 +1,6 @@
-"""``jaxrna fold``: Nussinov folding of every record of FASTA files (or one ``--sequence``)."""
+"""``jaxrna fold``: folding of every record of FASTA files (or one ``--sequence``): in the energy
+model (``--model turner``, the default: :mod:`jaxrna.cli.fold_energy`) or by pair maximisation
+(``--model nussinov``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import logging
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
                                add_output_options, ensemble_temperature, positive_int,
                                setup_logging, use_device_options, weights_arg)
-from jaxrna.cli.fold_energy import ENERGY_HELP, add_energy_options, energy_model, run_turner
+from jaxrna.cli.fold_energy import (ENERGY_HELP, add_energy_options, energy_model, run_turner,
+                                    run_turner_partition)
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
 from jaxrna.io import InputError, atomic_output, sequence_record
 from jaxrna.progress import progress
@@ -18,17 +21,18 @@ from jaxrna.stages import stage
 log = logging.getLogger("jaxrna")
 
 EXAMPLES = """examples:
-  jaxrna fold test-data/fold_example.fa
-  jaxrna fold --sequence GGGAAAUCCCGCGCAAAGCGC --weights bpmax -f ct
-  jaxrna fold seqs.fa.gz --weights GC=3,AU=2,GU=1 --min-loop 0 -f tsv -o folds.tsv
+  jaxrna fold test-data/fold_example.fa                  # energy model (as RNAfold)
+  jaxrna fold test-data/fold_example.fa --partition --mea  # as RNAfold -p --MEA
+  jaxrna fold --model nussinov --sequence GGGAAAUCCCGCGCAAAGCGC --weights bpmax -f ct
+  jaxrna fold --model nussinov seqs.fa.gz --weights GC=3,AU=2,GU=1 --min-loop 0 -f tsv -o folds.tsv
   cat seqs.fa | jaxrna fold - -f json
-  jaxrna fold seqs.fa --partition --temperature 2 -f json -o probs.json
-  jaxrna fold --sequence GGGAAAUCCC --partition -o dots.txt --plot dots.png
+  jaxrna fold --model nussinov seqs.fa --partition --temperature 2 -f json -o probs.json
+  jaxrna fold --model nussinov --sequence GGGAAAUCCC --partition -o dots.txt --plot dots.png
 
-weights: unit (1 per pair, default), bpmax (GC 3, AU 1, GU 1.5), integer (GC 3, AU 2, GU 1),
+--model nussinov: maximum total pair weight. weights: unit (1 per pair, default), bpmax (GC 3, AU 1, GU 1.5), integer (GC 3, AU 2, GU 1),
 or explicit GC=x,AU=y,GU=z (half-integers are exact).
 
---partition: the base-pair partition function Z (every structure weighs exp(W / T), W its
+--model nussinov --partition: the base-pair partition function Z (every structure weighs exp(W / T), W its
 total pair weight, the empty structure included) and the probability of every pair. With -f
 json a list with one object per record (id, length, temperature, weights, min_loop,
 log_partition = ln Z, pair_probabilities as [i, j, p], 1-based, i < j, every p >= 1e-6);
@@ -41,23 +45,28 @@ Memory grows as n^2 (about 2 GiB for 4,000 nt, 11 GiB for 10,000 nt; float64).
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "fold", help="Nussinov folding (maximum-weight structures) or, with --model turner, "
-                     "minimum free energy structures",
-        description="Fold RNA sequences by maximising the total weight of base pairs "
-                    "(Nussinov). Allowed pairs: A-U, G-C, G-U; N and other IUPAC codes never pair.",
+        "fold", help="minimum free energy structures and ensembles (energy model, as RNAfold) "
+                     "or, with --model nussinov, maximum-weight structures",
+        description="Fold RNA sequences: by default to the minimum free energy of ViennaRNA's "
+                    "nearest-neighbour (Turner) model, as RNAfold (with --partition: the "
+                    "ensemble, as RNAfold -p); with --model nussinov by maximising the total "
+                    "weight of base pairs. Allowed pairs: A-U, G-C, G-U; N and other IUPAC "
+                    "codes never pair.",
         epilog=EXAMPLES + "\n" + ENERGY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("fasta", nargs="*", metavar="FASTA",
                    help="FASTA file(s), plain or gzip; '-' reads standard input")
     p.add_argument("-s", "--sequence", metavar="SEQ", help="fold this one sequence (id 'seq')")
     p.add_argument("-w", "--weights", type=weights_arg, default=None, metavar="SET",
-                   help="unit (default), bpmax, integer, or GC=x,AU=y,GU=z")
+                   help="with --model nussinov: unit (default), bpmax, integer, or GC=x,AU=y,GU=z")
     p.add_argument("-m", "--min-loop", type=positive_int, default=3, metavar="N",
-                   help="a pair (i, j) needs j - i > N, i.e. at least N unpaired bases in a hairpin (default 3)")
+                   help="with --model nussinov: a pair (i, j) needs j - i > N, i.e. at least N "
+                        "unpaired bases in a hairpin (default 3)")
     add_output_options(p, list(WRITERS), "dbn")
     p.add_argument("--score-only", action="store_true",
                    help="skip the traceback (formats tsv and json only)")
     add_ensemble_options(p, "partition", "partition function and base-pair probabilities "
-                         "instead of one best structure", "structures", "pair probabilities")
+                         "instead of one best structure", "Nussinov structures",
+                         "pair probabilities")
     p.add_argument("--max-memory", type=float, metavar="GiB", default=None,
                    help="refuse sequences whose tables need more (default: 80%% of this machine's memory)")
     add_backend_option(p)
@@ -192,7 +201,7 @@ class _Pieces:
 def run(args) -> int:
     setup_logging(args.quiet)
     use_device_options(args)           # --devices N
-    model = energy_model(args)          # --model turner (None: Nussinov)
+    model = energy_model(args)          # --model turner, the default (None: Nussinov)
     if args.weights is None:
         args.weights = "unit"
     if isinstance(args.weights, str):
@@ -205,6 +214,8 @@ def run(args) -> int:
                          f"not {args.format}")
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     if model is not None:
+        if args.partition:
+            return run_turner_partition(args, model, max_bytes)
         return run_turner(args, model, max_bytes)
     if args.partition:
         return _run_partition(args, temperature, args.backend, max_bytes)

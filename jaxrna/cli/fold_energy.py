@@ -1,11 +1,12 @@
-"""``jaxrna fold --model turner``: the energy-model options of ``fold`` and their run.
+"""``jaxrna fold --model turner``: the energy-model options of ``fold`` and their runs.
 
-``--model nussinov`` (the default) keeps ``fold`` as it was; ``--model turner`` folds to the
-minimum free energy of ViennaRNA's nearest-neighbour model (:mod:`jaxrna.energy`) with
-``--params``, ``--dangles`` and ``-T/--temp`` as RNAfold spells them. On a machine without a
-GPU, ``--backend auto`` folds with ViennaRNA's MFE on every core (:mod:`jaxrna.energy.vienna`,
-JAX not even imported); ``--backend cpu`` or ``gpu`` runs jaxrna's own engine
-(:func:`energy_engine`).
+``--model turner`` (the default, as RNAfold) folds to the minimum free energy of ViennaRNA's
+nearest-neighbour model (:mod:`jaxrna.energy`) with ``--params``, ``--dangles`` and
+``-T/--temp`` as RNAfold spells them; ``--model nussinov`` keeps ``fold``'s pair maximisation.
+On a machine without a GPU, ``--backend auto`` folds with ViennaRNA's MFE on every core
+(:mod:`jaxrna.energy.vienna`, JAX not even imported); ``--backend cpu`` or ``gpu`` runs
+jaxrna's own engine (:func:`energy_engine`). ``--partition`` computes the ensemble as RNAfold
+-p (:func:`run_turner_partition`, :func:`jaxrna.energy.ensemble.partition_energy_records`).
 """
 
 from __future__ import annotations
@@ -14,16 +15,36 @@ import argparse
 
 from jaxrna.io import InputError
 
-ENERGY_HELP = """--model turner: minimum free energy structures in ViennaRNA's nearest-neighbour (Turner)
-model, the energies exactly RNAfold's (integer dcal/mol): --params turner2004 (default,
+ENERGY_HELP = """--model turner (the default): minimum free energy structures in ViennaRNA's nearest-neighbour
+(Turner) model, the energies exactly RNAfold's (integer dcal/mol): --params turner2004 (default,
 RNAfold's), turner1999 or a ViennaRNA .par file; --dangles 0|1|2 (RNAfold -d, default 2);
 -T/--temp C (default 37). Output as RNAfold prints it: 'STRUCTURE (ENERGY)' in kcal/mol with
 two decimals; the other formats carry the energy (ct: ENERGY =, json: energy).
 Engine: with --backend auto and no GPU, ViennaRNA's MFE on every core (the same energies, no
 compilation); --backend cpu/gpu: jaxrna's engine (JAXRNA_ENERGY_ENGINE=vienna|jax forces one).
-  jaxrna fold --model turner --sequence GGGGAAACCCCAUCGAAAGAUU
-  jaxrna fold --model turner seqs.fa --params turner1999 --dangles 0 -T 30 -f json
+  jaxrna fold --sequence GGGGAAACCCCAUCGAAAGAUU
+  jaxrna fold seqs.fa --params turner1999 --dangles 0 -T 30 -f json
+
+--model turner --partition: the ensemble as RNAfold -p computes it (ViennaRNA's partition
+function on every core): the MFE structure, the ensemble free energy, base-pair
+probabilities, the centroid structure and its distance to the ensemble, the MFE structure's
+frequency in the ensemble, the ensemble diversity; --mea [GAMMA] also the maximum expected
+accuracy structure (RNAfold --MEA, gamma 1 by default). dbn: RNAfold -p's lines
+('STRUCTURE (MFE)', 'SYMBOLS [ENSEMBLE]', 'CENTROID {E d=D}', 'MEA {E MEA=M}',
+' frequency of mfe structure in ensemble F; ensemble diversity D'); -f json: per record id,
+length, sequence, energy, structure, ensemble_energy (kcal/mol, full precision),
+pair_probabilities ([i, j, p], 1-based, i < j, every p >= 1e-6), centroid,
+centroid_distance, mfe_frequency, ensemble_diversity (mea_structure, mea with --mea); other
+formats: the dot-plot text ('# ID LENGTH ENSEMBLE_ENERGY', then 'i j p'); --plot FILE.png
+heat maps. As ViennaRNA (RNAfold -p -d1), the partition function treats --dangles 1 as
+--dangles 2; the MFE line keeps dangles 1.
+  jaxrna fold --sequence GGGGAAACCCCAUCGAAAGAUU --partition --mea
+  jaxrna fold seqs.fa --partition -f json -o ensembles.json --plot dots.png
 """
+
+#: Said once on stderr where --dangles 1 meets --partition.
+DANGLES_NOTE = ("--dangles 1: the partition function is computed with dangles 2 (as "
+                "ViennaRNA's, RNAfold -p -d1); the MFE structure and energies use dangles 1")
 
 
 def _celsius(text: str) -> float:
@@ -39,9 +60,10 @@ def _celsius(text: str) -> float:
 def add_energy_options(p: argparse.ArgumentParser) -> None:
     """``--model``, ``--params``, ``--dangles`` and ``-T/--temp`` (defaults resolved by
     :func:`energy_model`, so that giving one without ``--model turner`` is caught)."""
-    p.add_argument("--model", choices=["nussinov", "turner"], default="nussinov",
-                   help="nussinov (default): maximum pair weight; turner: minimum free energy "
-                        "(ViennaRNA's nearest-neighbour model, as RNAfold)")
+    p.add_argument("--model", choices=["nussinov", "turner"], default=None,
+                   help="turner (default): minimum free energy (ViennaRNA's nearest-neighbour "
+                        "model, as RNAfold); nussinov: maximum pair weight (--weights, "
+                        "--min-loop)")
     p.add_argument("--params", metavar="SET", default=None,
                    help="with --model turner: turner2004 (default), turner1999 or a ViennaRNA "
                         ".par file")
@@ -49,34 +71,64 @@ def add_energy_options(p: argparse.ArgumentParser) -> None:
                    help="with --model turner: dangling-end model as RNAfold's -d (default 2)")
     p.add_argument("-T", "--temp", type=_celsius, metavar="C", default=None,
                    help="with --model turner: temperature in Celsius (default 37)")
+    p.add_argument("--mea", nargs="?", type=_gamma, const=1.0, default=None, metavar="GAMMA",
+                   help="with --model turner --partition: also the maximum expected accuracy "
+                        "structure (RNAfold --MEA; GAMMA default 1)")
+
+
+def _gamma(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number GAMMA, got {text!r} (put --mea "
+                                         "after the input files, or write --mea=1)") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"gamma must be >= 0 and finite, not {text}")
+    return value
 
 
 def energy_model(args: argparse.Namespace):
-    """The :class:`~jaxrna.energy.api.EnergyModel` of ``--model turner`` (checked against the
-    other options), or None for ``--model nussinov`` (where the energy options are errors).
+    """The :class:`~jaxrna.energy.api.EnergyModel` of ``--model turner`` (the default; checked
+    against the other options), or None for ``--model nussinov`` (where the energy options are
+    errors). Sets ``args.model``.
 
     >>> from jaxrna.cli import build_parser
     >>> energy_model(build_parser().parse_args(["fold", "--model", "turner", "-T", "30", "x.fa"]))
     EnergyModel(params='turner2004', temperature=30.0, dangles=2)
-    >>> energy_model(build_parser().parse_args(["fold", "x.fa"])) is None
+    >>> energy_model(build_parser().parse_args(["fold", "x.fa"]))
+    EnergyModel(params='turner2004', temperature=37.0, dangles=2)
+    >>> energy_model(build_parser().parse_args(["fold", "--model", "nussinov", "x.fa"])) is None
     True
     """
     given = [name for name, value in (("--params", args.params), ("--dangles", args.dangles),
                                       ("-T/--temp", args.temp)) if value is not None]
+    nussinov = [name for name, value in (("--weights", args.weights is not None),
+                                         ("--min-loop", args.min_loop != 3),
+                                         ("--temperature", args.temperature is not None))
+                if value]
+    if args.model is None:
+        if nussinov and not given:
+            raise InputError(f"{', '.join(nussinov)} belong{'s' if len(nussinov) == 1 else ''} "
+                             "to the Nussinov model: add --model nussinov (the default model "
+                             "is turner, the energy model)")
+        args.model = "turner"
     if args.model != "turner":
-        if given:
+        if given or args.mea is not None:
+            given += ["--mea"] if args.mea is not None else []
             raise InputError(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} "
                              "--model turner")
         return None
-    if args.partition:
-        raise InputError("--partition computes the Nussinov pair ensemble; it cannot be used "
-                         "with --model turner")
     if args.weights is not None:
         raise InputError("--weights sets Nussinov pair weights; it cannot be used with --model "
                          "turner (the energy model has its own parameters: --params)")
     if args.min_loop != 3:
         raise InputError("--min-loop is fixed at 3 by the energy model; it cannot be changed "
                          "with --model turner")
+    if args.temperature is not None:
+        raise InputError("--temperature is the Nussinov ensemble's; the energy model's "
+                         "temperature is -T/--temp (Celsius)")
+    if args.mea is not None and not args.partition:
+        raise InputError("--mea needs --partition")
     from jaxrna.energy.api import EnergyModel
     from jaxrna.energy.params import ParamFileError, raw_params
 
@@ -122,24 +174,28 @@ def _announce_vienna(how: str, workers: int) -> None:
     runtime.announce_host(how, "ViennaRNA's MFE", where)
 
 
+def _records(args: argparse.Namespace):
+    """The input records: ``--sequence`` first, then each FASTA file (read in bulk)."""
+    from jaxrna.io import sequence_record
+    from jaxrna.io.bulk import iter_batches   # bulk reading: no parser object per record
+
+    if args.sequence is not None:
+        yield sequence_record(args.sequence)
+    for path in args.fasta:
+        for block in iter_batches(path):
+            yield from block.records()
+
+
 def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
     """Fold every record with the energy model and write them in ``args.format``: with
     ViennaRNA on a machine without a GPU (``--backend auto``, :func:`energy_engine`), else
     with jaxrna's engine."""
     from jaxrna.cli.common import RunSummary
     from jaxrna.formats.fold import WRITERS
-    from jaxrna.io import atomic_output, sequence_record
+    from jaxrna.io import atomic_output
     from jaxrna.progress import progress
 
-    def records():
-        from jaxrna.io.bulk import iter_batches   # bulk reading: no parser object per record
-
-        if args.sequence is not None:
-            yield sequence_record(args.sequence)
-        for path in args.fasta:
-            for block in iter_batches(path):
-                yield from block.records()
-
+    records = _records(args)
     engine = energy_engine(args.backend)
     bar = progress(None, "fold", quiet=args.quiet)
     summary = RunSummary("folded", "record")
@@ -150,7 +206,7 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
             how = f"--backend {args.backend}" + (
                 f", {vienna.ENGINE_ENV}=vienna" if vienna.engine_choice() == "vienna" else "")
             _announce_vienna(how, vienna.cpu_count())
-            results = vienna.fold_records(records(), model, with_pairs=not args.score_only,
+            results = vienna.fold_records(records, model, with_pairs=not args.score_only,
                                           max_bytes=max_bytes, on_done=bar.update,
                                           on_error=lambda rec, exc: summary.skip(rec.id, exc))
         else:
@@ -159,12 +215,75 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
 
             enable_compilation_cache()
             backend = resolve_backend(args.backend)
-            results = fold_energy_records(records(), model, with_pairs=not args.score_only,
+            results = fold_energy_records(records, model, with_pairs=not args.score_only,
                                           max_bytes=max_bytes, on_done=bar.update,
                                           backend=backend,
                                           on_error=lambda rec, exc: summary.skip(rec.id, exc))
         with atomic_output(args.output) as out:
             WRITERS[args.format](summary.count(results), out)
+    finally:
+        bar.close()
+    return summary.finish()
+
+
+def partition_engine(requested: str) -> str:
+    """The engine (a key of :data:`jaxrna.energy.ensemble.ENGINES`) of ``fold --model turner
+    --partition`` for ``--backend requested``: as :func:`energy_engine` where a JAX engine is
+    registered, else ViennaRNA's partition function.
+
+    >>> partition_engine("auto") in ("vienna", "jax")
+    True
+    """
+    from jaxrna.energy.ensemble import ENGINES
+
+    if "jax" in ENGINES and energy_engine(requested) == "jax":
+        return "jax"
+    return "vienna"
+
+
+def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None) -> int:
+    """The ensemble of every record in the energy model (RNAfold -p;
+    :func:`jaxrna.energy.ensemble.partition_energy_records`), written in ``args.format``
+    (:mod:`jaxrna.formats.fold_energy_partition`), with ``--plot`` heat maps."""
+    import logging
+
+    from jaxrna.cli.common import RunSummary
+    from jaxrna.energy import vienna
+    from jaxrna.energy.ensemble import partition_energy_records
+    from jaxrna.formats.fold_energy_partition import plot_paths, plotting, writer_for
+    from jaxrna.io import atomic_output
+    from jaxrna.progress import progress
+
+    if model.dangles == 1:
+        logging.getLogger("jaxrna").warning("%s", DANGLES_NOTE)
+    engine = partition_engine(args.backend)
+    if engine == "vienna":
+        if not vienna.available():
+            raise InputError("--model turner --partition needs ViennaRNA (pip install ViennaRNA)")
+        from jaxrna import runtime
+
+        if args.backend != "auto":
+            logging.getLogger("jaxrna").info(
+                "--backend %s: the energy model's partition function runs on ViennaRNA (CPU) "
+                "for now", args.backend)
+        runtime.announce_host(f"--backend {args.backend}", "ViennaRNA's partition function",
+                              f"on up to {vienna.cpu_count()} processes")
+    records = _records(args)
+    paths = None
+    if args.plot is not None:
+        records = list(records)
+        paths = dict(zip((r.id for r in records), plot_paths(args.plot, len(records))))
+    bar = progress(len(records) if paths is not None else None, "partition", quiet=args.quiet)
+    summary = RunSummary("computed the ensembles of", "record")
+    try:
+        results = partition_energy_records(records, model, mea_gamma=args.mea,
+                                           max_bytes=max_bytes, on_done=bar.update,
+                                           on_error=lambda rec, exc: summary.skip(rec.id, exc),
+                                           engine=engine)
+        if paths is not None:
+            results = plotting(results, paths)
+        with atomic_output(args.output) as out:
+            writer_for(args.format)(summary.count(results), out)
     finally:
         bar.close()
     return summary.finish()

@@ -14,9 +14,9 @@ The model details are jaxrna's :class:`~jaxrna.energy.api.EnergyModel`: the para
 model; ViennaRNA's other defaults (lonely pairs allowed, GU pairs, special hairpins, no span
 limit) are the ones jaxrna's engine implements. ViennaRNA keeps one global parameter set: the
 set is loaded once per worker process (processes of this module's pool); in the calling
-process it is taken into a parameter object under the caller's set, which is then restored,
-and given to every fold compound (``params_subst``), so code that folds with ViennaRNA in the
-same process never finds another set there.
+process it is loaded around each task's folds and the caller's set restored after them
+(:func:`global_set`), so code that folds with ViennaRNA in the same process between tasks never
+finds another set there.
 
 Energies are always those of jaxrna's engine (both are ViennaRNA's), and so are structures:
 where several structures share the minimum energy, jaxrna's traceback
@@ -33,6 +33,7 @@ order and picks the same one (see :data:`TIES`), so the output is byte-identical
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import sys
 from typing import Iterable, Iterator
@@ -63,8 +64,9 @@ TASK_LETTERS = 4000
 #: Below this many letters in all a job is folded in this process (no pool to start).
 INPROCESS_LETTERS = 2000
 
-_LOADERS = {"turner2004": "params_load_RNA_Turner2004",
-            "turner1999": "params_load_RNA_Turner1999"}
+#: The bundled parameter sets and ViennaRNA's loaders of them.
+LOADERS = {"turner2004": "params_load_RNA_Turner2004",
+           "turner1999": "params_load_RNA_Turner1999"}
 
 
 def available() -> bool:
@@ -96,11 +98,11 @@ def cpu_count() -> int:
 
 # --------------------------------------------------------------------------- the model
 
-def _load_set(RNA, params: str) -> None:
+def load_set(RNA, params: str) -> None:
     """Make ``params`` ViennaRNA's global parameter set (as tests/energy_oracle.py does)."""
     key = params.lower()
-    if key in _LOADERS:
-        getattr(RNA, _LOADERS[key])()
+    if key in LOADERS:
+        getattr(RNA, LOADERS[key])()
         return
     RNA.params_load_RNA_Turner2004()
     if not RNA.params_load(params):
@@ -109,7 +111,9 @@ def _load_set(RNA, params: str) -> None:
         raise InputError(f"{params}: ViennaRNA cannot read this parameter file")
 
 
-def _model_details(RNA, model: EnergyModel):
+def model_details(RNA, model: EnergyModel):
+    """ViennaRNA's model details (``RNA.md``) for ``model``: its temperature and dangles, and
+    the defaults jaxrna's engine implements."""
     md = RNA.md()
     md.temperature = float(model.temperature)
     md.dangles = int(model.dangles)
@@ -122,35 +126,51 @@ def _model_details(RNA, model: EnergyModel):
     return md
 
 
-_STATE: dict = {}   # this process: ViennaRNA, model details, parameter object (or None)
+_STATE: dict = {}   # this process: ViennaRNA, model details, the set (None: loaded globally)
+
+
+def set_name(params: str) -> str:
+    """A parameter set as :func:`load_set` takes it (a file by its absolute path)."""
+    return params if params.lower() in LOADERS else os.path.abspath(params)
+
+
+@contextlib.contextmanager
+def global_set(params: str | None):
+    """ViennaRNA's global parameter set is ``params`` inside the block and the caller's again
+    after it (None: nothing changes). A parameter object made under a set and substituted into
+    a fold compound (``params_subst``) does not fold as the set loaded globally does (a
+    ``.par`` file's MFE differs), so in the caller's process each task folds with the set
+    loaded."""
+    if params is None:
+        yield
+        return
+    import tempfile
+
+    import RNA
+
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = os.path.join(tmp, "saved.par")
+        RNA.params_save(saved)
+        try:
+            load_set(RNA, params)
+            yield
+        finally:
+            RNA.params_load(saved)
 
 
 def _setup(model: EnergyModel, own_set: bool) -> None:
     """Prepare this process to fold with ``model``: ``own_set`` (a worker of our pool) loads
-    the set globally; otherwise a parameter object is made under the set and the caller's
-    global set is restored."""
+    the set globally once; otherwise each task loads it around its work (:func:`global_set`)."""
     import RNA
 
-    params = model.params if model.params.lower() in _LOADERS else os.path.abspath(model.params)
+    params = set_name(model.params)
     key = (params, model.temperature, model.dangles, own_set)
     if _STATE.get("key") == key:
         return
-    md = _model_details(RNA, model)
-    subst = None
     if own_set:
-        _load_set(RNA, params)
-    else:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            saved = os.path.join(tmp, "saved.par")
-            RNA.params_save(saved)
-            try:
-                _load_set(RNA, params)
-                subst = RNA.param(md)
-            finally:
-                RNA.params_load(saved)
-    _STATE.update(key=key, RNA=RNA, md=md, subst=subst)
+        load_set(RNA, params)
+    _STATE.update(key=key, RNA=RNA, md=model_details(RNA, model),
+                  params=None if own_set else params)
 
 
 def _worker_init(model: EnergyModel) -> None:
@@ -174,15 +194,13 @@ def _pairs(structure: str) -> tuple[tuple[int, int], ...]:
 
 def _fold(sequences: list[str], unpaired: list, with_pairs: bool) -> list[tuple]:
     """``(energy in dcal/mol, pairs or None)`` per sequence, in this process."""
-    RNA, md, subst = _STATE["RNA"], _STATE["md"], _STATE["subst"]
+    RNA, md = _STATE["RNA"], _STATE["md"]
     out = []
     for seq, up in zip(sequences, unpaired):
         if not seq:
             out.append((0, () if with_pairs else None))
             continue
         fc = RNA.fold_compound(seq, md)
-        if subst is not None:
-            fc.params_subst(subst)
         for k in up:
             fc.hc_add_up(int(k) + 1)
         structure, mfe = fc.mfe()
@@ -228,7 +246,7 @@ def _results(task: list[Record], folded: list[tuple], model: EnergyModel):
                                pairs=pairs, description=rec.description)
 
 
-def _start_method() -> str:
+def start_method() -> str:
     """fork where this process runs no JAX (its threads do not survive a fork), else spawn."""
     import multiprocessing
 
@@ -277,7 +295,8 @@ def _in_process(items, model, with_pairs, unpaired, on_done, on_error):
             on_error(item[1], item[2])
             continue
         task = item[1]
-        folded = _fold(*_args(task, unpaired, with_pairs))
+        with global_set(_STATE["params"]):
+            folded = _fold(*_args(task, unpaired, with_pairs))
         if on_done:
             on_done(len(task))
         yield from _results(task, folded, model)
@@ -286,7 +305,7 @@ def _in_process(items, model, with_pairs, unpaired, on_done, on_error):
 def _in_pool(items, model, with_pairs, unpaired, on_done, on_error, workers: int):
     import multiprocessing
 
-    ctx = multiprocessing.get_context(_start_method())
+    ctx = multiprocessing.get_context(start_method())
     pool = ctx.Pool(workers, initializer=_worker_init, initargs=(model,))
     pending: collections.deque = collections.deque()   # (kind, payload, async result)
     limit = 4 * workers
