@@ -69,6 +69,39 @@ def workers() -> int:
     return 0 if n < PREFETCH_FROM_CORES else max(1, min(MAX_WORKERS, n // 2))
 
 
+def prefetch(name: str, source: str, args: tuple, static: dict | None = None, device=None, *,
+             cpu_store: bool = False) -> None:
+    """Start preparing program ``name`` (:func:`jaxrna.programs.program` of the ``jax.jit``
+    function ``source`` returns, for these argument shapes) in the background: in a worker
+    process when the store keeps it (``cpu_store``: on CPUs too), it is not stored yet and a
+    program is already being traced in a thread here; else in a thread here
+    (:func:`jaxrna.programs.prefetch`)."""
+    from jaxrna import programs
+
+    static = dict(static or {})
+    if device is None:
+        device = programs.default_device()
+    key = programs.program_key(name, args, static, device)
+    path = programs.store_path(key, device, cpu_store)
+    remote = path is not None and workers() > 0 and not os.path.exists(path)
+    if remote and programs.local_busy():
+        if programs.ready(name, args, static, device):
+            return
+        spec = spec_for(name, source, args, static, {}, device, key, programs.disk_dir(),
+                        cpu_store)
+        future = _submit_later()
+        if programs.expect(key, future):
+            _start(spec, future)
+        return
+    programs.prefetch(name, _resolve(source), args, static, device, cpu_store=cpu_store,
+                      always=remote)
+
+
+def _resolve(source: str):
+    module, _, attr = source.partition(":")
+    return getattr(importlib.import_module(module), attr)()
+
+
 def spec_for(name: str, source: str, args: tuple, static: dict, kwargs: dict, device, key: str,
              disk: str | None, cpu_store: bool) -> dict:
     """What a worker needs to compile ``name`` as the job would: the program, its argument
@@ -87,15 +120,33 @@ def spec_for(name: str, source: str, args: tuple, static: dict, kwargs: dict, de
 def submit(spec: dict) -> concurrent.futures.Future:
     """Compile ``spec`` (:func:`spec_for`) in a worker process; the future's result is
     :func:`run`'s report, whose counters are added to this process's when it is done."""
+    future = _submit_later()
+    _start(spec, future)
+    return future
+
+
+def _submit_later() -> concurrent.futures.Future:
+    return concurrent.futures.Future()
+
+
+def _start(spec: dict, future: concurrent.futures.Future) -> None:
+    """Run ``spec`` in the pool, its report (counters merged here) passed on to ``future``."""
     global _pool
     with _lock:
         if _pool is None:
             _pool = concurrent.futures.ProcessPoolExecutor(
                 max(1, workers()), mp_context=multiprocessing.get_context("spawn"),
                 initializer=_worker_setup)
-        future = _pool.submit(run, spec)
-    future.add_done_callback(_merge)
-    return future
+        inner = _pool.submit(run, spec)
+
+    def done(f: concurrent.futures.Future) -> None:
+        _merge(f)
+        try:
+            future.set_result(f.result())
+        except Exception as exc:  # noqa: BLE001 - a worker that died: the job compiles it
+            future.set_result({"key": spec["key"], "error": f"worker: {exc}", "counts": {}})
+
+    inner.add_done_callback(done)
 
 
 def _worker_setup() -> None:
@@ -163,8 +214,7 @@ def run(spec: dict) -> dict:
     name = spec["name"]
     report: dict = {"key": spec["key"], "counts": {}}
     try:
-        module, _, attr = spec["source"].partition(":")
-        jitted = getattr(importlib.import_module(module), attr)()
+        jitted = _resolve(spec["source"])
         device = jax.devices(spec["platform"])[spec["device_id"]]
         kwargs = spec.get("kwargs") or {}
         key = programs.program_key(name, (spec["args"], kwargs) if kwargs else spec["args"],

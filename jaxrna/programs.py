@@ -434,38 +434,23 @@ def cores() -> int:
 
 
 def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=None, *,
-             source: str | None = None, cpu_store: bool = False) -> None:
-    """Start preparing :func:`program` for these arguments in the background (a no-op on
-    machines with few cores, or when it is ready or under way), so the several programs of a
-    cold run compile at once. ``args`` may be :class:`jax.ShapeDtypeStruct`s.
-
-    With ``source`` (``"module:function"`` returning ``jitted``) and the store on for the
-    device (``cpu_store``: as for :func:`program`), a program not yet stored is traced and
-    compiled by a worker process (:mod:`jaxrna.compile_workers`: tracing holds the GIL, so
-    threads trace one program at a time), except one at a time traced in a background thread
-    here, which costs no process start."""
+             cpu_store: bool = False, always: bool = False) -> None:
+    """Start preparing :func:`program` for these arguments in a background thread (a no-op
+    on machines with few cores unless ``always``, or when it is ready or under way), so the
+    several programs of a cold run compile at once. ``args`` may be
+    :class:`jax.ShapeDtypeStruct`s. (:func:`jaxrna.compile_workers.prefetch` also uses worker
+    processes.)"""
     global _pool
-    from jaxrna import compile_workers
+    if not always and cores() < PREFETCH_FROM_CORES:
+        return
+    import concurrent.futures
 
     static = dict(static or {})
     if device is None:
         device = default_device()
     key = program_key(name, args, static, device)
-    stored = _disk is not None and (device.platform != "cpu" or cpu_store)
-    remote = (source is not None and stored and compile_workers.workers() > 0
-              and not os.path.exists(os.path.join(_disk, f"{key}.bin")))
-    if not remote and cores() < PREFETCH_FROM_CORES:
-        return
-    import concurrent.futures
-
     with _lock:
         if key in _memo or key in _inflight:
-            return
-        local_busy = any(not f.done() for f in _local_futures)
-        if remote and local_busy:
-            spec = compile_workers.spec_for(name, source, args, static, {}, device, key,
-                                            _disk, cpu_store)
-            _inflight[key] = compile_workers.submit(spec)
             return
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(
@@ -477,6 +462,30 @@ def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=
 
 
 _local_futures: list = []       # prefetches under way in this process's threads
+
+
+def local_busy() -> bool:
+    """Whether a :func:`prefetch` thread of this process is still preparing a program."""
+    with _lock:
+        return any(not f.done() for f in _local_futures)
+
+
+def store_path(key: str, device, cpu_store: bool = False) -> str | None:
+    """Where the store keeps program ``key`` for ``device`` (None: not kept on disk)."""
+    if _disk is None or (device.platform == "cpu" and not cpu_store):
+        return None
+    return os.path.join(_disk, f"{key}.bin")
+
+
+def expect(key: str, future) -> bool:
+    """Let :func:`program` wait for ``future`` (elsewhere, program ``key`` is being stored)
+    rather than compile it; False (and nothing registered) when the program is here or
+    already under way."""
+    with _lock:
+        if key in _memo or key in _inflight:
+            return False
+        _inflight[key] = future
+        return True
 
 
 def _wait(key: str):

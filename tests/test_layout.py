@@ -61,10 +61,11 @@ def import_graph(mods: dict[str, str] | None = None) -> dict[str, set[str]]:
 # layers
 # --------------------------------------------------------------------------------------------
 
-#: The base layer: plumbing every layer may use (I/O, alphabet and weights, programs and their
-#: cache, runtime, batching, the host pipeline, out-of-memory handling, semirings). Its own
+#: The base layer: plumbing every layer may use (I/O, alphabet and weights, programs, their
+#: cache and the processes that compile them, runtime, batching, the host pipeline, out-of-memory handling, semirings). Its own
 #: order is kept by :func:`test_no_import_cycles`.
-BASE = frozenset({"_version", "_callable", "alphabet", "batching", "cachetrust", "io", "oom",
+BASE = frozenset({"_version", "_callable", "alphabet", "batching", "cachetrust",
+                  "compile_workers", "io", "oom",
                   "pipeline", "programs", "progress", "runtime", "semiring", "stages",
                   "weights"})
 ALGORITHMS = frozenset({"fold", "align", "energy", "targets", "interact"})

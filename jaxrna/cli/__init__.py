@@ -23,7 +23,7 @@ SUBCOMMANDS = ["fold", "align", "interact", "targets", "targets-split", "targets
 
 EPILOG = """examples:
   jaxrna fold test-data/fold_example.fa
-  jaxrna fold --sequence GGGAAAUCCCGCGCAAAGCGC --weights bpmax -f ct
+  jaxrna fold --model nussinov --sequence GGGAAAUCCCGCGCAAAGCGC --weights bpmax -f ct
   zcat many.fa.gz | jaxrna fold - -f tsv -o folds.tsv
 
 Run 'jaxrna SUBCOMMAND --help' for each subcommand's options and examples.

@@ -263,7 +263,7 @@ def _program_args(stack: dict, params: EnergyParams, length: int, dangles: int,
 
 def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, device) -> int:
     """Start preparing the batch program of every ``(length class, rows)`` of a job's plan in
-    the background (:func:`jaxrna.programs.prefetch`, on hosts with enough cores), so that its
+    the background (:func:`jaxrna.compile_workers.prefetch`, on hosts with enough cores), so that its
     few programs compile side by side rather than one after another; the batches then find
     them ready or under way. Returns how many were asked for.
 
@@ -272,7 +272,7 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     """
     import jax
 
-    from jaxrna import programs
+    from jaxrna import compile_workers
     from jaxrna.energy.fill import prepare_batch
 
     count = 0
@@ -280,9 +280,9 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
         # the shapes of a batch of empty rows are those of every batch of the class
         args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
-        programs.prefetch("energy.fold_batch", batch_jitted(), specs,
-                          {"interior": interior_for(device.platform, length)}, device,
-                          source="jaxrna.energy.api:batch_jitted", cpu_store=True)
+        compile_workers.prefetch("energy.fold_batch", "jaxrna.energy.api:batch_jitted", specs,
+                                 {"interior": interior_for(device.platform, length)}, device,
+                                 cpu_store=True)
         count += 1
     return count
 

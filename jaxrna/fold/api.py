@@ -266,11 +266,11 @@ def _shape_args(rows: int, padded: int):
 
 def _prefetch(rows: int, padded: int, with_pairs: bool, backend: str, device) -> None:
     """Start compiling (or loading) the program of a batch shape in the background."""
-    from jaxrna import programs
+    from jaxrna import compile_workers
 
-    programs.prefetch("fold.tiles", _jitted(), _shape_args(rows, padded),
-                      _first_static(with_pairs, backend), device,
-                      source="jaxrna.fold.api:tiles_jitted")
+    compile_workers.prefetch("fold.tiles", "jaxrna.fold.api:tiles_jitted",
+                             _shape_args(rows, padded), _first_static(with_pairs, backend),
+                             device)
 
 
 @dataclass

@@ -183,16 +183,16 @@ def batch_jitted():
 
 def prefetch(args: tuple, geo, box: bool, windows: bool, device) -> None:
     """Start compiling (or loading) the program of a batch like ``args`` in the background
-    (:func:`jaxrna.programs.prefetch`: on hosts with cores to spare, in worker processes), so a
+    (:func:`jaxrna.compile_workers.prefetch`: on hosts with cores to spare, in worker processes), so a
     run's few programs compile side by side at its start."""
     import jax
 
-    from jaxrna import programs
+    from jaxrna import compile_workers
 
     specs = tuple(jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args)
-    programs.prefetch("interact.batch", batch_jitted(), specs,
-                      {"geo": geo, "box": box, "windows": windows}, device,
-                      source="jaxrna.interact.program:batch_jitted", cpu_store=True)
+    compile_workers.prefetch("interact.batch", "jaxrna.interact.program:batch_jitted", specs,
+                             {"geo": geo, "box": box, "windows": windows}, device,
+                             cpu_store=True)
 
 
 def compiled(codes_u, codes_v, weights, info, spans, geo, box: bool, windows: bool, device):
