@@ -11,7 +11,7 @@ traced and compiled at once, on as many cores.
 
 A program is named for a worker by ``source``, ``"module:function"``: the function returns the
 ``jax.jit`` function the program is lowered from (module-level, so a fresh interpreter finds
-it); arguments are :class:`jax.ShapeDtypeStruct` trees and static values, which pickle. The
+it; ``"module:name.jitted"`` for a :func:`~jaxrna.programs.stored_jit` function ``name``); arguments are :class:`jax.ShapeDtypeStruct` trees and static values, which pickle. The
 worker checks that it computes the job's key for the program (same device, JAX, flags and
 sources) before compiling, and reports the counters of :mod:`jaxrna.stages` it added (programs
 compiled, cache hits, executables stored), which the job adds to its own, so the compile
@@ -98,8 +98,13 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
 
 
 def _resolve(source: str):
-    module, _, attr = source.partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    """The ``jax.jit`` function of ``"module:function"`` (``function`` called), or of
+    ``"module:name.jitted"`` for a :func:`jaxrna.programs.stored_jit` function ``name``."""
+    module, _, path = source.partition(":")
+    target = importlib.import_module(module)
+    for attr in path.split("."):
+        target = getattr(target, attr)
+    return target()
 
 
 def spec_for(name: str, source: str, args: tuple, static: dict, kwargs: dict, device, key: str,
