@@ -215,3 +215,30 @@ def test_parameter_file(tmp_path):
         got, probs = partition(seq, str(path), dangles, temperature, unpaired)
         assert abs(got - g) <= 1e-4, (seq, dangles, temperature)
         assert np.abs(probs - want).max() <= 1e-6, (seq, dangles, temperature)
+
+
+def test_pair_symbols_equal_viennas_string():
+    """RNAfold -p's symbol string from the probabilities equals ViennaRNA's own
+    (``fc.db_from_probs()``) on random sequences, both dangle models of its partition
+    function."""
+    import random
+
+    import RNA
+
+    from jaxrna.energy.ensemble_measures import pair_symbols
+
+    rng = random.Random("symbols")
+    seen = set()
+    for k in range(60):
+        seq = "".join(rng.choice("ACGU") for _ in range(rng.randint(1, 120)))
+        md = RNA.md()
+        md.dangles = (0, 2)[k % 2]
+        fc = RNA.fold_compound(seq, md)
+        _, mfe = fc.mfe()
+        fc.exp_params_rescale(mfe)
+        fc.pf()
+        bpp = np.array(fc.bpp())[1:, 1:]
+        got = pair_symbols(bpp)
+        assert got == fc.db_from_probs(), (seq, got)
+        seen.update(got)
+    assert {".", "(", ")"} <= seen and len(seen) >= 5, seen

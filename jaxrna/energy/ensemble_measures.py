@@ -28,6 +28,13 @@ probability that i pairs with j (the lower triangle and diagonal are ignored), a
   that short). ViennaRNA returns
   the value as a C float; this is the double.
 
+- :func:`pair_symbols`: RNAfold -p's one-line summary of the probabilities (the string after
+  the sequence on its ensemble line, ``fc.db_from_probs()``): per base, from its probabilities
+  of being unpaired (p0), paired downstream (p5, with a partner after it) and upstream (p3):
+  ``.`` if p0 > 0.667, ``(`` if p5 > 0.667, ``)`` if p3 > 0.667; else, where p5 + p3 > p0,
+  ``{`` or ``}`` if p5 or p3 is more than 0.667 of p5 + p3, else ``|``; else ``,`` where
+  p0 > p5 + p3 and ``:`` otherwise.
+
 >>> probs = np.zeros((6, 6)); probs[0, 5] = 0.8; probs[1, 4] = 0.3
 >>> structure, distance = centroid(probs)
 >>> structure, round(distance, 6)
@@ -54,6 +61,35 @@ def _upper(probs) -> np.ndarray:
     if probs.ndim != 2 or probs.shape[0] != probs.shape[1]:
         raise ValueError(f"pair probabilities must be an n x n matrix, not {probs.shape}")
     return np.triu(probs, 1)
+
+
+def pair_symbols(probs) -> str:
+    """RNAfold -p's symbol string of a probability matrix (see the module's notes).
+
+    >>> p = np.zeros((8, 8)); p[0, 7] = 0.9; p[1, 6] = 0.5; p[2, 5] = 0.3; p[2, 6] = 0.3
+    >>> pair_symbols(p)
+    '(:{...))'
+    """
+    upper = _upper(probs)
+    p5 = upper.sum(axis=1)              # i pairs with a later base
+    p3 = upper.sum(axis=0)              # i pairs with an earlier base
+    p0 = 1.0 - p5 - p3
+    out = []
+    for u, down, up in zip(p0.tolist(), p5.tolist(), p3.tolist()):
+        if u > 0.667:
+            out.append(".")
+        elif down > 0.667:
+            out.append("(")
+        elif up > 0.667:
+            out.append(")")
+        elif down + up > u:
+            both = down + up
+            out.append("{" if down / both > 0.667 else "}" if up / both > 0.667 else "|")
+        elif u > down + up:
+            out.append(",")
+        else:
+            out.append(":")
+    return "".join(out)
 
 
 def _rows(probs) -> list[list[float]]:
