@@ -12,8 +12,8 @@ pieces of :mod:`jaxrna.energy.terms` (one energy model, one place) compute the p
 function's loop energies; ``exp(-E * 10 / kT)`` of them are ViennaRNA's Boltzmann weights.
 
 >>> p = float_params("turner2004", 37.0)
->>> float(p.stack[1, 1]), round(float(p.dangle3[1, 0]), 4)
-(-240.0, -1.6983)
+>>> float(p.stack[1, 1]), round(float(p.dangle5[2, 3]), 4)
+(-240.0, -1.6982)
 >>> round(kt(37.0), 4)
 616.3208
 """
