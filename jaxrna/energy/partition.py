@@ -164,6 +164,7 @@ def tables(s, allowed, special, n, dp, dangles, pair_bonus=None) -> dict:
     free energies in dcal/mol; ``F[n]`` is the ensemble free energy."""
     length = special.shape[-1] - COL_PAD
     dp = jax.tree.map(jnp.asarray, dp)
+    s, allowed, special = jnp.asarray(s), jnp.asarray(allowed), jnp.asarray(special)
     dtype = jnp.result_type(dp["stack"])
     beta = 10.0 / dp["kT"]
     bonus = jnp.zeros((length, length), dtype) if pair_bonus is None else pair_bonus
@@ -214,9 +215,7 @@ def prepare_pf(sequence: str, length: int, params="turner2004", temperature: flo
     """Host-side inputs of :func:`log_partition` for one sequence padded to ``length``: the
     MFE fill's codes and pairing mask (:func:`jaxrna.energy.inputs.prepare`) and the special
     hairpins with the partition function's (unrounded) energies."""
-    inp = prepare(sequence, load_params(params, temperature) if isinstance(params, str)
-                  else params if not hasattr(params, "dg") else load_params(params, temperature),
-                  length, unpaired)
+    inp = prepare(sequence, load_params(params, temperature), length, unpaired)
     inp["special"] = special_row(sequence, float_params(params, temperature), length)
     return inp
 

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from jaxrna.energy.encoding import normalize
 from jaxrna.energy.params import (INF, K0, LXC37, MAXLOOP, EnergyParams, RawParams,
                                   raw_params, scale)
 from jaxrna.energy.terms import COL_PAD, ROW_PAD, group_costs
@@ -132,7 +133,7 @@ def pf_device_params(p: EnergyParams, length: int, temperature: float) -> dict:
 def special_row(sequence: str, p: EnergyParams, length: int) -> np.ndarray:
     """``(3, length + COL_PAD)`` float64: the special hairpin energy of the loop closed by (i,
     i + size + 1) at column i, for sizes 3, 4, 6 (``INF`` where there is none)."""
-    text = sequence.upper().replace("T", "U")
+    text = normalize(sequence)                 # as ViennaRNA matches them: T stays T
     out = np.full((3, length + COL_PAD), float(INF), np.float64)
     for row, size in enumerate((3, 4, 6)):
         table = special_energies(p, size)
