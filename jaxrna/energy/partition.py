@@ -129,8 +129,12 @@ def _reduce(cands, v, beta):
     return softmin(rows, beta)
 
 
-def _diagonal(d, carry, *, s, allowed, special, n, dp, dangles, length, bonus, beta):
-    T, V = carry
+def _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length):
+    """The rows of every table on diagonal ``d``: ``(len(TABLES), length)``. Reads only
+    diagonals below d (of ``T``, and of ``V``, the column copy of ``M1``), so the final
+    tables give each diagonal's inputs as they were when it was computed (what the outside
+    pass of :func:`_sweep` relies on)."""
+    beta = 10.0 / dp["kT"]
     v = PFView(s, allowed, special, dp, d, length, n, T, lo=-2 - MAXLOOP, hi=-1)
     v.beta = beta
     tm = terms.pair_terms(v, dp, dangles)
@@ -151,30 +155,82 @@ def _diagonal(d, carry, *, s, allowed, special, n, dp, dangles, length, bonus, b
     rows = {"C": c_row, "M2": m2_row, "M": m_row, "M1": m1_row, "MA": ma_row}
     for name in terms.GROUP_NAMES:
         rows[name] = jnp.where(c_row < BIG, c_row + tm[f"adj_{name}"], INF)
-    new = jnp.stack([rows[name] for name in TABLES])[None]
-    T = jax.lax.dynamic_update_slice(T, new.astype(T.dtype), (ROW_PAD + d, 0, 0))
+    return jnp.stack([rows[name] for name in TABLES]).astype(T.dtype)
+
+
+def _write(T, V, rows, d, length):
+    T = jax.lax.dynamic_update_slice(T, rows[None], (ROW_PAD + d, 0, 0))
     # V[j, L - 1 - d'] = M1(j - d', j): column L - 1 - d, rows d .. d + L
-    V = jax.lax.dynamic_update_slice(V, m1_row[:, None].astype(V.dtype), (d, length - 1 - d))
+    V = jax.lax.dynamic_update_slice(V, rows[INDEX["M1"]][:, None], (d, length - 1 - d))
     return T, V
 
 
-def tables(s, allowed, special, n, dp, dangles, pair_bonus=None) -> dict:
+def _forward(length, dp, bonus, special, s, allowed, n, dangles):
+    dtype = bonus.dtype
+    T = jnp.full((ROW_PAD + length, len(TABLES), length + COL_PAD), INF, dtype)
+    V = jnp.full((2 * length + 1, 2 * length + 1), INF, dtype)
+
+    def body(d, carry):
+        T, V = carry
+        rows = _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length)
+        return _write(T, V, rows, d, length)
+
+    return jax.lax.fori_loop(4, length, body, (T, V))
+
+
+def _forward_fwd(length, dp, bonus, special, s, allowed, n, dangles):
+    T, V = _forward(length, dp, bonus, special, s, allowed, n, dangles)
+    return (T, V), (T, V, dp, bonus, special, s, allowed, n, dangles)
+
+
+def _forward_bwd(length, res, cts):
+    """The outside pass: diagonals in reverse, each one's cotangent (complete once every
+    longer diagonal, which alone reads it, is done) pulled back through that diagonal's
+    recurrence evaluated on the final tables (``jax.vjp`` of :func:`_rows`). Memory: the
+    tables and their cotangents, O(L^2), instead of reverse-mode's O(L^3) residuals."""
+    T, V, dp, bonus, special, s, allowed, n, dangles = res
+    Tbar, Vbar = cts
+    zeros = lambda x: jax.tree.map(jnp.zeros_like, x)  # noqa: E731
+
+    def body(k, carry):
+        Tbar, Vbar, dpbar, bbar, sbar = carry
+        d = length - 1 - k
+        rowbar = jax.lax.dynamic_slice(Tbar, (ROW_PAD + d, 0, 0), (1, len(TABLES), length))[0]
+        vcol = jax.lax.dynamic_slice(Vbar, (d, length - 1 - d), (length, 1))[:, 0]
+        rowbar = rowbar.at[INDEX["M1"]].add(vcol)
+        _, pull = jax.vjp(lambda T, V, dp, b, sp: _rows(d, T, V, dp, b, sp, s, allowed, n,
+                                                          dangles, length), T, V, dp, bonus, special)
+        tb, vb, db, bb, sb = pull(rowbar)
+        return (Tbar + tb, Vbar + vb, jax.tree.map(jnp.add, dpbar, db), bbar + bb, sbar + sb)
+
+    init = (Tbar, Vbar, zeros(dp), zeros(bonus), zeros(special))
+    _, _, dpbar, bbar, sbar = jax.lax.fori_loop(0, max(length - 4, 0), body, init)
+    float0 = lambda x: np.zeros(np.shape(x), jax.dtypes.float0)  # noqa: E731
+    return dpbar, bbar, sbar, float0(s), float0(allowed), float0(n), float0(dangles)
+
+
+#: The sweep with the outside pass as its reverse-mode derivative.
+_sweep = jax.custom_vjp(_forward, nondiff_argnums=(0,))
+_sweep.defvjp(_forward_fwd, _forward_bwd)
+
+
+def tables(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool = True) -> dict:
     """The partition tables of one padded sequence (inputs as :func:`prepare_pf` gives them;
     ``dp`` from :func:`pf_device_params`). Returns ``{"T": tables, "F": exterior}``, ensemble
-    free energies in dcal/mol; ``F[n]`` is the ensemble free energy."""
+    free energies in dcal/mol; ``F[n]`` is the ensemble free energy. ``outside`` (static):
+    differentiate the sweep by the outside pass (O(L^2) memory); False: by JAX's reverse mode
+    through the loop (O(L^3); the same numbers, for tests)."""
     length = special.shape[-1] - COL_PAD
     dp = jax.tree.map(jnp.asarray, dp)
     s, allowed, special = jnp.asarray(s), jnp.asarray(allowed), jnp.asarray(special)
+    n, dangles = jnp.asarray(n, jnp.int32), jnp.asarray(dangles, jnp.int32)
     dtype = jnp.result_type(dp["stack"])
     beta = 10.0 / dp["kT"]
     bonus = jnp.zeros((length, length), dtype) if pair_bonus is None else pair_bonus
     bonus = skew(bonus.astype(dtype))                                   # [d, i]
-    T = jnp.full((ROW_PAD + length, len(TABLES), length + COL_PAD), INF, dtype)
-    V = jnp.full((2 * length + 1, 2 * length + 1), INF, dtype)
-    body = functools.partial(_diagonal, s=s, allowed=allowed, special=special, n=n, dp=dp,
-                             dangles=dangles, length=length, bonus=bonus, beta=beta)
-    if length > 4:
-        T, V = jax.lax.fori_loop(4, length, body, (T, V))
+    special = special.astype(dtype)
+    sweep = _sweep if outside else _forward
+    T, V = sweep(length, dp, bonus, special, s, allowed, n, dangles)
     # exterior loop: E[j, i] = C(i, j) + the exterior branch (i, j)
     get_c = c_reader(T, length)
     j = jnp.arange(length)[:, None]
@@ -190,7 +246,7 @@ def tables(s, allowed, special, n, dp, dangles, pair_bonus=None) -> dict:
     return {"T": T, "F": F}
 
 
-def log_partition(s, allowed, special, n, dp, dangles, pair_bonus=None):
+def log_partition(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool = True):
     """``log Z`` of one padded sequence: the partition function of ViennaRNA's energy model
     (``s``, ``allowed``, ``special``, ``n`` from :func:`prepare_pf`; ``dp`` from
     :func:`pf_device_params`, every leaf a traced, differentiable value, ``kT`` among them;
@@ -206,7 +262,7 @@ def log_partition(s, allowed, special, n, dp, dangles, pair_bonus=None):
     >>> round(float(-lz * 616.3207755 / 1000), 4)
     -4.8734
     """
-    F = tables(s, allowed, special, n, dp, dangles, pair_bonus)["F"]
+    F = tables(s, allowed, special, n, dp, dangles, pair_bonus, outside)["F"]
     return -F[n] * 10.0 / dp["kT"]
 
 
