@@ -8,6 +8,7 @@ runs and compile one program per class; gradients with respect to parameters mat
 differences. Everything goes through a few fixed shapes (padded length x batch size).
 """
 
+import functools
 import random
 
 import jax
@@ -19,8 +20,6 @@ from jaxrna.energy import partition as pf
 from jaxrna.energy.partition_params import float_params, pf_device_params
 
 BATCH = 8
-#: Yeast tRNA-Phe (its cloverleaf is a multiloop).
-TRNA = "GCGGAUUUAGCUCAGUUGGGAGAGCGCCAGACUGAAGAUCUGGAGGUCCUGUGUUCGAUCCACAGAAUUCGCACCA"
 #: (parameter set, temperature) of the fast sweep; the sets are loaded into ViennaRNA.
 CONFIGS = [("turner2004", 37.0), ("turner2004", 55.0), ("turner1999", 37.0)]
 
@@ -82,7 +81,7 @@ def test_pair_probabilities_equal_vienna():
 
 
 def test_dangles_1_and_3_are_2():
-    seq = "GGGAAAUCCCGCGAUAGCUAGCAAGCUAGGGGAUUCCCC"
+    seq = "GGGAAAUCCCGCGAUAGCUAGCAAGCUAGGGG"
     d2 = pf.ensemble_energies([seq] * BATCH, dangles=2, length=32)
     assert abs(d2[0] - vienna_pf(seq, 2, 37.0)[0]) < 1e-4
     for d in (1, 3):
@@ -141,19 +140,28 @@ def test_vmap_of_mixed_lengths_equals_one_by_one_and_compiles_once():
     assert abs(got[0] - want) < 1e-4
 
 
+@functools.partial(jax.jit, static_argnames=("outside",))
+def _value_and_grads(dp, bonus, s, allowed, special, n, dangles, outside=True):
+    """``log Z`` and its gradient with respect to the parameters and the pair bonus."""
+    return jax.value_and_grad(
+        lambda dp, b: pf.log_partition(s, allowed, special, n, dp, dangles, b, outside),
+        argnums=(0, 1))(dp, bonus)
+
+
+def _single(seq, length, name="turner2004", temperature=37.0, unpaired=()):
+    inp = pf.prepare_pf(seq, length, name, temperature, unpaired)
+    dp = pf_device_params(float_params(name, temperature), length, temperature)
+    return dp, (inp["s"], inp["allowed"], inp["special"], np.int32(inp["n"]))
+
+
 def test_gradient_wrt_parameters_matches_finite_differences():
-    """d log Z / d (the most influential entry of several tables, ml_base, kT) against
-    central differences."""
-    seq = TRNA
+    """d log Z / d (the most influential entry of several tables, ml_base, ml_closing, kT)
+    against central differences, on a sequence folding into a three-way junction."""
+    seq = "GGCGAGCCGAAAGGCAGCCGAAAGGCACGCC"
     with jax.enable_x64(True):
-        inp = pf.prepare_pf(seq, 96)
-        dp = pf_device_params(float_params(), 96, 37.0)
-
-        def f(dp):
-            return pf.log_partition(inp["s"], inp["allowed"], inp["special"], inp["n"], dp, 2)
-
-        fj = jax.jit(f)
-        grad = jax.jit(jax.grad(f))(dp)
+        dp, args = _single(seq, 48)
+        bonus = np.zeros((48, 48))
+        _, (grad, _) = _value_and_grads(dp, bonus, *args, np.int32(2))
         checked = 0
         for key in ("stack", "int11", "mismatch_exterior", "mismatch_multi", "hp_len", "ml_base",
                     "ml_closing", "kT"):
@@ -164,12 +172,30 @@ def test_gradient_wrt_parameters_matches_finite_differences():
             down = {**dp, key: dp[key].copy()}
             up[key][index] += h
             down[key][index] -= h
-            fd = (float(fj(up)) - float(fj(down))) / (2 * h)
+            fd = (float(_value_and_grads(up, bonus, *args, np.int32(2))[0])
+                  - float(_value_and_grads(down, bonus, *args, np.int32(2))[0])) / (2 * h)
             g = float(g_all[index])
             assert abs(g) > 1e-6, (key, index, g)
             assert abs(fd - g) < 1e-6 * max(1.0, abs(g)), (key, index, fd, g)
             checked += 1
         assert checked == 8
+
+
+def test_outside_pass_equals_reverse_mode():
+    """The custom VJP (outside pass) gives reverse mode's gradients: pair probabilities and
+    parameter gradients (with unpaired constraints, dangles 0 and 2, at 30 C)."""
+    seq = "GGGAGCUAGCUAAAGCUAGCAUCCCAGCGAUAAUCGCUGCAAUUCG"
+    with jax.enable_x64(True):
+        dp, args = _single(seq, 48, "turner2004", 30.0, [5, 30])
+        for dangles in (0, 2):
+            grads = [jax.tree.map(np.asarray, _value_and_grads(
+                dp, np.zeros((48, 48)), *args, np.int32(dangles), outside=outside)[1])
+                for outside in (True, False)]
+            (d1, b1), (d2, b2) = grads
+            assert np.abs(b1 - b2).max() < 1e-12
+            assert b1[:, 5].max() == 0 and b1[30].max() == 0 and b1.sum() > 0.5
+            for x, y in zip(jax.tree.leaves(d1), jax.tree.leaves(d2)):
+                assert np.abs(x - y).max() < 1e-9 * max(1.0, np.abs(y).max())
 
 
 @pytest.mark.slow

@@ -35,8 +35,18 @@ probabilities). Dangles 0 and 2 (ViennaRNA's partition function treats 1 and 3 a
 :func:`pf_dangles`).
 
 Base-pair probabilities are the gradient of ``log Z`` with respect to ``pair_bonus`` (an
-additive log-weight per pair, zero by default): exact, by reverse-mode through the sweep
-(memory O(L^3) floats: fine to a few hundred nt; an outside recursion is the later goal).
+additive log-weight per pair, zero by default), exact. The sweep's derivative is a custom
+VJP, the outside pass (:func:`_forward_bwd`): diagonals in reverse order, each diagonal's
+cotangent pulled back through its own recurrence evaluated on the final tables, so memory
+stays O(L^2) (JAX's reverse mode through the loop would keep O(L^3) residuals) at about
+three times the forward's time. The same pass gives the gradients with respect to every
+energy parameter (``dp``), ``kT`` included, and the special hairpin energies.
+
+Not yet: the expected partition function of a probabilistic sequence (``n x 4`` nucleotide
+probabilities, as jax-rnafold defines it). It needs tables conditioned on the identities of
+each pair's bases (six pair-type channels per cell; the 1xn loops' shared base and, with
+dangles 2, the bases next to every branch, which two terms of one loop read, as further
+channels), not the per-sequence energy pieces used here.
 
 >>> round(ensemble_energy("GGGGAAACCCC"), 4)
 -4.8734
@@ -61,6 +71,16 @@ from jaxrna.energy.terms import COL_PAD, ROW_PAD
 TABLES = ("C", "M2", "CI", "C1n", "C23", "CA", "M", "M1", "MA")
 INDEX = {name: k for k, name in enumerate(TABLES)}
 BIG = INF / 2
+
+
+def x64():
+    """A context in which JAX computes in float64 (``jax.enable_x64(True)``; older JAX:
+    ``jax.experimental.enable_x64()``)."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64
+
+    return enable_x64()
 
 
 def pf_dangles(dangles: int) -> int:
@@ -311,7 +331,7 @@ def ensemble_energies(sequences, params=None, dangles: int = 2, temperature: flo
                       unpaired=None, length: int | None = None) -> np.ndarray:
     """Ensemble free energies (kcal/mol, float64) of ``sequences`` as one batch padded to
     ``length`` (default: the class of the longest), under ``jax.enable_x64``."""
-    with jax.enable_x64(True):
+    with x64():
         args, kT = _setup(sequences, params, dangles, temperature, unpaired, length)
         return -np.asarray(batch_log_partition(*args)) * kT / 1000.0
 
@@ -339,7 +359,7 @@ def pair_probabilities(sequences, params=None, dangles: int = 2, temperature: fl
     >>> round(float(p[0, 10]), 4)
     0.5643
     """
-    with jax.enable_x64(True):
+    with x64():
         args, kT = _setup(sequences, params, dangles, temperature, unpaired, length)
         lz, grad = batch_pair_probabilities(*args)
         grad = np.asarray(grad)
