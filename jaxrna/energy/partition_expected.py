@@ -1,0 +1,316 @@
+"""The expected partition function of a probabilistic sequence, dangles 0, in JAX.
+
+For a sequence given as ``n x 4`` nucleotide probabilities ``q`` (rows A, C, G, U; positions
+independent), the expected partition function is ``sum_S P(S) Z(S)`` with ``P(S) = prod_i
+q[i, S_i]``, as jax-rnafold defines it: differentiable with respect to ``q`` for design.
+``expected_log_partition`` returns its logarithm, exactly, in the energy model of
+:mod:`jaxrna.energy.partition` with dangles 0 (ViennaRNA's ``-d0``; dangles 2 is not done:
+its terms read the bases next to every branch, which two terms of one loop share).
+
+Every loop's energy depends only on the bases of the loop (its pairs' and its unpaired
+bases), so the expectation is a recurrence over tables conditioned on each pair's type:
+
+- ``C(i, j, t)``: the expected weight inside (i, j) given pair type t at (i, j) (the six
+  channels ``C``), and ``Cw(i, j, t) = C - kT ln q_i(a_t) q_j(b_t)`` (the pair's own
+  probabilities included: the stored channels);
+- hairpins: the mismatch averaged over the two loop bases next to the pair, special hairpins
+  as ``sum_s P(s) (w_s - w_generic(s))`` over the table's loops;
+- interior loops: the 1x1, 1x2, 2x1, 2x2 tables and the stack / 1-bulge averaged over their
+  unpaired bases for every pair of types (``6 x 6`` per cell); the grouped loops factor as in
+  the MFE fill, with the inner pair's types summed into one group table (``CI``, ``C23``,
+  ``CA``), except 1xn loops, whose single unpaired base is read by both mismatches: four
+  channels, one per identity of that base (``L`` for u1 = 1, ``R`` for u2 = 1);
+- multiloops and the exterior loop: as in :mod:`jaxrna.energy.partition`, with each branch's
+  types summed (dangles 0: a branch's energy depends on its own pair only).
+
+Free energies (dcal/mol) with soft minima, as in :mod:`jaxrna.energy.partition`; float64
+under :func:`jaxrna.energy.partition.x64`. A one-hot ``q`` gives that module's ``log Z``.
+
+>>> import numpy as np
+>>> from jaxrna.energy.partition import x64
+>>> with x64():
+...     round(float(expected_ensemble_energy(one_hot("GGGGAAACCCC"))), 4)
+-4.6516
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrna.energy import terms
+from jaxrna.energy.encoding import RTYPE
+from jaxrna.energy.params import INF, MAXLOOP
+from jaxrna.energy.partition import length_class, softmin, x64
+from jaxrna.energy.partition_params import float_params, pf_device_params, special_energies
+from jaxrna.energy.terms import COL_PAD, GROUPS, ROW_PAD, SPECIALS
+
+#: Pair types 1..6 as (5' base, 3' base) codes (A=1, C=2, G=3, U=4).
+TYPE_BASES = ((2, 3), (3, 2), (3, 4), (4, 3), (1, 4), (4, 1))
+TYPES = np.arange(1, 7)
+RT = np.asarray(RTYPE)[TYPES]
+CHANNELS = (tuple(f"C{t}" for t in TYPES) + ("CI", "C23", "CA") + tuple(f"L{x}" for x in range(4))
+            + tuple(f"R{x}" for x in range(4)) + ("M2", "M1", "MA", "M"))
+INDEX = {name: k for k, name in enumerate(CHANNELS)}
+LEFT = 8
+BIG = INF / 2
+TINY = 1e-300
+
+
+def one_hot(sequence: str) -> np.ndarray:
+    """``n x 4`` probabilities of a sequence (ACGU; T as U)."""
+    rows = np.zeros((len(sequence), 4))
+    for k, c in enumerate(sequence.upper().replace("T", "U")):
+        rows[k, "ACGU".index(c)] = 1.0
+    return rows
+
+
+def _energy(w, beta):
+    """``-ln(w) / beta`` (INF where w is 0)."""
+    return jnp.minimum(-jnp.log(jnp.maximum(w, TINY)) / beta, INF)
+
+
+def _clip(x):
+    return jnp.where(x >= BIG, INF, x)
+
+
+def _split_1n():
+    u1s, u2s = GROUPS["C1n"]
+    left = np.nonzero(u1s == 1)[0]
+    right = np.nonzero(u2s == 1)[0]
+    return left, right
+
+
+def _specials_hairpin(qp, p, dp, beta, length):
+    """``corr[size][t, i]``: the special hairpins' correction to the expected hairpin weight
+    of (i, i + size + 1) with pair type t: sum over the table's loops s of type t of
+    P(the loop's inner bases) * (w_s - w_generic(s))."""
+    out = {}
+    hp = dp["hp_len"]
+    for size in (3, 4, 6):
+        corr = jnp.zeros((6, length), qp.dtype)
+        for s, e in special_energies(p, size).items():
+            codes = ["ACGU".find(c) + 1 for c in s]
+            if min(codes) < 1:
+                continue
+            t = int(np.asarray(terms_pair())[codes[0], codes[-1]])
+            if t < 1 or t > 6:
+                continue
+            prob = jnp.ones(length, qp.dtype)
+            for m in range(1, size + 1):
+                prob = prob * qp[LEFT + m:LEFT + m + length, codes[m] - 1]
+            if size == 3:
+                generic = hp[3] + (dp["terminal_au"] if t > 2 else 0.0)
+            else:
+                generic = hp[size] + dp["mismatch_hairpin"][t, codes[1], codes[-2]]
+            delta = jnp.exp(-beta * e) - jnp.exp(-beta * generic)
+            corr = corr.at[t - 1].add(prob * delta)
+        out[size] = corr
+    return out
+
+
+def terms_pair():
+    from jaxrna.energy.encoding import PAIR
+    return PAIR
+
+
+def _mismatch_weight(table, types, qa, qb, beta):
+    """``[len(types), L]``: sum_{x,y} qa[i, x] qb[i, y] exp(-beta table[t, x, y])."""
+    w = jnp.exp(-beta * table[types][:, 1:5, 1:5])               # (T, 4, 4)
+    return jnp.einsum("txy,ix,iy->ti", w, qa, qb)
+
+
+def _diagonal(d, carry, *, qp, allowed, dp, beta, length, corr, costs, lr):
+    T, V = carry
+    L = length
+    lo = -2 - MAXLOOP
+    block = jax.lax.dynamic_slice(T, (ROW_PAD + d + lo, 0, 0), (-lo, T.shape[1], T.shape[2]))
+
+    def row(name, dd, di):
+        return jax.lax.slice(block, (dd - lo, INDEX[name], di),
+                             (dd - lo + 1, INDEX[name] + 1, di + L)).reshape(L)
+
+    def rows_c(dd, di):          # Cw of the six types: (6, L)
+        return jax.lax.slice(block, (dd - lo, 0, di), (dd - lo + 1, 6, di + L))[0]
+
+    def qi(off):
+        return qp[LEFT + off:LEFT + off + L]
+
+    def qj(off):
+        return jax.lax.dynamic_slice(qp, (LEFT + d + off, 0), (L, 4))
+
+    au = jnp.where(jnp.asarray(TYPES) > 2, dp["terminal_au"], 0.0)        # (6,)
+    u = d - 1
+    hp = dp["hp_len"][u]
+    # hairpins (6, L)
+    mm = _mismatch_weight(dp["mismatch_hairpin"], TYPES, qi(1), qj(-1), beta)
+    w_hp = jnp.where(u == 3, jnp.exp(-beta * (hp + au))[:, None] + corr[3],
+                     jnp.exp(-beta * hp) * mm
+                     + jnp.where(u == 4, corr[4], jnp.where(u == 6, corr[6], 0.0)))
+    cands = [_energy(w_hp, beta)]
+    # stacks, 1-bulges, 1x1, 1x2, 2x1, 2x2: (t, t2) weights averaged over the unpaired bases
+    t_idx, rt2 = TYPES[:, None], RT[None, :]
+    for (u1, u2) in SPECIALS:
+        dd, di = -2 - u1 - u2, 1 + u1
+        inner = rows_c(dd, di)                                              # (6, L)
+        if (u1, u2) == (0, 0):
+            e = jnp.broadcast_to(dp["stack"][t_idx, rt2][:, :, None], (6, 6, L))
+        elif u1 + u2 == 1:
+            e = jnp.broadcast_to((dp["bulge1"] + dp["stack"][t_idx, rt2])[:, :, None], (6, 6, L))
+        else:
+            if (u1, u2) == (1, 1):
+                tab, qs = dp["int11"][t_idx, rt2][..., 1:5, 1:5], (qi(1), qj(-1))
+            elif (u1, u2) == (1, 2):
+                tab, qs = dp["int21"][t_idx, rt2][..., 1:5, 1:5, 1:5], (qi(1), qj(-2), qj(-1))
+            elif (u1, u2) == (2, 1):
+                tab = jnp.swapaxes(dp["int21"][rt2.T, t_idx.T], 0, 1)[..., 1:5, 1:5, 1:5]
+                qs = (qj(-1), qi(1), qi(2))
+            else:
+                tab = dp["int22"][t_idx, rt2][..., 1:5, 1:5, 1:5, 1:5]
+                qs = (qi(1), qi(2), qj(-2), qj(-1))
+            w = jnp.exp(-beta * tab)
+            letters = "wxyz"[:len(qs)]
+            spec = "ab" + letters + "," + ",".join(f"i{c}" for c in letters) + "->abi"
+            e = _energy(jnp.einsum(spec, w, *qs), beta)
+        cands.append(softmin(jnp.swapaxes(e + inner[None, :, :], 0, 1), beta))  # over t2
+    # grouped interior loops
+    for key, table in (("CI", "mismatch_interior"), ("C23", "mismatch_interior_23")):
+        outer = _energy(_mismatch_weight(dp[table], TYPES, qi(1), qj(-1), beta), beta)
+        cands.append(outer + _group(block, lo, key, GROUPS[key], costs[key], L, beta)[None])
+    cands.append(au[:, None] + _group(block, lo, "CA", GROUPS["CA"], costs["CA"], L, beta)[None])
+    left, right = lr
+    u1s, u2s = GROUPS["C1n"]
+    w1n = jnp.exp(-beta * dp["mismatch_interior_1n"][TYPES][:, 1:5, 1:5])   # (6, 4, 4)
+    outer_l = jnp.einsum("txy,iy->txi", w1n, qj(-1)) * qi(1).T[None]       # (6, x, L)
+    outer_r = jnp.einsum("txy,ix->tyi", w1n, qi(1)) * qj(-1).T[None]       # (6, y, L)
+    gl = jnp.stack([_group(block, lo, f"L{x}", (u1s[left], u2s[left]), costs["C1n"][left], L, beta)
+                    for x in range(4)])                                    # (4, L)
+    gr = jnp.stack([_group(block, lo, f"R{x}", (u1s[right], u2s[right]), costs["C1n"][right], L,
+                           beta) for x in range(4)])
+    cands.append(softmin(_energy(outer_l, beta) + gl[None], beta).reshape(6, L)
+                 if False else softmin(jnp.swapaxes(_energy(outer_l, beta) + gl[None], 0, 1), beta))
+    cands.append(softmin(jnp.swapaxes(_energy(outer_r, beta) + gr[None], 0, 1), beta))
+    # multiloop closed by (i, j): ml_closing + the closing branch (type reversed) + M2 inside
+    cands.append((dp["ml_closing"] + dp["ml_intern"] + au)[:, None] + row("M2", -2, 1)[None])
+    ok = (allowed[LEFT:LEFT + L] & jax.lax.dynamic_slice(allowed, (LEFT + d,), (L,)) & (d >= 4))
+    c = jnp.where(ok[None], _clip(softmin(jnp.stack(cands), beta)), INF)    # (6, L)
+    # the pair's own probabilities
+    a = np.array([x - 1 for x, _ in TYPE_BASES])
+    b = np.array([y - 1 for _, y in TYPE_BASES])
+    wpair = qi(0)[:, a].T * qj(0)[:, b].T                                  # (6, L)
+    cw = jnp.where(c < BIG, _clip(c + _energy(wpair, beta)), INF)
+    # group tables of (i, j) as an inner pair: its types summed with their inner-side terms
+    new = {f"C{t}": cw[t - 1] for t in TYPES}
+    qo, qin = qj(1), qi(-1)             # the loop's bases next to (i, j): j + 1 and i - 1
+    for key, table in (("CI", "mismatch_interior"), ("C23", "mismatch_interior_23")):
+        inner = _energy(_mismatch_weight(dp[table], RT, qo, qin, beta), beta)
+        new[key] = _clip(softmin(cw + inner, beta))
+    new["CA"] = _clip(softmin(cw + au[:, None], beta))
+    w1r = jnp.exp(-beta * dp["mismatch_interior_1n"][RT][:, 1:5, 1:5])     # (6, 4, 4) [rt2, z, x]
+    inner_l = _energy(jnp.einsum("tzx,iz->txi", w1r, qo), beta)            # x at i - 1
+    inner_r = _energy(jnp.einsum("tyz,iz->tyi", w1r, qin), beta)           # y at j + 1
+    for x in range(4):
+        new[f"L{x}"] = _clip(softmin(cw + inner_l[:, x], beta))
+        new[f"R{x}"] = _clip(softmin(cw + inner_r[:, x], beta))
+    # multiloop tables
+    mb = dp["ml_base"]
+    stem = _clip(softmin(cw + (dp["ml_intern"] + au)[:, None], beta))
+    lft = T[ROW_PAD:ROW_PAD + L, INDEX["M"], :L].T
+    rgt = jax.lax.dynamic_slice(V, (d, L - d), (L, L))
+    ai = jnp.arange(L)[None, :]
+    new["M2"] = _clip(softmin(jnp.where(ai <= d - 2, lft + rgt, INF).T, beta))
+    new["M1"] = _clip(softmin(jnp.stack([row("M1", -1, 0) + mb, stem]), beta))
+    new["MA"] = _clip(softmin(jnp.stack([row("MA", -1, 1) + mb, new["M1"]]), beta))
+    new["M"] = _clip(softmin(jnp.stack([new["MA"], new["M2"]]), beta))
+    rows = jnp.stack([new[name] for name in CHANNELS]).astype(T.dtype)
+    T = jax.lax.dynamic_update_slice(T, rows[None], (ROW_PAD + d, 0, 0))
+    V = jax.lax.dynamic_update_slice(V, new["M1"][:, None].astype(V.dtype), (d, L - 1 - d))
+    return T, V
+
+
+def _group(block, lo, name, members, cost, L, beta):
+    """softmin over a group's members (u1, u2) of table ``name`` at the inner pair + cost."""
+    u1s, u2s = np.asarray(members[0]), np.asarray(members[1])
+    keep = u1s + u2s <= MAXLOOP
+    u1s, u2s, cost = u1s[keep], u2s[keep], cost[np.nonzero(keep)[0]]
+    r = (-2 - u1s - u2s) - lo
+    cols = (1 + u1s)[:, None] + np.arange(L)[None, :]
+    rows = block[r[:, None], INDEX[name], cols]
+    return softmin(rows + jnp.asarray(cost)[:, None], beta)
+
+
+def expected_log_partition(q, allowed, dp, corr, length):
+    """``ln sum_S P(S) Z(S)`` (dangles 0) of one padded probabilistic sequence: ``q``
+    ``(LEFT + 2 L + COL_PAD + 8, 4)`` probabilities (rows from ``LEFT``; zeros outside),
+    ``allowed`` the positions that may pair (bool, same rows), ``dp`` from
+    :func:`jaxrna.energy.partition_params.pf_device_params`, ``corr`` from
+    :func:`_specials_hairpin`. Use :func:`expected_ensemble_energy` for a plain call."""
+    dp = jax.tree.map(jnp.asarray, dp)
+    beta = 10.0 / dp["kT"]
+    dtype = q.dtype
+    costs = {k: np.asarray(v) for k, v in dp["costs"].items()} if False else dp["costs"]
+    costs = {k: v for k, v in costs.items()}
+    T = jnp.full((ROW_PAD + length, len(CHANNELS), length + COL_PAD), INF, dtype)
+    V = jnp.full((2 * length + 1, 2 * length + 1), INF, dtype)
+    body = functools.partial(_diagonal, qp=q, allowed=allowed, dp=dp, beta=beta, length=length,
+                             corr=corr, costs=costs, lr=_split_1n())
+    T, V = jax.lax.fori_loop(4, length, body, (T, V))
+    # exterior loop (dangles 0): branch (i, j) = its types summed with terminal AU
+    au = jnp.where(jnp.asarray(TYPES) > 2, dp["terminal_au"], 0.0)
+    j = jnp.arange(length)[:, None]
+    i = jnp.arange(length)[None, :]
+    rows = jnp.clip(ROW_PAD + j - i, 0, ROW_PAD + length - 1)
+    cw = T[rows[..., None], jnp.arange(6)[None, None, :], i[..., None]]     # (j, i, 6)
+    E = jnp.where(j >= i, _clip(softmin(jnp.moveaxis(cw + au, -1, 0), beta)), INF)
+
+    def step(k, f):
+        best = softmin(jnp.stack([f[k], softmin(f[:length] + E[k], beta)]), beta)
+        return f.at[k + 1].set(best)
+
+    F = jax.lax.fori_loop(0, length, step, jnp.zeros(length + 1, dtype))
+    return -F[length] * beta
+
+
+def prepare_expected(q, length: int, params="turner2004", temperature: float = 37.0):
+    """Host inputs: padded probabilities and pairing mask, parameters, and the special
+    hairpin corrections' ingredients (returned as ``(qp, allowed, dp, p)``)."""
+    q = np.asarray(q, np.float64)
+    n = q.shape[0]
+    if n > length:
+        raise ValueError(f"sequence of length {n} does not fit in {length}")
+    total = LEFT + 2 * length + COL_PAD + 8
+    qp = np.zeros((total, 4))
+    qp[LEFT:LEFT + n] = q
+    allowed = np.zeros(total, bool)
+    allowed[LEFT:LEFT + n] = True
+    p = float_params(params, temperature)
+    return qp, allowed, pf_device_params(p, length, temperature), p
+
+
+@functools.partial(jax.jit, static_argnames=("length", "p"))
+def _run(qp, allowed, dp, length, p):
+    beta = 10.0 / dp["kT"]
+    corr = _specials_hairpin(qp, p, jax.tree.map(jnp.asarray, dp), beta, length)
+    return expected_log_partition(qp, allowed, dp, corr, length)
+
+
+def expected_log_z(q, params="turner2004", temperature: float = 37.0, length: int | None = None):
+    """``ln E[Z]`` of ``q`` (``n x 4``), a JAX scalar, differentiable in ``q`` (call under
+    :func:`jaxrna.energy.partition.x64`)."""
+    length = length or length_class(np.shape(q)[0])
+    qp, allowed, dp, p = prepare_expected(np.zeros(np.shape(q)), length, params, temperature)
+    n = np.shape(q)[0]
+    qp = jnp.asarray(qp).at[LEFT:LEFT + n].set(q)
+    return _run(qp, allowed, dp, length, p)
+
+
+def expected_ensemble_energy(q, params="turner2004", temperature: float = 37.0) -> float:
+    """``-kT ln E[Z]`` in kcal/mol (float64)."""
+    with x64():
+        from jaxrna.energy.partition_params import kt
+
+        return float(-expected_log_z(jnp.asarray(q, jnp.float64), params, temperature)
+                     * kt(temperature) / 1000.0)
