@@ -84,37 +84,50 @@ def _split_1n():
     return left, right
 
 
-def _specials_hairpin(qp, p, dp, beta, length):
-    """``corr[size][t, i]``: the special hairpins' correction to the expected hairpin weight
-    of (i, i + size + 1) with pair type t: sum over the table's loops s of type t of
-    P(the loop's inner bases) * (w_s - w_generic(s))."""
+def special_tables(p) -> dict:
+    """The special hairpins of ``p`` (from :func:`jaxrna.energy.partition_params.float_params`)
+    as arrays: ``{size: (codes (S, size + 2) int32, energies (S,) float64)}`` (loops whose
+    closing bases cannot pair are left out: they never apply)."""
+    from jaxrna.energy.encoding import PAIR
+
     out = {}
-    hp = dp["hp_len"]
     for size in (3, 4, 6):
-        corr = jnp.zeros((6, length), qp.dtype)
-        for s, e in special_energies(p, size).items():
-            codes = ["ACGU".find(c) + 1 for c in s]
-            if min(codes) < 1:
-                continue
-            t = int(np.asarray(terms_pair())[codes[0], codes[-1]])
-            if t < 1 or t > 6:
-                continue
-            prob = jnp.ones(length, qp.dtype)
-            for m in range(1, size + 1):
-                prob = prob * qp[LEFT + m:LEFT + m + length, codes[m] - 1]
-            if size == 3:
-                generic = hp[3] + (dp["terminal_au"] if t > 2 else 0.0)
-            else:
-                generic = hp[size] + dp["mismatch_hairpin"][t, codes[1], codes[-2]]
-            delta = jnp.exp(-beta * e) - jnp.exp(-beta * generic)
-            corr = corr.at[t - 1].add(prob * delta)
-        out[size] = corr
+        codes, energies = [], []
+        for loop, e in special_energies(p, size).items():
+            c = ["ACGU".find(x) + 1 for x in loop]
+            if min(c) >= 1 and 1 <= int(PAIR[c[0], c[-1]]) <= 6:
+                codes.append(c)
+                energies.append(e)
+        out[size] = (np.asarray(codes, np.int32).reshape(-1, size + 2),
+                     np.asarray(energies, np.float64))
     return out
 
 
-def terms_pair():
+def _specials_hairpin(qp, spec, dp, beta, length):
+    """``corr[size][t, i]``: the special hairpins' correction to the expected hairpin weight
+    of (i, i + size + 1) with pair type t: the sum over the table's loops s of type t of
+    P(s's inner bases) * (w_s - w_generic(s))."""
     from jaxrna.energy.encoding import PAIR
-    return PAIR
+
+    out = {}
+    hp = dp["hp_len"]
+    for size in (3, 4, 6):
+        codes, energies = spec[size]
+        corr = jnp.zeros((6, length), qp.dtype)
+        if codes.shape[0]:
+            t = jnp.asarray(PAIR)[codes[:, 0], codes[:, -1]]                     # (S,)
+            prob = jnp.ones((codes.shape[0], length), qp.dtype)
+            for m in range(1, size + 1):
+                prob = prob * qp[LEFT + m:LEFT + m + length][:, codes[:, m] - 1].T
+            if size == 3:
+                generic = hp[3] + jnp.where(t > 2, dp["terminal_au"], 0.0)
+            else:
+                generic = hp[size] + dp["mismatch_hairpin"][t, codes[:, 1], codes[:, -2]]
+            delta = jnp.exp(-beta * energies) - jnp.exp(-beta * generic)         # (S,)
+            onehot = (t[:, None] == jnp.asarray(TYPES)[None, :]).astype(qp.dtype)  # (S, 6)
+            corr = jnp.einsum("st,si->ti", onehot, prob * delta[:, None])
+        out[size] = corr
+    return out
 
 
 def _mismatch_weight(table, types, qa, qb, beta):
@@ -190,8 +203,7 @@ def _diagonal(d, carry, *, qp, allowed, dp, beta, length, corr, costs, lr):
                     for x in range(4)])                                    # (4, L)
     gr = jnp.stack([_group(block, lo, f"R{x}", (u1s[right], u2s[right]), costs["C1n"][right], L,
                            beta) for x in range(4)])
-    cands.append(softmin(_energy(outer_l, beta) + gl[None], beta).reshape(6, L)
-                 if False else softmin(jnp.swapaxes(_energy(outer_l, beta) + gl[None], 0, 1), beta))
+    cands.append(softmin(jnp.swapaxes(_energy(outer_l, beta) + gl[None], 0, 1), beta))
     cands.append(softmin(jnp.swapaxes(_energy(outer_r, beta) + gr[None], 0, 1), beta))
     # multiloop closed by (i, j): ml_closing + the closing branch (type reversed) + M2 inside
     cands.append((dp["ml_closing"] + dp["ml_intern"] + au)[:, None] + row("M2", -2, 1)[None])
@@ -242,17 +254,17 @@ def _group(block, lo, name, members, cost, L, beta):
     return softmin(rows + jnp.asarray(cost)[:, None], beta)
 
 
-def expected_log_partition(q, allowed, dp, corr, length):
+def expected_log_partition(q, allowed, dp, spec, length):
     """``ln sum_S P(S) Z(S)`` (dangles 0) of one padded probabilistic sequence: ``q``
     ``(LEFT + 2 L + COL_PAD + 8, 4)`` probabilities (rows from ``LEFT``; zeros outside),
     ``allowed`` the positions that may pair (bool, same rows), ``dp`` from
-    :func:`jaxrna.energy.partition_params.pf_device_params`, ``corr`` from
-    :func:`_specials_hairpin`. Use :func:`expected_ensemble_energy` for a plain call."""
+    :func:`jaxrna.energy.partition_params.pf_device_params`, ``spec`` from
+    :func:`special_tables` (every leaf traced but the codes). Use :func:`expected_log_z`."""
     dp = jax.tree.map(jnp.asarray, dp)
     beta = 10.0 / dp["kT"]
+    corr = _specials_hairpin(q, spec, dp, beta, length)
     dtype = q.dtype
-    costs = {k: np.asarray(v) for k, v in dp["costs"].items()} if False else dp["costs"]
-    costs = {k: v for k, v in costs.items()}
+    costs = dp["costs"]
     T = jnp.full((ROW_PAD + length, len(CHANNELS), length + COL_PAD), INF, dtype)
     V = jnp.full((2 * length + 1, 2 * length + 1), INF, dtype)
     body = functools.partial(_diagonal, qp=q, allowed=allowed, dp=dp, beta=beta, length=length,
@@ -274,43 +286,46 @@ def expected_log_partition(q, allowed, dp, corr, length):
     return -F[length] * beta
 
 
-def prepare_expected(q, length: int, params="turner2004", temperature: float = 37.0):
-    """Host inputs: padded probabilities and pairing mask, parameters, and the special
-    hairpin corrections' ingredients (returned as ``(qp, allowed, dp, p)``)."""
-    q = np.asarray(q, np.float64)
-    n = q.shape[0]
+def prepare_expected(n: int, length: int, params="turner2004", temperature: float = 37.0):
+    """Host inputs for ``n`` positions padded to ``length``: the pairing mask, the
+    parameters (:func:`pf_device_params`) and the special hairpins (:func:`special_tables`)."""
     if n > length:
         raise ValueError(f"sequence of length {n} does not fit in {length}")
-    total = LEFT + 2 * length + COL_PAD + 8
-    qp = np.zeros((total, 4))
-    qp[LEFT:LEFT + n] = q
-    allowed = np.zeros(total, bool)
+    allowed = np.zeros(LEFT + 2 * length + COL_PAD + 8, bool)
     allowed[LEFT:LEFT + n] = True
     p = float_params(params, temperature)
-    return qp, allowed, pf_device_params(p, length, temperature), p
+    return allowed, pf_device_params(p, length, temperature), special_tables(p)
 
 
-@functools.partial(jax.jit, static_argnames=("length", "p"))
-def _run(qp, allowed, dp, length, p):
-    beta = 10.0 / dp["kT"]
-    corr = _specials_hairpin(qp, p, jax.tree.map(jnp.asarray, dp), beta, length)
-    return expected_log_partition(qp, allowed, dp, corr, length)
+@functools.partial(jax.jit, static_argnames=("length",))
+def _run(q, allowed, dp, spec, length):
+    qp = jnp.zeros((allowed.shape[0], 4), q.dtype).at[LEFT:LEFT + length].set(q)
+    return expected_log_partition(qp, allowed, dp, spec, length)
 
 
 def expected_log_z(q, params="turner2004", temperature: float = 37.0, length: int | None = None):
-    """``ln E[Z]`` of ``q`` (``n x 4``), a JAX scalar, differentiable in ``q`` (call under
-    :func:`jaxrna.energy.partition.x64`)."""
-    length = length or length_class(np.shape(q)[0])
-    qp, allowed, dp, p = prepare_expected(np.zeros(np.shape(q)), length, params, temperature)
-    n = np.shape(q)[0]
-    qp = jnp.asarray(qp).at[LEFT:LEFT + n].set(q)
-    return _run(qp, allowed, dp, length, p)
+    """``ln E[Z]`` (dangles 0) of ``q`` (``n x 4`` probabilities, rows A, C, G, U), a JAX
+    scalar, differentiable in ``q`` (call under :func:`jaxrna.energy.partition.x64` for
+    float64). One program per padded length; parameters and temperature are arguments.
+
+    >>> import numpy as np
+    >>> q = np.full((12, 4), 0.25)
+    >>> with x64():
+    ...     round(float(expected_log_z(q)), 6)
+    1.679628
+    """
+    n = int(np.shape(q)[0])
+    length = length or length_class(n)
+    allowed, dp, spec = prepare_expected(n, length, params, temperature)
+    q = jnp.asarray(q)
+    q = jnp.concatenate([q, jnp.zeros((length - n, 4), q.dtype)])     # one program per class
+    return _run(q, allowed, dp, spec, length)
 
 
 def expected_ensemble_energy(q, params="turner2004", temperature: float = 37.0) -> float:
-    """``-kT ln E[Z]`` in kcal/mol (float64)."""
-    with x64():
-        from jaxrna.energy.partition_params import kt
+    """``-kT ln E[Z]`` in kcal/mol (float64, dangles 0)."""
+    from jaxrna.energy.partition_params import kt
 
+    with x64():
         return float(-expected_log_z(jnp.asarray(q, jnp.float64), params, temperature)
                      * kt(temperature) / 1000.0)
