@@ -42,11 +42,9 @@ stays O(L^2) (JAX's reverse mode through the loop would keep O(L^3) residuals) a
 three times the forward's time. The same pass gives the gradients with respect to every
 energy parameter (``dp``), ``kT`` included, and the special hairpin energies.
 
-Not yet: the expected partition function of a probabilistic sequence (``n x 4`` nucleotide
-probabilities, as jax-rnafold defines it). It needs tables conditioned on the identities of
-each pair's bases (six pair-type channels per cell; the 1xn loops' shared base and, with
-dangles 2, the bases next to every branch, which two terms of one loop read, as further
-channels), not the per-sequence energy pieces used here.
+The expected partition function of a probabilistic sequence (``n x 4`` nucleotide
+probabilities, as jax-rnafold defines it) is :mod:`jaxrna.energy.partition_expected`
+(dangles 0 so far).
 
 >>> round(ensemble_energy("GGGGAAACCCC"), 4)
 -4.8734
