@@ -50,7 +50,8 @@ def check_batches(cases, name, temperature, dangles, length, bpp: bool):
             if not seq:
                 continue
             want, want_p = vienna_pf(seq, dangles, temperature, up, bpp)
-            assert abs(got[row] - want) < 1e-4, (name, temperature, dangles, seq, up, got[row], want)
+            assert abs(got[row] - want) < 1e-4, (name, temperature, dangles, seq, up, got[row],
+                                                 want)
             worst = (max(worst[0], abs(got[row] - want)), worst[1])
             if bpp:
                 err = float(np.abs(probs[row] - want_p).max()) if len(seq) > 1 else 0.0

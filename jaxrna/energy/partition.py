@@ -36,9 +36,9 @@ probabilities). Dangles 0 and 2 (ViennaRNA's partition function treats 1 and 3 a
 
 Base-pair probabilities are the gradient of ``log Z`` with respect to ``pair_bonus`` (an
 additive log-weight per pair, zero by default), exact. The sweep's derivative is a custom
-VJP, the outside pass (:func:`_forward_bwd`): diagonals in reverse order, each diagonal's
-cotangent pulled back through its own recurrence evaluated on the final tables, so memory
-stays O(L^2) (JAX's reverse mode through the loop would keep O(L^3) residuals) at about
+VJP, the outside pass (:mod:`jaxrna.energy.partition_sweep`): diagonals in reverse order,
+each diagonal's cotangent pulled back through its own recurrence evaluated on the final
+tables, so memory stays O(L^2) (JAX's reverse mode through the loop would keep O(L^3) residuals) at about
 three times the forward's time. The same pass gives the gradients with respect to every
 energy parameter (``dp``), ``kT`` included, and the special hairpin energies.
 
@@ -58,7 +58,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.energy import terms
+from jaxrna.energy import partition_sweep, terms
 from jaxrna.energy.fill import DiagView, PointsView, c_reader, skew
 from jaxrna.energy.inputs import prepare
 from jaxrna.energy.params import INF, MAXLOOP, load_params
@@ -151,7 +151,7 @@ def _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length):
     """The rows of every table on diagonal ``d``: ``(len(TABLES), length)``. Reads only
     diagonals below d (of ``T``, and of ``V``, the column copy of ``M1``), so the final
     tables give each diagonal's inputs as they were when it was computed (what the outside
-    pass of :func:`_sweep` relies on)."""
+    pass of :mod:`jaxrna.energy.partition_sweep` relies on)."""
     beta = 10.0 / dp["kT"]
     v = PFView(s, allowed, special, dp, d, length, n, T, lo=-2 - MAXLOOP, hi=-1)
     v.beta = beta
@@ -176,60 +176,12 @@ def _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length):
     return jnp.stack([rows[name] for name in TABLES]).astype(T.dtype)
 
 
-def _write(T, V, rows, d, length):
-    T = jax.lax.dynamic_update_slice(T, rows[None], (ROW_PAD + d, 0, 0))
-    # V[j, L - 1 - d'] = M1(j - d', j): column L - 1 - d, rows d .. d + L
-    V = jax.lax.dynamic_update_slice(V, rows[INDEX["M1"]][:, None], (d, length - 1 - d))
-    return T, V
-
-
-def _forward(length, dp, bonus, special, s, allowed, n, dangles):
-    dtype = bonus.dtype
-    T = jnp.full((ROW_PAD + length, len(TABLES), length + COL_PAD), INF, dtype)
-    V = jnp.full((2 * length + 1, 2 * length + 1), INF, dtype)
-
-    def body(d, carry):
-        T, V = carry
-        rows = _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length)
-        return _write(T, V, rows, d, length)
-
-    return jax.lax.fori_loop(4, length, body, (T, V))
-
-
-def _forward_fwd(length, dp, bonus, special, s, allowed, n, dangles):
-    T, V = _forward(length, dp, bonus, special, s, allowed, n, dangles)
-    return (T, V), (T, V, dp, bonus, special, s, allowed, n, dangles)
-
-
-def _forward_bwd(length, res, cts):
-    """The outside pass: diagonals in reverse, each one's cotangent (complete once every
-    longer diagonal, which alone reads it, is done) pulled back through that diagonal's
-    recurrence evaluated on the final tables (``jax.vjp`` of :func:`_rows`). Memory: the
-    tables and their cotangents, O(L^2), instead of reverse-mode's O(L^3) residuals."""
-    T, V, dp, bonus, special, s, allowed, n, dangles = res
-    Tbar, Vbar = cts
-    zeros = lambda x: jax.tree.map(jnp.zeros_like, x)  # noqa: E731
-
-    def body(k, carry):
-        Tbar, Vbar, dpbar, bbar, sbar = carry
-        d = length - 1 - k
-        rowbar = jax.lax.dynamic_slice(Tbar, (ROW_PAD + d, 0, 0), (1, len(TABLES), length))[0]
-        vcol = jax.lax.dynamic_slice(Vbar, (d, length - 1 - d), (length, 1))[:, 0]
-        rowbar = rowbar.at[INDEX["M1"]].add(vcol)
-        _, pull = jax.vjp(lambda T, V, dp, b, sp: _rows(d, T, V, dp, b, sp, s, allowed, n,
-                                                          dangles, length), T, V, dp, bonus, special)
-        tb, vb, db, bb, sb = pull(rowbar)
-        return (Tbar + tb, Vbar + vb, jax.tree.map(jnp.add, dpbar, db), bbar + bb, sbar + sb)
-
-    init = (Tbar, Vbar, zeros(dp), zeros(bonus), zeros(special))
-    _, _, dpbar, bbar, sbar = jax.lax.fori_loop(0, max(length - 4, 0), body, init)
-    float0 = lambda x: np.zeros(np.shape(x), jax.dtypes.float0)  # noqa: E731
-    return dpbar, bbar, sbar, float0(s), float0(allowed), float0(n), float0(dangles)
-
-
-#: The sweep with the outside pass as its reverse-mode derivative.
-_sweep = jax.custom_vjp(_forward, nondiff_argnums=(0,))
-_sweep.defvjp(_forward_fwd, _forward_bwd)
+def _rows_fn(length):
+    """:func:`_rows` in the form :mod:`jaxrna.energy.partition_sweep` takes."""
+    def rows_fn(d, T, V, diff, fixed):
+        return _rows(d, T, V, diff["dp"], diff["bonus"], diff["special"], fixed["s"],
+                     fixed["allowed"], fixed["n"], fixed["dangles"], length)
+    return rows_fn
 
 
 def tables(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool = True) -> dict:
@@ -247,8 +199,10 @@ def tables(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool =
     bonus = jnp.zeros((length, length), dtype) if pair_bonus is None else pair_bonus
     bonus = skew(bonus.astype(dtype))                                   # [d, i]
     special = special.astype(dtype)
-    sweep = _sweep if outside else _forward
-    T, V = sweep(length, dp, bonus, special, s, allowed, n, dangles)
+    run = partition_sweep.sweep if outside else partition_sweep.forward
+    T, V = run(_rows_fn(length), length, len(TABLES), INDEX["M1"],
+               {"dp": dp, "bonus": bonus, "special": special},
+               {"s": s, "allowed": allowed, "n": n, "dangles": dangles})
     # exterior loop: E[j, i] = C(i, j) + the exterior branch (i, j)
     get_c = c_reader(T, length)
     j = jnp.arange(length)[:, None]

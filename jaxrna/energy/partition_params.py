@@ -76,8 +76,8 @@ def float_params(source="turner2004", temperature: float = 37.0) -> EnergyParams
         tables[attr] = _rescale(raw.dg[attr], raw.dh[attr], tempf)
     for attr in ("mismatch_multi", "mismatch_exterior", "dangle5", "dangle3"):
         tables[attr] = -smooth(-tables[attr])
-    scalars = {a: float(_rescale(raw.dg[a], raw.dh[a], tempf))
-               for a in ("ml_base", "ml_closing", "ml_intern", "ninio", "terminal_au", "duplex_init")}
+    names = ("ml_base", "ml_closing", "ml_intern", "ninio", "terminal_au", "duplex_init")
+    scalars = {a: float(_rescale(raw.dg[a], raw.dh[a], tempf)) for a in names}
     spec = {}
     for attr in ("triloops", "tetraloops", "hexaloops"):
         _, dg, dh = raw.special.get(attr, ("", [], []))
