@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.energy import terms
+from jaxrna.energy import partition_sweep
 from jaxrna.energy.encoding import RTYPE
 from jaxrna.energy.params import INF, MAXLOOP
 from jaxrna.energy.partition import length_class, softmin, x64
@@ -136,8 +136,12 @@ def _mismatch_weight(table, types, qa, qb, beta):
     return jnp.einsum("txy,ix,iy->ti", w, qa, qb)
 
 
-def _diagonal(d, carry, *, qp, allowed, dp, beta, length, corr, costs, lr):
-    T, V = carry
+def _rows(d, T, V, diff, fixed, *, length, lr):
+    """Every channel's row on diagonal d (reads shorter diagonals only: the form of
+    :mod:`jaxrna.energy.partition_sweep`)."""
+    qp, dp, corr, allowed = diff["q"], diff["dp"], diff["corr"], fixed["allowed"]
+    beta = 10.0 / dp["kT"]
+    costs = dp["costs"]
     L = length
     lo = -2 - MAXLOOP
     block = jax.lax.dynamic_slice(T, (ROW_PAD + d + lo, 0, 0), (-lo, T.shape[1], T.shape[2]))
@@ -237,10 +241,7 @@ def _diagonal(d, carry, *, qp, allowed, dp, beta, length, corr, costs, lr):
     new["M1"] = _clip(softmin(jnp.stack([row("M1", -1, 0) + mb, stem]), beta))
     new["MA"] = _clip(softmin(jnp.stack([row("MA", -1, 1) + mb, new["M1"]]), beta))
     new["M"] = _clip(softmin(jnp.stack([new["MA"], new["M2"]]), beta))
-    rows = jnp.stack([new[name] for name in CHANNELS]).astype(T.dtype)
-    T = jax.lax.dynamic_update_slice(T, rows[None], (ROW_PAD + d, 0, 0))
-    V = jax.lax.dynamic_update_slice(V, new["M1"][:, None].astype(V.dtype), (d, L - 1 - d))
-    return T, V
+    return jnp.stack([new[name] for name in CHANNELS]).astype(T.dtype)
 
 
 def _group(block, lo, name, members, cost, L, beta):
@@ -254,22 +255,22 @@ def _group(block, lo, name, members, cost, L, beta):
     return softmin(rows + jnp.asarray(cost)[:, None], beta)
 
 
-def expected_log_partition(q, allowed, dp, spec, length):
+def expected_log_partition(q, allowed, dp, spec, length, outside: bool = True):
     """``ln sum_S P(S) Z(S)`` (dangles 0) of one padded probabilistic sequence: ``q``
     ``(LEFT + 2 L + COL_PAD + 8, 4)`` probabilities (rows from ``LEFT``; zeros outside),
     ``allowed`` the positions that may pair (bool, same rows), ``dp`` from
     :func:`jaxrna.energy.partition_params.pf_device_params`, ``spec`` from
-    :func:`special_tables` (every leaf traced but the codes). Use :func:`expected_log_z`."""
+    :func:`special_tables` (every leaf traced but the codes). ``outside`` (static): the
+    derivative by the outside pass (O(L^2) memory) or, False, by reverse mode. Use
+    :func:`expected_log_z` for a plain call."""
     dp = jax.tree.map(jnp.asarray, dp)
     beta = 10.0 / dp["kT"]
     corr = _specials_hairpin(q, spec, dp, beta, length)
     dtype = q.dtype
-    costs = dp["costs"]
-    T = jnp.full((ROW_PAD + length, len(CHANNELS), length + COL_PAD), INF, dtype)
-    V = jnp.full((2 * length + 1, 2 * length + 1), INF, dtype)
-    body = functools.partial(_diagonal, qp=q, allowed=allowed, dp=dp, beta=beta, length=length,
-                             corr=corr, costs=costs, lr=_split_1n())
-    T, V = jax.lax.fori_loop(4, length, body, (T, V))
+    rows_fn = functools.partial(_rows, length=length, lr=_split_1n())
+    run = partition_sweep.sweep if outside else partition_sweep.forward
+    T, _ = run(rows_fn, length, len(CHANNELS), INDEX["M1"], {"q": q, "dp": dp, "corr": corr},
+               {"allowed": jnp.asarray(allowed)})
     # exterior loop (dangles 0): branch (i, j) = its types summed with terminal AU
     au = jnp.where(jnp.asarray(TYPES) > 2, dp["terminal_au"], 0.0)
     j = jnp.arange(length)[:, None]
