@@ -52,7 +52,6 @@ probabilities, as jax-rnafold defines it) is :mod:`jaxrna.energy.partition_expec
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
