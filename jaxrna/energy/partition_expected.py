@@ -43,6 +43,7 @@ import numpy as np
 
 from jaxrna.energy import partition_sweep
 from jaxrna.energy.encoding import RTYPE
+from jaxrna.energy.fill import skew
 from jaxrna.energy.params import INF, MAXLOOP
 from jaxrna.energy.partition import length_class, softmin, x64
 from jaxrna.energy.partition_params import float_params, pf_device_params, special_energies
@@ -212,7 +213,8 @@ def _rows(d, T, V, diff, fixed, *, length, lr):
     # multiloop closed by (i, j): ml_closing + the closing branch (type reversed) + M2 inside
     cands.append((dp["ml_closing"] + dp["ml_intern"] + au)[:, None] + row("M2", -2, 1)[None])
     ok = (allowed[LEFT:LEFT + L] & jax.lax.dynamic_slice(allowed, (LEFT + d,), (L,)) & (d >= 4))
-    c = jnp.where(ok[None], _clip(softmin(jnp.stack(cands), beta)), INF)    # (6, L)
+    bonus = jax.lax.dynamic_slice_in_dim(diff["bonus"], d, 1)[0]
+    c = jnp.where(ok[None], _clip(_clip(softmin(jnp.stack(cands), beta)) - bonus / beta), INF)
     # the pair's own probabilities
     a = np.array([x - 1 for x, _ in TYPE_BASES])
     b = np.array([y - 1 for _, y in TYPE_BASES])
@@ -255,7 +257,7 @@ def _group(block, lo, name, members, cost, L, beta):
     return softmin(rows + jnp.asarray(cost)[:, None], beta)
 
 
-def expected_log_partition(q, allowed, dp, spec, length, outside: bool = True):
+def expected_log_partition(q, allowed, dp, spec, length, pair_bonus=None, outside: bool = True):
     """``ln sum_S P(S) Z(S)`` (dangles 0) of one padded probabilistic sequence: ``q``
     ``(LEFT + 2 L + COL_PAD + 8, 4)`` probabilities (rows from ``LEFT``; zeros outside),
     ``allowed`` the positions that may pair (bool, same rows), ``dp`` from
@@ -266,11 +268,13 @@ def expected_log_partition(q, allowed, dp, spec, length, outside: bool = True):
     dp = jax.tree.map(jnp.asarray, dp)
     beta = 10.0 / dp["kT"]
     corr = _specials_hairpin(q, spec, dp, beta, length)
+    bonus = jnp.zeros((length, length), q.dtype) if pair_bonus is None else pair_bonus
+    bonus = skew(bonus.astype(q.dtype))                                      # [d, i]
     dtype = q.dtype
     rows_fn = functools.partial(_rows, length=length, lr=_split_1n())
     run = partition_sweep.sweep if outside else partition_sweep.forward
-    T, _ = run(rows_fn, length, len(CHANNELS), INDEX["M1"], {"q": q, "dp": dp, "corr": corr},
-               {"allowed": jnp.asarray(allowed)})
+    diff = {"q": q, "dp": dp, "corr": corr, "bonus": bonus}
+    T, _ = run(rows_fn, length, len(CHANNELS), INDEX["M1"], diff, {"allowed": jnp.asarray(allowed)})
     # exterior loop (dangles 0): branch (i, j) = its types summed with terminal AU
     au = jnp.where(jnp.asarray(TYPES) > 2, dp["terminal_au"], 0.0)
     j = jnp.arange(length)[:, None]
@@ -299,15 +303,18 @@ def prepare_expected(n: int, length: int, params="turner2004", temperature: floa
 
 
 @functools.partial(jax.jit, static_argnames=("length",))
-def _run(q, allowed, dp, spec, length):
+def _run(q, allowed, dp, spec, bonus, length):
     qp = jnp.zeros((allowed.shape[0], 4), q.dtype).at[LEFT:LEFT + length].set(q)
-    return expected_log_partition(qp, allowed, dp, spec, length)
+    return expected_log_partition(qp, allowed, dp, spec, length, bonus)
 
 
-def expected_log_z(q, params="turner2004", temperature: float = 37.0, length: int | None = None):
+def expected_log_z(q, params="turner2004", temperature: float = 37.0, length: int | None = None,
+                   pair_bonus=None):
     """``ln E[Z]`` (dangles 0) of ``q`` (``n x 4`` probabilities, rows A, C, G, U), a JAX
     scalar, differentiable in ``q`` (call under :func:`jaxrna.energy.partition.x64` for
     float64). One program per padded length; parameters and temperature are arguments.
+    ``pair_bonus``: ``(length, length)`` log-weights added to the pairs (i, j) (gradients
+    with respect to it are the expected ensemble's pair probabilities).
 
     >>> import numpy as np
     >>> q = np.full((12, 4), 0.25)
@@ -320,7 +327,8 @@ def expected_log_z(q, params="turner2004", temperature: float = 37.0, length: in
     allowed, dp, spec = prepare_expected(n, length, params, temperature)
     q = jnp.asarray(q)
     q = jnp.concatenate([q, jnp.zeros((length - n, 4), q.dtype)])     # one program per class
-    return _run(q, allowed, dp, spec, length)
+    bonus = jnp.zeros((length, length), q.dtype) if pair_bonus is None else pair_bonus
+    return _run(q, allowed, dp, spec, bonus, length)
 
 
 def expected_ensemble_energy(q, params="turner2004", temperature: float = 37.0) -> float:
