@@ -146,24 +146,25 @@ def _reduce(cands, v, beta):
     return softmin(rows, beta)
 
 
-def _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length):
-    """The rows of every table on diagonal ``d``: ``(len(TABLES), length)``. Reads only
+def _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length, height, width):
+    """The rows of every table on diagonal ``d``, cells i < ``height``: ``(len(TABLES),
+    height)`` (``width``: the multiloop split's extent, > d - 2). Reads only
     diagonals below d (of ``T``, and of ``V``, the column copy of ``M1``), so the final
     tables give each diagonal's inputs as they were when it was computed (what the outside
     pass of :mod:`jaxrna.energy.partition_sweep` relies on)."""
     beta = 10.0 / dp["kT"]
-    v = PFView(s, allowed, special, dp, d, length, n, T, lo=-2 - MAXLOOP, hi=-1)
+    v = PFView(s, allowed, special, dp, d, height, n, T, lo=-2 - MAXLOOP, hi=-1)
     v.beta = beta
     tm = terms.pair_terms(v, dp, dangles)
     # the closing multiloop: only the inside (i+1, j-1) (the other shifts are dangles 1's)
     cands = [c for c in terms.pair_candidates(v, tm, dp, MAXLOOP)
              if c.table != "M2" or (c.dd, c.di) == terms.CLOSING_SHIFTS[0]]
-    bonus_row = jax.lax.dynamic_slice_in_dim(bonus, d, 1)[0]
+    bonus_row = jax.lax.dynamic_slice_in_dim(bonus, d, 1)[0, :height]
     c_row = jnp.where(tm["ok"] > 0, _clip(_reduce(cands, v, beta)) - bonus_row / beta, INF)
     # M2(i, i + d) = softmin_a M(i, i + a) + M1(i + a + 1, i + d), a <= d - 2
-    left = T[ROW_PAD:ROW_PAD + length, INDEX["M"], :length].T           # [i, a]
-    right = jax.lax.dynamic_slice(V, (d, length - d), (length, length))  # [i, a]
-    a = jnp.arange(length)[None, :]
+    left = T[ROW_PAD:ROW_PAD + width, INDEX["M"], :height].T            # [i, a]
+    right = jax.lax.dynamic_slice(V, (d, length - d), (height, width))   # [i, a]
+    a = jnp.arange(width)[None, :]
     m2_row = _clip(softmin(jnp.where(a <= d - 2, left + right, INF).T, beta))
     mb = dp["ml_base"]
     m1_row = _clip(softmin([v.row("M1", -1, 0) + mb, c_row + tm["stem0"]], beta))
@@ -177,9 +178,9 @@ def _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length):
 
 def _rows_fn(length):
     """:func:`_rows` in the form :mod:`jaxrna.energy.partition_sweep` takes."""
-    def rows_fn(d, T, V, diff, fixed):
+    def rows_fn(d, T, V, diff, fixed, height, width):
         return _rows(d, T, V, diff["dp"], diff["bonus"], diff["special"], fixed["s"],
-                     fixed["allowed"], fixed["n"], fixed["dangles"], length)
+                     fixed["allowed"], fixed["n"], fixed["dangles"], length, height, width)
     return rows_fn
 
 

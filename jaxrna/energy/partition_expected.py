@@ -137,13 +137,14 @@ def _mismatch_weight(table, types, qa, qb, beta):
     return jnp.einsum("txy,ix,iy->ti", w, qa, qb)
 
 
-def _rows(d, T, V, diff, fixed, *, length, lr):
+def _rows(d, T, V, diff, fixed, height, width, *, length, lr):
     """Every channel's row on diagonal d (reads shorter diagonals only: the form of
     :mod:`jaxrna.energy.partition_sweep`)."""
     qp, dp, corr, allowed = diff["q"], diff["dp"], diff["corr"], fixed["allowed"]
     beta = 10.0 / dp["kT"]
     costs = dp["costs"]
-    L = length
+    L = height
+    corr = {size: c[:, :L] for size, c in corr.items()}
     lo = -2 - MAXLOOP
     block = jax.lax.dynamic_slice(T, (ROW_PAD + d + lo, 0, 0), (-lo, T.shape[1], T.shape[2]))
 
@@ -213,7 +214,7 @@ def _rows(d, T, V, diff, fixed, *, length, lr):
     # multiloop closed by (i, j): ml_closing + the closing branch (type reversed) + M2 inside
     cands.append((dp["ml_closing"] + dp["ml_intern"] + au)[:, None] + row("M2", -2, 1)[None])
     ok = (allowed[LEFT:LEFT + L] & jax.lax.dynamic_slice(allowed, (LEFT + d,), (L,)) & (d >= 4))
-    bonus = jax.lax.dynamic_slice_in_dim(diff["bonus"], d, 1)[0]
+    bonus = jax.lax.dynamic_slice_in_dim(diff["bonus"], d, 1)[0, :L]
     c = jnp.where(ok[None], _clip(_clip(softmin(jnp.stack(cands), beta)) - bonus / beta), INF)
     # the pair's own probabilities
     a = np.array([x - 1 for x, _ in TYPE_BASES])
@@ -236,9 +237,9 @@ def _rows(d, T, V, diff, fixed, *, length, lr):
     # multiloop tables
     mb = dp["ml_base"]
     stem = _clip(softmin(cw + (dp["ml_intern"] + au)[:, None], beta))
-    lft = T[ROW_PAD:ROW_PAD + L, INDEX["M"], :L].T
-    rgt = jax.lax.dynamic_slice(V, (d, L - d), (L, L))
-    ai = jnp.arange(L)[None, :]
+    lft = T[ROW_PAD:ROW_PAD + width, INDEX["M"], :L].T
+    rgt = jax.lax.dynamic_slice(V, (d, length - d), (L, width))
+    ai = jnp.arange(width)[None, :]
     new["M2"] = _clip(softmin(jnp.where(ai <= d - 2, lft + rgt, INF).T, beta))
     new["M1"] = _clip(softmin(jnp.stack([row("M1", -1, 0) + mb, stem]), beta))
     new["MA"] = _clip(softmin(jnp.stack([row("MA", -1, 1) + mb, new["M1"]]), beta))
