@@ -40,8 +40,9 @@ additive log-weight per pair, zero by default), exact. The sweep's derivative is
 VJP, the outside pass (:mod:`jaxrna.energy.partition_sweep`): diagonals in reverse order,
 each diagonal's cotangent pulled back through its own recurrence evaluated on the final
 tables, so memory stays O(L^2) (JAX's reverse mode through the loop would keep O(L^3)
-residuals: 300 nt, 0.61 against 1.3 GB peak) at about three times the forward's time. The same pass gives the gradients with respect to every
-energy parameter (``dp``), ``kT`` included, and the special hairpin energies.
+residuals: 300 nt, 0.61 against 1.3 GB peak) at about three times the forward's time. The
+same pass gives the gradients with respect to every energy parameter (``dp``), ``kT``
+included, and the special hairpin energies.
 
 The expected partition function of a probabilistic sequence (``n x 4`` nucleotide
 probabilities, as jax-rnafold defines it) is :mod:`jaxrna.energy.partition_expected`

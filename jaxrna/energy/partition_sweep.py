@@ -2,9 +2,10 @@
 
 A sweep fills tables stored by diagonal, ``T[ROW_PAD + d, k, i] = table_k(i, i + d)``, for
 d = 4 .. L-1, each diagonal's rows a function ``rows_fn(d, T, V, diff, fixed, height, width)``
-of the *shorter* diagonals only, for the cells i < ``height`` (the diagonals run in the MFE
-fill's bands, :func:`jaxrna.energy.fill.sweep_bands`, above 256 nt: a band's height is the cell count of
-its first diagonal, and ``width`` its end, a bound on the multiloop split's extent) (``V``: a column-major copy of one table, channel ``copy``, for the
+of the *shorter* diagonals only, for the cells i < ``height`` (above 256 nt the diagonals run
+in the MFE fill's bands, :func:`jaxrna.energy.fill.sweep_bands`: a band's height is the cell
+count of its first diagonal, ``width`` its end, a bound on the multiloop split's extent;
+``V`` is a column-major copy of one table, channel ``copy``, for the
 multiloop split: ``V[j, L - 1 - d'] = table(j - d', j)``). Because a diagonal reads only
 shorter ones, the final tables hold every diagonal's inputs as they were when it was
 computed. The derivative (a ``jax.custom_vjp``) uses that: the diagonals in reverse order,
