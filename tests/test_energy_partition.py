@@ -210,3 +210,15 @@ def test_longer_sequences_equal_vienna():
     with vienna_params("turner1999"):
         cases = [random_case(rng, 100, 190) for _ in range(8)]
         check_batches(cases, "turner1999", 45.0, 2, 192, bpp=True)
+
+
+@pytest.mark.slow
+def test_1000_nt_equals_vienna():
+    """One 1,000 nt sequence (four bands, padded to 1,024): energy and every probability
+    (on this CPU ~75 s with the compilation)."""
+    rng = random.Random("pf-1000")
+    seq = "".join(rng.choice("ACGU") for _ in range(1000))
+    got, (probs,) = pf.pair_probabilities([seq])
+    want, want_p = vienna_pf(seq, 2, 37.0, bpp=True)
+    assert abs(got[0] - want) < 1e-4
+    assert np.abs(probs - want_p).max() < 1e-6
