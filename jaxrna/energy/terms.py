@@ -80,8 +80,9 @@ def _groups() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 GROUPS = _groups()
 
 
-def group_costs(p: EnergyParams) -> dict[str, np.ndarray]:
-    """The (u1, u2)-only part of each group's loop energy."""
+def group_costs(p: EnergyParams, dtype=np.int32) -> dict[str, np.ndarray]:
+    """The (u1, u2)-only part of each group's loop energy (``dtype``: float64 for the
+    unrounded tables of the partition function, :mod:`jaxrna.energy.partition`)."""
     def ninio(a, b):
         return min(p.max_ninio, abs(a - b) * p.ninio)
 
@@ -90,14 +91,14 @@ def group_costs(p: EnergyParams) -> dict[str, np.ndarray]:
         costs = []
         for u1, u2 in zip(u1s.tolist(), u2s.tolist()):
             if key == "CA":
-                costs.append(int(p.bulge[u1 + u2]))
+                costs.append(p.bulge[u1 + u2])
             elif key == "C1n":
-                costs.append(int(p.interior[u1 + u2]) + ninio(u1, u2))
+                costs.append(p.interior[u1 + u2] + ninio(u1, u2))
             elif key == "C23":
-                costs.append(int(p.interior[5]) + p.ninio)
+                costs.append(p.interior[5] + p.ninio)
             else:
-                costs.append(int(p.interior[u1 + u2]) + ninio(u1, u2))
-        out[key] = np.array(costs, np.int32)
+                costs.append(p.interior[u1 + u2] + ninio(u1, u2))
+        out[key] = np.array(costs, dtype)
     return out
 
 
