@@ -257,17 +257,19 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
     if model.dangles == 1:
         logging.getLogger("jaxrna").warning("%s", DANGLES_NOTE)
     engine = partition_engine(args.backend)
+    backend = None
     if engine == "vienna":
         if not vienna.available():
             raise InputError("--model turner --partition needs ViennaRNA (pip install ViennaRNA)")
         from jaxrna import runtime
 
-        if args.backend != "auto":
-            logging.getLogger("jaxrna").info(
-                "--backend %s: the energy model's partition function runs on ViennaRNA (CPU) "
-                "for now", args.backend)
         runtime.announce_host(f"--backend {args.backend}", "ViennaRNA's partition function",
                               f"on up to {vienna.cpu_count()} processes")
+    else:
+        from jaxrna.runtime import enable_compilation_cache, resolve_backend
+
+        enable_compilation_cache()
+        backend = resolve_backend(args.backend)
     records = _records(args)
     paths = None
     if args.plot is not None:
@@ -279,7 +281,7 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
         results = partition_energy_records(records, model, mea_gamma=args.mea,
                                            max_bytes=max_bytes, on_done=bar.update,
                                            on_error=lambda rec, exc: summary.skip(rec.id, exc),
-                                           engine=engine)
+                                           engine=engine, backend=backend)
         if paths is not None:
             results = plotting(results, paths)
         with atomic_output(args.output) as out:

@@ -6,10 +6,10 @@ and yields, per record in input order, an :class:`EnergyPartitionResult` with wh
 -p`` prints: the minimum free energy and its structure, the ensemble free energy, the base-pair
 probabilities, the centroid structure and its distance, the MFE structure's frequency in the
 ensemble, the ensemble diversity and, with ``mea_gamma``, the MEA structure (``RNAfold --MEA``).
-The engine today is ViennaRNA on every core (:mod:`jaxrna.energy.partition_vienna`); a JAX
-engine plugs in behind the same call (:data:`ENGINES`): it takes the same arguments and yields
-the same results (build them with :meth:`EnergyPartitionResult.from_matrix` from a dense
-probability matrix).
+Two engines (:data:`ENGINES`) take the same arguments and yield the same results: ViennaRNA
+on every core (:mod:`jaxrna.energy.partition_vienna`, the CPU's) and jaxrna's own JAX engine
+(:mod:`jaxrna.energy.partition_jax`, the GPU's; results built with
+:meth:`EnergyPartitionResult.from_matrix` from a dense probability matrix).
 
 As ViennaRNA's partition function, dangles 1 is computed as dangles 2 (:data:`PF_DANGLES`); the
 MFE structure and the energies of the MFE, centroid and MEA structures are those of the model's
@@ -42,7 +42,8 @@ GASCONST = 1.98717
 #: function has no dangles 1 (nor 3); it computes them as dangles 2.
 PF_DANGLES = {0: 0, 1: 2, 2: 2}
 #: Engines: name -> ``module:function`` with :func:`partition_energy_records`'s signature.
-ENGINES = {"vienna": "jaxrna.energy.partition_vienna:partition_records"}
+ENGINES = {"vienna": "jaxrna.energy.partition_vienna:partition_records",
+           "jax": "jaxrna.energy.partition_jax:partition_records"}
 
 
 @dataclass(frozen=True)
@@ -127,8 +128,8 @@ class EnergyPartitionResult:
 def partition_energy_records(records: Iterable[Record], model: EnergyModel | None = None,
                              mea_gamma: float | None = None, max_bytes: int | None = None,
                              on_done=None, on_error=None, unpaired: dict | None = None,
-                             processes: int | None = None,
-                             engine: str = "vienna") -> Iterator[EnergyPartitionResult]:
+                             processes: int | None = None, engine: str = "vienna",
+                             backend: str | None = None) -> Iterator[EnergyPartitionResult]:
     """Ensembles of a stream of records in ``model``, in input order.
 
     ``mea_gamma``: also the MEA structure with this gamma (RNAfold ``--MEA``; None: not);
@@ -136,7 +137,8 @@ def partition_energy_records(records: Iterable[Record], model: EnergyModel | Non
     :class:`~jaxrna.io.errors.ResourceError` or, with ``on_error(record, error)``, is skipped;
     ``on_done(k)`` reports progress; ``unpaired``: ``{record id: 0-based positions that must
     not pair}``; ``processes``: worker processes of a CPU engine (default: every core);
-    ``engine``: a key of :data:`ENGINES`.
+    ``engine``: a key of :data:`ENGINES`; ``backend``: the JAX backend of the JAX engine
+    (``cpu`` or ``gpu``; None: JAX's default).
     """
     import importlib
 
@@ -147,8 +149,10 @@ def partition_energy_records(records: Iterable[Record], model: EnergyModel | Non
             from None
     module, name = where.split(":")
     run = getattr(importlib.import_module(module), name)
+    extra = {"backend": backend} if backend is not None and engine == "jax" else {}
     return run(records, model or EnergyModel(), mea_gamma=mea_gamma, max_bytes=max_bytes,
-               on_done=on_done, on_error=on_error, unpaired=unpaired, processes=processes)
+               on_done=on_done, on_error=on_error, unpaired=unpaired, processes=processes,
+               **extra)
 
 
 def kT_of(temperature: float) -> float:

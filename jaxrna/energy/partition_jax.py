@@ -1,0 +1,211 @@
+"""jaxrna's own engine of ``jaxrna fold --model turner --partition`` (JAX, CPU or GPU).
+
+Per record, what RNAfold -p prints, from jaxrna's own pieces: the minimum free energy and its
+structure from the MFE engine (:func:`jaxrna.energy.api.fold_energy_records`), the ensemble
+free energy and the base-pair probabilities from :mod:`jaxrna.energy.partition` (log space,
+float64; the probabilities are the outside pass), and what RNAfold derives from them --
+centroid, MFE frequency, ensemble diversity, MEA structure, the pair-probability symbols --
+from :mod:`jaxrna.energy.ensemble_measures`, the structures' energies from
+:func:`jaxrna.energy.evaluate.energy_of_structure`. As ViennaRNA, the partition function of
+dangles 1 is that of dangles 2, and the MFE frequency then uses the MFE structure's dangles-2
+energy.
+
+Records are batched by the energy model's length classes
+(:func:`jaxrna.batching.energy_length_class`: 8 classes up to 10,240 nt), each class with a
+fixed row count (:func:`rows_for`; a last batch topped up with empty rows), so a run compiles
+one program per class met, whatever the lengths, parameters, temperature and dangles (all
+runtime values). Memory grows as the square of the class (about :data:`BYTES_PER_CELL` per
+cell and row, the outside pass included); a record whose class does not fit in the device's
+memory is refused up front with the estimate.
+
+The same results as :mod:`jaxrna.energy.partition_vienna` within floating tolerances (ensemble
+energies to 1e-4 kcal/mol, probabilities to 1e-6; ``tests/test_fold_turner_partition_jax.py``).
+
+>>> from jaxrna.io.fasta import Record
+>>> r = next(partition_records([Record("a", "GGGGAAACCCC")], EnergyModel()))
+>>> r.structure, r.centroid, round(r.ensemble_energy, 4), round(r.mfe_frequency, 4)
+('((((...))))', '((((...))))', -4.8734, 0.5456)
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from jaxrna.batching import energy_length_class
+from jaxrna.energy.api import EnergyModel, fold_energy_records
+from jaxrna.energy.ensemble import PF_DANGLES, EnergyPartitionResult
+from jaxrna.io.errors import ResourceError
+from jaxrna.io.fasta import Record
+
+#: Bytes per cell of the padded table and per batch row (inside tables, the column copy, the
+#: outside pass's cotangents; measured 0.61 GB for one 300-nt row in a 384 class).
+BYTES_PER_CELL = 7_000
+#: Most rows of a batch on a CPU and on a GPU.
+MAX_ROWS = {"cpu": 8, "gpu": 64}
+#: Records read and computed at a time.
+CHUNK = 4096
+
+
+def estimate_bytes(length: int) -> int:
+    """Device memory one record of ``length`` nt needs here (its class's tables)."""
+    padded = energy_length_class(length)
+    return BYTES_PER_CELL * padded * padded
+
+
+def rows_for(padded: int, platform: str, budget: int) -> int:
+    """The fixed row count of a class: the largest power of two whose rows fit ``budget``
+    bytes, at most :data:`MAX_ROWS` for the platform.
+
+    >>> rows_for(128, "cpu", 1 << 30), rows_for(128, "gpu", 20 << 30), rows_for(4096, "gpu", 20 << 30)
+    (8, 64, 1)
+    """
+    fit = max(1, budget // (BYTES_PER_CELL * padded * padded))
+    rows = max(1, min(MAX_ROWS.get(platform, 8), fit))
+    return 1 << (rows.bit_length() - 1)
+
+
+def _device(backend: str | None):
+    import jax
+
+    device = jax.devices(backend)[0] if backend else jax.devices()[0]
+    return device, ("gpu" if device.platform in ("gpu", "cuda", "rocm") else "cpu")
+
+
+def _budget(device, platform: str) -> tuple[int, int]:
+    """``(batch budget, most one record may take)`` in bytes."""
+    from jaxrna.runtime import device_memory_bytes, memory_bytes
+
+    if platform == "gpu":
+        total = device_memory_bytes(device) or (16 << 30)
+        return max(2 << 30, total // 4), int(total * 0.8)
+    total = memory_bytes()
+    return 1 << 30, int(total * 0.5)
+
+
+def partition_records(records: Iterable[Record], model: EnergyModel | None = None,
+                      mea_gamma: float | None = None, max_bytes: int | None = None,
+                      on_done=None, on_error=None, unpaired: dict | None = None,
+                      processes: int | None = None, backend: str | None = None
+                      ) -> Iterator[EnergyPartitionResult]:
+    """:func:`jaxrna.energy.ensemble.partition_energy_records` on the first device of
+    ``backend`` (None: JAX's default device; ``processes`` is not used: the work is the
+    device's)."""
+    import jax
+
+    model = model or EnergyModel()
+    device, platform = _device(backend)
+    with jax.default_device(device):
+        yield from _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired,
+                            device, platform)
+
+
+def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, device,
+             platform) -> Iterator[EnergyPartitionResult]:
+    budget, most = _budget(device, platform)
+    limit = min(most, max_bytes) if max_bytes else most
+    chunk: list[Record] = []
+    for rec in records:
+        need = estimate_bytes(len(rec.sequence))
+        if need > limit:
+            from jaxrna.runtime import human_bytes
+
+            exc = ResourceError(
+                f"{rec.id}: {len(rec.sequence)} nt need about {human_bytes(need)} for the "
+                f"energy model's partition function on {platform}, more than the "
+                f"{human_bytes(limit)} available; use --backend auto on a machine without a "
+                "GPU (ViennaRNA's engine) or shorter sequences")
+            if on_error is None:
+                raise exc
+            yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+            chunk = []
+            on_error(rec, exc)
+            continue
+        chunk.append(rec)
+        if len(chunk) >= CHUNK:
+            yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+            chunk = []
+    yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+
+
+def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, platform: str, budget: int,
+         on_done) -> Iterator[EnergyPartitionResult]:
+    if not chunk:
+        return
+    from jaxrna.energy import partition
+
+    mfe = list(fold_energy_records(chunk, model, with_pairs=True, backend=platform,
+                                   unpaired=unpaired))
+    ups = [tuple((unpaired or {}).get(rec.id, ())) for rec in chunk]
+    groups: dict[int, list[int]] = {}
+    for k, rec in enumerate(chunk):
+        if rec.sequence:
+            groups.setdefault(energy_length_class(len(rec.sequence)), []).append(k)
+    ensemble: dict[int, tuple[float, np.ndarray]] = {}
+    for padded, members in groups.items():
+        rows = rows_for(padded, platform, budget)
+        for s in range(0, len(members), rows):
+            part = members[s:s + rows]
+            pad = rows - len(part)
+            seqs = [chunk[k].sequence for k in part] + [""] * pad
+            energies, probs = partition.pair_probabilities(
+                seqs, model.params, model.dangles, model.temperature,
+                [ups[k] for k in part] + [()] * pad, length=padded)
+            for row, k in enumerate(part):
+                ensemble[k] = (float(energies[row]), probs[row])
+    for k, rec in enumerate(chunk):
+        if k in ensemble:
+            yield _result(rec, mfe[k], *ensemble[k], model, gamma)
+        else:
+            yield _empty(rec, model, gamma)
+        if on_done:
+            on_done(1)
+
+
+def _structure(pairs, n: int) -> str:
+    chars = ["."] * n
+    for i, j in pairs:
+        chars[i], chars[j] = "(", ")"
+    return "".join(chars)
+
+
+def _result(rec: Record, folded, ensemble_energy: float, P: np.ndarray, model: EnergyModel,
+            gamma) -> EnergyPartitionResult:
+    from jaxrna.energy import ensemble_measures as measures
+    from jaxrna.energy.evaluate import energy_of_structure
+
+    seq = rec.sequence
+    structure = _structure(folded.pairs or (), len(seq))
+
+    def kcal(s: str, dangles: int = model.dangles) -> float:
+        return energy_of_structure(seq, s, model.params, dangles, model.temperature) / 100
+
+    min_en = folded.energy / 100
+    if PF_DANGLES[model.dangles] != model.dangles:
+        min_en = kcal(structure, PF_DANGLES[model.dangles])
+    centroid, distance = measures.centroid(P)
+    mea = (None, None, None)
+    if gamma is not None:
+        mea_structure, mea_value = measures.mea(P, gamma)
+        mea = (mea_structure, float(mea_value), kcal(mea_structure))
+    return EnergyPartitionResult.from_matrix(
+        P, id=rec.id, sequence=seq, model=model, energy=int(folded.energy),
+        structure=structure, ensemble_energy=ensemble_energy,
+        ensemble_symbols=measures.pair_symbols(P), centroid=centroid,
+        centroid_distance=float(distance), centroid_energy=kcal(centroid),
+        mfe_frequency=float(measures.mfe_frequency(min_en, ensemble_energy,
+                                                   model.temperature)),
+        ensemble_diversity=float(measures.ensemble_diversity(P)), mea_structure=mea[0],
+        mea=mea[1], mea_energy=mea[2], mea_gamma=gamma, description=rec.description)
+
+
+def _empty(rec: Record, model: EnergyModel, gamma) -> EnergyPartitionResult:
+    none = np.zeros(0, np.int32)
+    mea = ("", 0.0, 0.0) if gamma is not None else (None, None, None)
+    return EnergyPartitionResult(
+        id=rec.id, sequence=rec.sequence, model=model, energy=0, structure="",
+        ensemble_energy=0.0, ensemble_symbols="", pair_i=none, pair_j=none,
+        pair_p=np.zeros(0), centroid="", centroid_distance=0.0, centroid_energy=0.0,
+        mfe_frequency=1.0, ensemble_diversity=0.0, mea_structure=mea[0], mea=mea[1],
+        mea_energy=mea[2], mea_gamma=gamma, description=rec.description)
