@@ -105,3 +105,20 @@ def test_a_record_too_large_is_refused_with_its_estimate(tmp_path):
     assert "big" in r.stderr and "partition function" in r.stderr, r.stderr
     assert "1.7 GiB" in r.stderr and "small" not in r.stderr, r.stderr    # 512-nt class
     assert r.stdout.startswith(">small")
+
+
+@pytest.mark.gpu
+def test_gpu_engine_equals_cpu_engine_and_vienna():
+    """On a GPU: the JAX engine there equals ViennaRNA's (the same tolerances), and its
+    probabilities equal the JAX engine's on the CPU to 1e-9."""
+    records = _records("gpu", 24, 300)
+    model = EnergyModel()
+    gpu = list(partition_energy_records(records, model, mea_gamma=1.0, engine="jax",
+                                        backend="gpu"))
+    cpu = list(partition_energy_records(records, model, mea_gamma=1.0, engine="jax",
+                                        backend="cpu"))
+    vienna = list(partition_energy_records(records, model, mea_gamma=1.0, processes=1))
+    for a, b, c in zip(gpu, cpu, vienna):
+        _same(a, c)
+        assert abs(a.ensemble_energy - b.ensemble_energy) < 1e-9
+        assert np.abs(a.probabilities - b.probabilities).max(initial=0) < 1e-9
