@@ -515,6 +515,14 @@ def _fold_batch(codes, n, linker, special, dp, stop, length: int, interior: str 
     return jax.vmap(one, in_axes=(0, 0, 0, 0, None, None))(codes, n, linker, special, dp, stop)
 
 
+def fold_batch_jitted():
+    """The batch program's ``jax.jit`` function (what a compile worker lowers:
+    :mod:`jaxrna.compile_workers`, :mod:`jaxrna.targets.prefetch`)."""
+    import jax
+
+    return jax.jit(_fold_batch, static_argnames=("length", "interior"))
+
+
 @functools.lru_cache(maxsize=None)
 def _make_device_program(length: int, interior: str = "jax"):
     from jaxrna.energy.terms import device_params

@@ -184,7 +184,9 @@ class ChunkRun:
                 self._host = (stream, self._padded_starts())
             return self._host
 
-    def _put(self, device) -> OnDevice:
+    def lane_shape(self) -> tuple[int, int]:
+        """``(rows_out, lanes_out)``: the shape of the bulk scan's lanes on every device
+        (fixed by the chunk's class; Pallas: lanes in whole kernel blocks)."""
         chunk = self.chunk
         lanes_out = chunk.n_lanes if chunk.lane_of_target else chunk.lanes_out
         rows_out = round_up(chunk.rows if chunk.lane_of_target else chunk.rows_out, WORD)
@@ -192,6 +194,21 @@ class ChunkRun:
             from jaxrna.kernels.miranda_fill import BLOCK
 
             lanes_out = round_up(lanes_out, BLOCK)
+        return rows_out, lanes_out
+
+    def block_heights(self, blocks: list[list[int]]) -> list[int]:
+        """The heights the blocks of miRNA indices ``blocks`` are scanned at (each block's
+        tallest height class among its live miRNAs), in first-use order."""
+        out: dict[int, None] = {}
+        for ks in blocks:
+            hs = [self.heights[self.queries[k].height] for k in ks if self.live[k]]
+            if hs:
+                out.setdefault(max(hs))
+        return list(out)
+
+    def _put(self, device) -> OnDevice:
+        chunk = self.chunk
+        rows_out, lanes_out = self.lane_shape()
         if chunk.lane_of_target:  # lanes of whole targets, built on the host
             lanes = transpose_pad(jax.device_put(chunk.lanes_t, device), rows_out - chunk.rows,
                                    lanes_out - chunk.n_lanes)
@@ -233,7 +250,8 @@ class ChunkRun:
 
 
 
-@stored_jit("targets.engine._pack_lanes", static_argnames=("lanes_out", "rows_out", "stream_len"))
+@stored_jit("targets.engine._pack_lanes", static_argnames=("lanes_out", "rows_out", "stream_len"),
+            cpu_store=True)
 def pack_lanes(letters, starts, table, sizes, *, lanes_out: int, rows_out: int, stream_len: int):
     """On the device, from the letters: the bulk scan's lanes (``rows_out``, ``lanes_out``), as
     :attr:`Chunk.lanes` padded with inert filler, and the refill stream (``front`` filler
