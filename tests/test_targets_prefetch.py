@@ -46,7 +46,13 @@ def _planted(rng, mirnas, n_targets, length):
     return out
 
 
-def test_prefetched_programs_are_the_programs_the_scan_calls(monkeypatch):
+@pytest.mark.parametrize("options", [
+    {},
+    # the Pallas kernels in interpret mode: lanes in kernel blocks, blocks of two miRNAs
+    pytest.param({"kernel": "pallas", "interpret": True, "query_block": 2, "lane_batch": 256},
+                 marks=pytest.mark.slow, id="pallas"),
+])
+def test_prefetched_programs_are_the_programs_the_scan_calls(monkeypatch, options):
     """Every program a chunk's scan calls (two heights, hits in both) is one that
     :func:`chunk_programs` lists, with the same key, and no listed one goes unused."""
     from jaxrna import programs
@@ -64,7 +70,7 @@ def test_prefetched_programs_are_the_programs_the_scan_calls(monkeypatch):
     queries = [prepare_query(f"m{k}", "", m, params) for k, m in enumerate(mirnas)]
     assert len({q.height for q in queries}) == 3          # three heights: two classes
     text = TargetText.from_sequences(_planted(rng, mirnas, 40, 300))
-    engine = Engine(params)
+    engine = Engine(params, **options)
     engine.prefetch = False
     seen = _recorded_keys(monkeypatch)
     found = engine.scan_chunk(queries, text)
