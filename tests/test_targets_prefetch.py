@@ -103,15 +103,18 @@ def test_the_energy_program_prefetched_is_the_one_called():
     assert programs.program_key(name, specs, static, device) == called
 
 
-def test_a_cold_run_with_compile_workers_loads_their_programs(tmp_path):
+@pytest.mark.parametrize("devices", [None, pytest.param(2, marks=pytest.mark.slow, id="2-devices")])
+def test_a_cold_run_with_compile_workers_loads_their_programs(tmp_path, devices):
     """The CLI with two compile workers: the same output and the same programs compiled as
-    without them (none compiled twice, none for nothing), some loaded from what a worker
-    stored; a warm run then compiles nothing."""
-    m, u = _data(tmp_path, "w", 11, 6, [20, 21, 22, 23, 25], 120_000)
+    without them (none compiled twice, none for nothing: with two devices, each prepares the
+    heights of the blocks it scans), some loaded from what a worker stored; a warm run then
+    compiles nothing."""
+    m, u = _data(tmp_path, "w", 1, 6, [20, 21, 22, 23, 25], 150_000)  # one of height 32: on one device
     args = ["targets", m, u, "--no-energy"]
-    plain = run_counted(args, str(tmp_path / "plain"), env={"JAXRNA_COMPILE_PROCESSES": "0"})
+    plain = run_counted(args, str(tmp_path / "plain"), env={"JAXRNA_COMPILE_PROCESSES": "0"},
+                        devices=devices)
     cache = str(tmp_path / "workers")
-    workers = run_counted(args, cache, env={"JAXRNA_COMPILE_PROCESSES": "2"})
+    workers = run_counted(args, cache, env={"JAXRNA_COMPILE_PROCESSES": "2"}, devices=devices)
     assert _hits(plain) > 0
     assert workers.returncode == 0, workers.stderr[-2000:]
     assert workers.stdout == plain.stdout
@@ -119,6 +122,6 @@ def test_a_cold_run_with_compile_workers_loads_their_programs(tmp_path):
     for key in ("executables_compiled", "programs", "compiled"):
         assert workers.counts.get(key, 0) == plain.counts.get(key, 0), (key, workers.counts,
                                                                        plain.counts)
-    warm = run_counted(args, cache, env={"JAXRNA_COMPILE_PROCESSES": "2"})
+    warm = run_counted(args, cache, env={"JAXRNA_COMPILE_PROCESSES": "2"}, devices=devices)
     assert warm.stdout == plain.stdout
     assert warm.compiled == 0 and warm.counts.get("executables_compiled", 0) == 0, warm.counts

@@ -66,6 +66,9 @@ def chunk_programs(engine, run, device) -> list[tuple[str, tuple, dict]]:
     chunk = run.chunk
     if chunk.lane_of_target or engine.profile:
         return []
+    heights = run.block_heights(blocks_on(engine, run, device))
+    if not heights:             # no block of a miRNA that can score runs there
+        return []
     rows_out, lanes_out = run.lane_shape()
     letters, starts = run._letters()
     out = [("targets.engine._pack_lanes",
@@ -73,7 +76,6 @@ def chunk_programs(engine, run, device) -> list[tuple[str, tuple, dict]]:
              _spec(CODE_OF_BYTE.shape, CODE_OF_BYTE.dtype), _spec((6,), np.int32)),
             {"lanes_out": lanes_out, "rows_out": rows_out, "stream_len": run._stream_len()})]
     rows = engine.query_block
-    heights = run.block_heights(engine.blocks(len(run.queries)))
     pallas = engine.kernel == "pallas"
 
     def tables(height):   # Engine._tables: profile, gap_open, gap_extend, seed
@@ -99,6 +101,15 @@ def chunk_programs(engine, run, device) -> list[tuple[str, tuple, dict]]:
                 + (_scalar(),) * 3)
         out.append(("targets.extract.refill_and_trace", args, engine.refill_static(run, height)))
     return out
+
+
+def blocks_on(engine, run, device) -> list[list[int]]:
+    """The blocks of miRNA indices that ``device`` scans: the scheduler
+    (:func:`jaxrna.pipeline.schedule`) hands block ``k`` to device ``k mod n`` (the devices
+    take turns; each block's own program set follows from its miRNAs' heights)."""
+    n = len(engine.devices)
+    d = engine.devices.index(device)
+    return [ks for k, ks in enumerate(engine.blocks(len(run.queries))) if k % n == d]
 
 
 def energy_program(energy, device) -> tuple[str, tuple, dict] | None:
