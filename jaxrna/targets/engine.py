@@ -40,7 +40,11 @@ Thresholds, scale and penalties are traced. So a run with one chunk class compil
 with its tile counts and the refill with its traceback), whatever its lengths and scores; a
 second class (a later chunk larger than the first's class, a run on a file of another power of
 two) or another lead (gap penalties or a scale that widen the exact overlap W past the lead's
-power of two) prepares the same set again. :mod:`jaxrna.targets.warmup` prepares them ahead.
+power of two) prepares the same set again. :mod:`jaxrna.targets.warmup` prepares them ahead;
+at a chunk's start, :mod:`jaxrna.targets.prefetch` starts every one of them at once (worker
+processes where the host has cores to spare, :mod:`jaxrna.compile_workers`), so the device
+threads load them rather than compile them in turn -- or each its own copy: threads that reach
+a program not yet compiled would compile it side by side (three per GPU).
 Not covered: free gaps (a zero gap penalty or a scale <= 0: whole targets per lane, host
 extraction) and ``profile`` (each stage its own program).
 

@@ -177,7 +177,7 @@ class ChunkRun:
         with self._lock:
             if self._host is None:
                 chunk, front = self.chunk, self.lead
-                stream = np.full(self._stream_len(), 4 | RESET, dtype=np.int8)
+                stream = np.full(self.stream_len(), 4 | RESET, dtype=np.int8)
                 body = stream[front:front + chunk.total]
                 body[:] = chunk.codes
                 body[chunk.starts] |= RESET
@@ -214,22 +214,22 @@ class ChunkRun:
                                    lanes_out - chunk.n_lanes)
             stream, starts = self._host_arrays()
             return OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), self.lead)
-        letters, starts = self._letters()
+        letters, starts = self.letters()
         sizes = np.array([chunk.total, chunk.width, chunk.span, chunk.n_lanes, chunk.rows, self.lead],
                          np.int32)
         letters, starts, table, sizes = (jax.device_put(x, device)
                                          for x in (letters, starts, CODE_OF_BYTE, sizes))
         lanes, stream = pack_lanes(letters, starts, table, sizes, lanes_out=lanes_out, rows_out=rows_out,
-                                    stream_len=self._stream_len())
+                                    stream_len=self.stream_len())
         return OnDevice(lanes, stream, starts, self.lead)
 
-    def _stream_len(self) -> int:
+    def stream_len(self) -> int:
         """The refill stream's length (fixed by the chunk's class and the lead)."""
         if self.chunk.lane_of_target:
             return bucket(self.lead + self.chunk.total + self.lead + 2 * WORD, 1 << 16)
         return self.chunk.size_class + 2 * self.lead + 2 * WORD
 
-    def _letters(self) -> tuple:
+    def letters(self) -> tuple:
         """The letters (padded to a bucket) and the target starts (padded with a large value),
         as every device gets them (built once)."""
         with self._lock:

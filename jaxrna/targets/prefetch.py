@@ -70,11 +70,11 @@ def chunk_programs(engine, run, device) -> list[tuple[str, tuple, dict]]:
     if not heights:             # no block of a miRNA that can score runs there
         return []
     rows_out, lanes_out = run.lane_shape()
-    letters, starts = run._letters()
+    letters, starts = run.letters()
     out = [("targets.engine._pack_lanes",
             (_spec(letters.shape, letters.dtype), _spec(starts.shape, starts.dtype),
              _spec(CODE_OF_BYTE.shape, CODE_OF_BYTE.dtype), _spec((6,), np.int32)),
-            {"lanes_out": lanes_out, "rows_out": rows_out, "stream_len": run._stream_len()})]
+            {"lanes_out": lanes_out, "rows_out": rows_out, "stream_len": run.stream_len()})]
     rows = engine.query_block
     pallas = engine.kernel == "pallas"
 
@@ -92,7 +92,7 @@ def chunk_programs(engine, run, device) -> list[tuple[str, tuple, dict]]:
                 (_spec(words, np.int32),) + (_scalar(),) * 4 + (_spec((rows,), np.int32), _scalar()),
                 {"batch": batch}))
     n_out = extract.tiles_size(words, batch)
-    stream = _spec((run._stream_len(),), np.int8)
+    stream = _spec((run.stream_len(),), np.int8)
     tiles = _spec((n_out,), np.int32)
     for height in heights:
         args = ((stream, 0, tiles, tiles, _scalar(), _spec((batch // extract.LANE_BLOCK,), np.int32))
@@ -118,13 +118,13 @@ def energy_program(energy, device) -> tuple[str, tuple, dict] | None:
     None for the other engines."""
     import jax
 
-    from jaxrna.targets.energy import DEVICE_LENGTH, _device_program
+    from jaxrna.targets.energy import DEVICE_LENGTH, device_program
 
     if getattr(energy, "name", None) != "device":
         return None
     size = energy.batch_rows(device.platform, device)
     length = DEVICE_LENGTH
-    program, dp = _device_program(length, device.platform)
+    program, dp = device_program(length, device.platform)
     dp_specs = jax.tree_util.tree_map(lambda a: _spec(np.shape(a), np.asarray(a).dtype), dp)
     args = (_spec((size, length), np.int8), _spec((size,), np.int32), _spec((size,), np.int32),
             _spec((size, 3, length), np.int16), dp_specs, _scalar())
