@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -88,6 +89,8 @@ from jaxrna.targets.sizes import (MAX_HEIGHTS, MAX_LANES, MIN_CHUNK_CLASS, ROW_S
 __all__ = ["Engine", "Chunk", "ChunkRun", "OnDevice", "Query", "Target", "prepare_query", "make_target",
            "lead_for", "overlap_bound", "value_dtype", "height_classes", "round_up", "bucket",
            "MAX_HEIGHTS", "MAX_LANES", "MIN_CHUNK_CLASS", "ROW_STEP", "WORD"]
+
+log = logging.getLogger("jaxrna")
 
 SEGMENT_BATCH = 4096  # free gaps: segments per refill call
 #: refill lanes (tiles) per device call: a fixed size (one program), the last call topped up
@@ -223,7 +226,10 @@ class Engine:
         if self.prefetch:  # every program of the chunk, side by side (issue 26)
             from jaxrna.targets.prefetch import prefetch_chunk
 
-            prefetch_chunk(self, run)
+            try:
+                prefetch_chunk(self, run)
+            except Exception as exc:  # noqa: BLE001 - the blocks compile what they need
+                log.debug("targets: programs not prefetched: %s", exc)
         clock = time.perf_counter
         t0 = clock()
         for ks, traced in zip(blocks, self._pipeline(len(blocks), lambda bi, dev: self._block(run, dev, blocks[bi]))):
