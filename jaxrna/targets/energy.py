@@ -454,7 +454,7 @@ class DeviceEngine:
         local[part] = np.arange(len(part))
         pick = local[rows] >= 0
         sp[local[rows[pick]], kinds[pick], pos[pick]] = energy[pick]
-        program, dp = _device_program(length, platform)
+        program, dp = device_program(length, platform)
         return program, (codes, n, linker, sp, dp, np.int32(n.max()))
 
 
@@ -480,7 +480,7 @@ def special_hairpins(inputs: FoldInputs) -> tuple:
 _PROGRAM_LOCK = threading.Lock()
 
 
-def _device_program(length: int, platform: str = "cpu"):
+def device_program(length: int, platform: str = "cpu"):
     """The batch program (energies only) for devices of ``platform`` and the parameters for
     ``length``, made once (device threads ask for it at the same time)."""
     from jaxrna.energy.api import interior_for
@@ -513,6 +513,14 @@ def _fold_batch(codes, n, linker, special, dp, stop, length: int, interior: str 
         return fill(s, allowed, sp, n, dp, stop=stop, dangles=DANGLES, interior=interior)["F"][n]
 
     return jax.vmap(one, in_axes=(0, 0, 0, 0, None, None))(codes, n, linker, special, dp, stop)
+
+
+def fold_batch_jitted():
+    """The batch program's ``jax.jit`` function (what a compile worker lowers:
+    :mod:`jaxrna.compile_workers`, :mod:`jaxrna.targets.prefetch`)."""
+    import jax
+
+    return jax.jit(_fold_batch, static_argnames=("length", "interior"))
 
 
 @functools.lru_cache(maxsize=None)

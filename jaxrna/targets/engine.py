@@ -40,7 +40,11 @@ Thresholds, scale and penalties are traced. So a run with one chunk class compil
 with its tile counts and the refill with its traceback), whatever its lengths and scores; a
 second class (a later chunk larger than the first's class, a run on a file of another power of
 two) or another lead (gap penalties or a scale that widen the exact overlap W past the lead's
-power of two) prepares the same set again. :mod:`jaxrna.targets.warmup` prepares them ahead.
+power of two) prepares the same set again. :mod:`jaxrna.targets.warmup` prepares them ahead;
+at a chunk's start, :mod:`jaxrna.targets.prefetch` starts every one of them at once (worker
+processes where the host has cores to spare, :mod:`jaxrna.compile_workers`), so the device
+threads load them rather than compile them in turn -- or each its own copy: threads that reach
+a program not yet compiled would compile it side by side (three per GPU).
 Not covered: free gaps (a zero gap penalty or a scale <= 0: whole targets per lane, host
 extraction) and ``profile`` (each stage its own program).
 
@@ -55,6 +59,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -84,6 +89,8 @@ from jaxrna.targets.sizes import (MAX_HEIGHTS, MAX_LANES, MIN_CHUNK_CLASS, ROW_S
 __all__ = ["Engine", "Chunk", "ChunkRun", "OnDevice", "Query", "Target", "prepare_query", "make_target",
            "lead_for", "overlap_bound", "value_dtype", "height_classes", "round_up", "bucket",
            "MAX_HEIGHTS", "MAX_LANES", "MIN_CHUNK_CLASS", "ROW_STEP", "WORD"]
+
+log = logging.getLogger("jaxrna")
 
 SEGMENT_BATCH = 4096  # free gaps: segments per refill call
 #: refill lanes (tiles) per device call: a fixed size (one program), the last call topped up
@@ -156,6 +163,9 @@ class Engine:
         self.timings = {"device": 0.0, "select": 0.0, "scan": 0.0, "extract": 0.0}
         self._timing_lock = threading.Lock()
         self._class_floor = 0        # the largest chunk class so far (chunks keep it)
+        #: start compiling a chunk's programs at once, in the background, before its first
+        #: block (:mod:`jaxrna.targets.prefetch`; where cores are spare)
+        self.prefetch = True
 
     def overlap(self, queries: list[Query]) -> int | None:
         if any(q.overlap is None for q in queries):
@@ -213,6 +223,13 @@ class Engine:
         if not chunk.lane_of_target:  # later chunks keep this class (or a larger one)
             self._class_floor = max(self._class_floor, chunk.size_class)
         run = ChunkRun(self, queries, chunk, live)
+        if self.prefetch:  # every program of the chunk, side by side (issue 26)
+            from jaxrna.targets.prefetch import prefetch_chunk
+
+            try:
+                prefetch_chunk(self, run)
+            except Exception as exc:  # noqa: BLE001 - the blocks compile what they need
+                log.debug("targets: programs not prefetched: %s", exc)
         clock = time.perf_counter
         t0 = clock()
         for ks, traced in zip(blocks, self._pipeline(len(blocks), lambda bi, dev: self._block(run, dev, blocks[bi]))):
@@ -369,13 +386,11 @@ class Engine:
         max_steps = height + int(overlaps.max()) + 2  # a traceback crosses at most W columns
         overlap_rows = np.zeros(rows, np.int32)  # each block row's W (the device checks its tracebacks)
         overlap_rows[:len(qs)] = overlaps
-        # move words for the longest traceback any miRNA of this height can have with this lead
-        # (lead >= 2 W): fixed by the block's shapes
-        n_words = round_up(-(-(height + run.lead // 2 + 2) // MOVES_PER_WORD), extract.ROUND_WORDS)
+        static = self.refill_static(run, height)
+        n_words, capacity = static["n_words"], static["capacity"]
         assert max_steps <= n_words * MOVES_PER_WORD
         threshold = self.params.score_threshold
         pallas = self.kernel == "pallas"
-        capacity = 4 * batch
         threshold_d, max_steps_d = np.int32(threshold), np.int32(max_steps)
 
         def launch(first, skip):
@@ -397,8 +412,7 @@ class Engine:
                 return tuple(out[0][:capacity >> k, :cols] for k in extract.HEAD_SHIFTS), out[0], out[1]
             return extract.refill_and_trace(dev.stream, dev.front, tile_start, tile_own, at[0], qidx, *tables,
                                             dev.starts, pads, overlap_rows, threshold_d, max_steps_d, at[1],
-                                            batch=batch, lead=run.lead, pallas=pallas, dtype=run.dtype,
-                                            interpret=self.interpret, capacity=capacity, n_words=n_words)
+                                            **static)
 
         launched = [(first, launch(first, 0)) for first in range(0, round_up(used, batch), batch)]
         t0 = time.perf_counter()
@@ -428,6 +442,16 @@ class Engine:
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else _concat(parts)
+
+    def refill_static(self, run: ChunkRun, height: int) -> dict:
+        """The static arguments of :func:`~jaxrna.targets.extract.refill_and_trace` for blocks
+        of ``height`` rows (:mod:`jaxrna.targets.prefetch` prepares the same program): launches
+        of ``lane_batch`` tiles, candidates fetched ``capacity`` at a time, move words for the
+        longest traceback any miRNA of this height can have with the run's lead (lead >= 2 W)."""
+        n_words = round_up(-(-(height + run.lead // 2 + 2) // MOVES_PER_WORD), extract.ROUND_WORDS)
+        return {"batch": self.lane_batch, "lead": run.lead, "pallas": self.kernel == "pallas",
+                "dtype": run.dtype, "interpret": self.interpret, "capacity": 4 * self.lane_batch,
+                "n_words": n_words}
 
     def _host_extract(self, run: ChunkRun, q: Query, words: np.ndarray) -> Traced:
         """Free gaps (a whole target per lane): candidates extracted and traced on the host."""

@@ -86,7 +86,7 @@ def tiles_size(words_shape: tuple, batch: int) -> int:
     return -(-need // batch) * batch
 
 
-@stored_jit("targets.extract.segment_tiles", static_argnames=("batch",))
+@stored_jit("targets.extract.segment_tiles", static_argnames=("batch",), cpu_store=True)
 def segment_tiles(words, width, span, n_lanes, total, offsets, n_live, *, batch: int):
     """``(p0, own)`` (:func:`tiles_size`,) of the tiles, miRNA q's tiles in stream order at
     lanes ``offsets[q]...`` (the first ``n_live`` miRNAs; the others are left out). Unused
@@ -231,7 +231,8 @@ HEAD_SHIFTS = (3, 2, 1, 0)
 
 
 @stored_jit("targets.extract.refill_and_trace",
-            static_argnames=("batch", "lead", "pallas", "dtype", "interpret", "capacity", "n_words"))
+            static_argnames=("batch", "lead", "pallas", "dtype", "interpret", "capacity", "n_words"),
+            cpu_store=True)
 def refill_and_trace(stream, front, tile_start, tile_own, first, qidx, profile, gap_open, gap_extend,
                      seed, starts, pads, overlaps, threshold, max_steps, skip, *, batch: int, lead: int,
                      pallas: bool, dtype, interpret: bool, capacity: int, n_words: int):
@@ -254,7 +255,8 @@ def refill_and_trace(stream, front, tile_start, tile_own, first, qidx, profile, 
     return heads, rows, sizes
 
 
-@stored_jit("targets.extract.scan_block", static_argnames=("pallas", "dtype", "interpret"))
+@stored_jit("targets.extract.scan_block", static_argnames=("pallas", "dtype", "interpret"),
+            cpu_store=True)
 def scan_block(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, width, span, n_lanes,
                total, *, pallas: bool, dtype, interpret: bool = False):
     """The bulk scan of a block of miRNAs and its tile counts, in one program: ``profile``

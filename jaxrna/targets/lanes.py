@@ -177,14 +177,16 @@ class ChunkRun:
         with self._lock:
             if self._host is None:
                 chunk, front = self.chunk, self.lead
-                stream = np.full(self._stream_len(), 4 | RESET, dtype=np.int8)
+                stream = np.full(self.stream_len(), 4 | RESET, dtype=np.int8)
                 body = stream[front:front + chunk.total]
                 body[:] = chunk.codes
                 body[chunk.starts] |= RESET
                 self._host = (stream, self._padded_starts())
             return self._host
 
-    def _put(self, device) -> OnDevice:
+    def lane_shape(self) -> tuple[int, int]:
+        """``(rows_out, lanes_out)``: the shape of the bulk scan's lanes on every device
+        (fixed by the chunk's class; Pallas: lanes in whole kernel blocks)."""
         chunk = self.chunk
         lanes_out = chunk.n_lanes if chunk.lane_of_target else chunk.lanes_out
         rows_out = round_up(chunk.rows if chunk.lane_of_target else chunk.rows_out, WORD)
@@ -192,27 +194,42 @@ class ChunkRun:
             from jaxrna.kernels.miranda_fill import BLOCK
 
             lanes_out = round_up(lanes_out, BLOCK)
+        return rows_out, lanes_out
+
+    def block_heights(self, blocks: list[list[int]]) -> list[int]:
+        """The heights the blocks of miRNA indices ``blocks`` are scanned at (each block's
+        tallest height class among its live miRNAs), in first-use order."""
+        out: dict[int, None] = {}
+        for ks in blocks:
+            hs = [self.heights[self.queries[k].height] for k in ks if self.live[k]]
+            if hs:
+                out.setdefault(max(hs))
+        return list(out)
+
+    def _put(self, device) -> OnDevice:
+        chunk = self.chunk
+        rows_out, lanes_out = self.lane_shape()
         if chunk.lane_of_target:  # lanes of whole targets, built on the host
             lanes = transpose_pad(jax.device_put(chunk.lanes_t, device), rows_out - chunk.rows,
                                    lanes_out - chunk.n_lanes)
             stream, starts = self._host_arrays()
             return OnDevice(lanes, jax.device_put(stream, device), jax.device_put(starts, device), self.lead)
-        letters, starts = self._letters()
+        letters, starts = self.letters()
         sizes = np.array([chunk.total, chunk.width, chunk.span, chunk.n_lanes, chunk.rows, self.lead],
                          np.int32)
         letters, starts, table, sizes = (jax.device_put(x, device)
                                          for x in (letters, starts, CODE_OF_BYTE, sizes))
         lanes, stream = pack_lanes(letters, starts, table, sizes, lanes_out=lanes_out, rows_out=rows_out,
-                                    stream_len=self._stream_len())
+                                    stream_len=self.stream_len())
         return OnDevice(lanes, stream, starts, self.lead)
 
-    def _stream_len(self) -> int:
+    def stream_len(self) -> int:
         """The refill stream's length (fixed by the chunk's class and the lead)."""
         if self.chunk.lane_of_target:
             return bucket(self.lead + self.chunk.total + self.lead + 2 * WORD, 1 << 16)
         return self.chunk.size_class + 2 * self.lead + 2 * WORD
 
-    def _letters(self) -> tuple:
+    def letters(self) -> tuple:
         """The letters (padded to a bucket) and the target starts (padded with a large value),
         as every device gets them (built once)."""
         with self._lock:
@@ -233,7 +250,8 @@ class ChunkRun:
 
 
 
-@stored_jit("targets.engine._pack_lanes", static_argnames=("lanes_out", "rows_out", "stream_len"))
+@stored_jit("targets.engine._pack_lanes", static_argnames=("lanes_out", "rows_out", "stream_len"),
+            cpu_store=True)
 def pack_lanes(letters, starts, table, sizes, *, lanes_out: int, rows_out: int, stream_len: int):
     """On the device, from the letters: the bulk scan's lanes (``rows_out``, ``lanes_out``), as
     :attr:`Chunk.lanes` padded with inert filler, and the refill stream (``front`` filler
