@@ -223,7 +223,8 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
     callable taking ``*args, **kwargs`` (arrays of the same shapes and dtypes) only.
 
     Looked up in this process, then on disk (:func:`use_disk`), else traced, compiled and
-    stored. ``device`` defaults to JAX's default device. Time spent is booked to the
+    stored; threads asking for a program another thread is preparing wait for it (one
+    compilation per program). ``device`` defaults to JAX's default device. Time spent is booked to the
     ``compile`` stage of :mod:`jaxrna.stages`; loads are counted as ``executables_loaded``.
     ``cpu_store``: keep this program on disk for CPUs too (programs checked to reload there;
     a loaded CPU program that fails on its first call is compiled afresh instead).
@@ -240,6 +241,12 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
     with _lock:
         hit = _memo.get(key)
         inflight = key in _inflight
+        mine = None
+        if hit is None and not inflight and not _in_pool():
+            # under way from now: another thread asking for it waits for this one
+            import concurrent.futures
+
+            mine = _inflight[key] = concurrent.futures.Future()
     if hit is not None:
         return hit
     if inflight and not _in_pool():
@@ -253,6 +260,31 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
             hit = _memo.get(key)
         if hit is not None:
             return hit
+    try:
+        compiled = _load_or_compile(name, jitted, args, kwargs, static, device, key, cpu_store)
+    except BaseException as exc:
+        if mine is not None:
+            with _lock:
+                if _inflight.get(key) is mine:
+                    del _inflight[key]
+            mine.set_exception(exc)
+        raise
+    with _lock:
+        _memo[key] = compiled
+        if mine is not None and _inflight.get(key) is mine:
+            del _inflight[key]
+    if mine is not None:
+        mine.set_result(compiled)
+    return compiled
+
+
+def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict, device,
+                     key: str, cpu_store: bool) -> Callable:
+    """:func:`program`'s work: the program from the store, else traced, compiled, stored."""
+    import jax
+
+    from jaxrna import stages
+
     with stages.stage("compile"):
         path = os.path.join(_disk, f"{key}.bin") \
             if _disk and (device.platform != "cpu" or cpu_store) else None
@@ -277,8 +309,6 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
             shapes = [_leaf_key(x) for x in jax.tree_util.tree_leaves((args, kwargs))]
             log.debug("program %s %s %s: %s", name, shapes, static,
                       "loaded" if loaded else "compiled")
-    with _lock:
-        _memo[key] = compiled
     return compiled
 
 

@@ -94,3 +94,54 @@ def test_worker_count_follows_the_environment(monkeypatch):
     assert compile_workers.workers() == 3
     monkeypatch.setattr("jaxrna.programs.cores", lambda: 16)
     assert compile_workers.workers() == compile_workers.MAX_WORKERS == 4
+
+
+def test_threads_asking_at_once_compile_a_program_once():
+    """Device threads reaching a program at the same moment share one compilation (they
+    compiled a copy each: targets' 10 executables for 6 programs on a GPU), and a failing
+    compilation fails each of them (so each can take its fall-back)."""
+    import threading
+
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrna import programs, stages
+
+    f = jax.jit(lambda x, k: x * k, static_argnames="k")
+    before = stages.counts().get("executables_compiled", 0)
+    got, errors = [], []
+    start = threading.Barrier(4)
+
+    def ask(k):
+        start.wait()
+        try:
+            got.append(programs.program("test.workers.once", f, (jnp.ones(5),), {"k": k}))
+        except Exception as exc:  # noqa: BLE001 - recorded
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(3,)) for _ in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors and len(got) == 4 and len({id(g) for g in got}) == 1
+    assert stages.counts().get("executables_compiled", 0) - before == 1
+    assert got[0](jnp.ones(5)).tolist() == [3.0] * 5
+
+    def broken(x):
+        raise ValueError("does not lower")
+
+    bad = jax.jit(broken)
+    errors.clear()
+    start = threading.Barrier(3)
+
+    def ask_bad():
+        start.wait()
+        try:
+            programs.program("test.workers.broken", bad, (jnp.ones(2),), {})
+        except ValueError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask_bad) for _ in range(3)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(errors) == 3
+    programs.forget()
