@@ -3,8 +3,8 @@ against ViennaRNA's (:mod:`jaxrna.energy.partition_vienna`, itself checked again
 API in tests/test_fold_turner_partition_cli.py): the same structures, energies and symbols,
 ensemble energies within 1e-4 kcal/mol, probabilities within 1e-6, on random sequences with
 both parameter sets, dangles 0, 1 and 2, two temperatures, unpaired positions and MEA; the CLI
-with ``--backend cpu`` (the JAX engine) against ``--backend auto`` on this GPU-less machine
-(ViennaRNA's), and a record too large refused with its estimate."""
+with ``--backend cpu`` (the JAX engine) against ``--backend auto`` (ViennaRNA's, also on a GPU
+host: the faster engine there for now), and a record too large refused with its estimate."""
 
 import json
 import os
@@ -68,7 +68,8 @@ def test_jax_engine_equals_vienna_engine(params, temperature, dangles):
 
 
 def _cli(args, env=None):
-    full = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    full = dict(os.environ, PYTHONPATH=path, **(env or {}))
     return subprocess.run([sys.executable, "-m", "jaxrna", "fold", *args], capture_output=True,
                           text=True, env=full)
 
@@ -80,6 +81,7 @@ def test_cli_jax_engine_equals_vienna_engine(tmp_path):
     env = {"JAXRNA_CACHE_DIR": str(tmp_path / "cache")}
     mine = _cli(["--partition", "--mea", "--backend", "cpu", "-f", "json", str(fasta)], env)
     theirs = _cli(["--partition", "--mea", "--backend", "auto", "-f", "json", str(fasta)], env)
+    assert "ViennaRNA" in _cli(["--partition", "-v", "--sequence", "GGGAAACCC"], env).stderr
     assert mine.returncode == 0 and theirs.returncode == 0, (mine.stderr, theirs.stderr)
     a, b = json.loads(mine.stdout), json.loads(theirs.stdout)
     assert len(a) == len(b) == len(recs)

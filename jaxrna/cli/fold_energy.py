@@ -228,15 +228,21 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
 
 def partition_engine(requested: str) -> str:
     """The engine (a key of :data:`jaxrna.energy.ensemble.ENGINES`) of ``fold --model turner
-    --partition`` for ``--backend requested``: as :func:`energy_engine` where a JAX engine is
-    registered, else ViennaRNA's partition function.
+    --partition`` for ``--backend requested``: ``--backend cpu`` or ``gpu`` runs jaxrna's JAX
+    engine there; ``--backend auto`` ViennaRNA's partition function on every core, on GPU
+    hosts too -- on an H200 host (16 cores) it was the faster of the two (2,000 x 200 nt:
+    16.6 s against 26.6 s, BENCHMARKS.md) -- unless ViennaRNA is missing.
+    ``JAXRNA_ENERGY_ENGINE=vienna|jax`` forces one, as for the MFE.
 
     >>> partition_engine("auto") in ("vienna", "jax")
     True
     """
-    from jaxrna.energy.ensemble import ENGINES
+    from jaxrna.energy import vienna
 
-    if "jax" in ENGINES and energy_engine(requested) == "jax":
+    forced = vienna.engine_choice()
+    if forced != "auto":
+        return forced if forced == "jax" or vienna.available() else "jax"
+    if requested != "auto" or not vienna.available():
         return "jax"
     return "vienna"
 
