@@ -18,7 +18,7 @@ compiled, cache hits, executables stored), which the job adds to its own, so the
 counts of a run are the same whether its programs were compiled here or in workers.
 
 :func:`workers` says how many processes a host gets: none below
-:data:`~jaxrna.programs.PREFETCH_FROM_CORES` cores, else half the cores up to four;
+:data:`~jaxrna.programs.PREFETCH_FROM_CORES` cores, else half the cores up to six;
 ``JAXRNA_COMPILE_PROCESSES=N`` sets it (0: never). A worker that fails (a kernel that does not
 build, an interpreter that cannot start) stores nothing; the job then compiles the program
 itself, with its own fall-backs, and the output is the same.
@@ -48,7 +48,7 @@ _lock = threading.Lock()
 _pool: concurrent.futures.ProcessPoolExecutor | None = None
 #: Most worker processes a host gets (each holds an interpreter with JAX and a device client,
 #: and autotunes its program's kernels on the device, beside the job's own work there).
-MAX_WORKERS = 4
+MAX_WORKERS = 6
 
 
 def workers() -> int:

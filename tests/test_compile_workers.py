@@ -93,7 +93,7 @@ def test_worker_count_follows_the_environment(monkeypatch):
     monkeypatch.setattr("jaxrna.programs.cores", lambda: 6)
     assert compile_workers.workers() == 3
     monkeypatch.setattr("jaxrna.programs.cores", lambda: 16)
-    assert compile_workers.workers() == compile_workers.MAX_WORKERS == 4
+    assert compile_workers.workers() == compile_workers.MAX_WORKERS == 6
 
 
 def test_threads_asking_at_once_compile_a_program_once():
