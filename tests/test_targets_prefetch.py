@@ -81,8 +81,10 @@ def test_prefetched_programs_are_the_programs_the_scan_calls(monkeypatch, option
     device = engine.devices[0]
     listed = {programs.program_key(name, args, static, device)
               for name, args, static in chunk_programs(engine, run, device)}
-    assert len(listed) == 6                               # 2 + 2 x 2 (engine.py's bound)
     assert listed == called
+    # 2 + 2 per height class (engine.py's bound): two classes of these heights on a CPU; the
+    # GPU's blocks group them in one (H200: 4 programs)
+    assert len(listed) in (4, 6)
 
 
 def test_the_energy_program_prefetched_is_the_one_called():
