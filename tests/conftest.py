@@ -60,51 +60,11 @@ def _max_memory_maps() -> int:
         return 0
 
 
-#: JAX's persistent compilation cache of this test process (a private temporary directory,
-#: :func:`_session_compile_cache`): the XLA programs that tests compile in this process are
-#: kept there, so a later module that compiles the same program (the energy model's fill at the
-#: same shape, say) loads it instead of compiling it again. jaxrna's own store of executables
-#: (:mod:`jaxrna.programs`) stays per process, so in-process counts of executables compiled
-#: are unchanged; CLI subprocesses never see this directory (``JAXRNA_CACHE_DIR`` is theirs).
-_SESSION_CACHE: list[str] = []
-
-
-def _use_session_cache(jax) -> None:
-    if not _SESSION_CACHE or jax.config.jax_compilation_cache_dir == _SESSION_CACHE[0]:
-        return
-    jax.config.update("jax_compilation_cache_dir", _SESSION_CACHE[0])
-    try:
-        from jax._src import compilation_cache
-        compilation_cache.reset_cache()
-    except Exception:  # a JAX without it: the cache stays as it is
-        pass
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _session_compile_cache(tmp_path_factory):
-    """Turn on :data:`_SESSION_CACHE` for the session (``JAXRNA_TEST_SESSION_CACHE=0``: off, as
-    before: each module compiles its programs afresh)."""
-    if os.environ.get("JAXRNA_TEST_SESSION_CACHE", "1") == "0":
-        yield
-        return
-    import jax
-
-    d = tmp_path_factory.mktemp("jax-session-cache")
-    os.chmod(d, 0o700)
-    _SESSION_CACHE.append(str(d))
-    before = jax.config.jax_compilation_cache_dir
-    _use_session_cache(jax)
-    yield
-    _SESSION_CACHE.clear()
-    jax.config.update("jax_compilation_cache_dir", before)
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _no_state_across_modules():
     """After each test module: drop the programs jaxrna kept in this process and turn off a
     compilation cache that an in-process CLI run turned on (its directory goes with the test's
-    temporary directory; the session's cache, :data:`_SESSION_CACHE`, is used again), so that
-    no module runs on another's leftovers other than the session's compiled XLA programs.
+    temporary directory), so that no module runs on another's leftovers.
 
     And when the process holds many memory mappings, drop every compiled program (JAX's caches
     too). Each XLA:CPU executable keeps ~18 mappings, and a whole run compiles thousands of
@@ -118,9 +78,7 @@ def _no_state_across_modules():
     jax = sys.modules.get("jax")
     if jax is None:
         return
-    if _SESSION_CACHE:
-        _use_session_cache(jax)
-    elif jax.config.jax_compilation_cache_dir:
+    if jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", None)
         try:
             from jax._src import compilation_cache
