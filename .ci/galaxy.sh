@@ -14,6 +14,9 @@
 #   JAXRNA          the jaxrna console script jobs run (default: `jaxrna` on PATH if its version
 #                   matches this checkout, else a fresh virtual environment with this checkout)
 #   GALAXY_PARALLEL tool tests run at once (default 2)
+#   GALAXY_INSTALL_ONLY=1  stop after step 1 (install Galaxy into GALAXY_VENV): .ci/run does this
+#                   in the background while the test suite runs, then runs this script again,
+#                   which reuses that environment (or installs it, if the first install failed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -80,6 +83,9 @@ else
     install_galaxy
 fi
 log "Galaxy $("$gx_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("galaxy"))') installed"
+if [ "${GALAXY_INSTALL_ONLY:-}" = 1 ]; then
+    exit 0
+fi
 
 # --- 2. jaxrna for the jobs -----------------------------------------------------------------
 # A Galaxy job's PATH starts with Galaxy's venv, then the server's PATH: put a directory that

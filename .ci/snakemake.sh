@@ -6,7 +6,8 @@
 #
 # Run it from an environment with this checkout's test extra (pip install ".[test]"): its
 # python runs the tests and its jaxrna runs the jobs. SNAKEMAKE_VENV=DIR reuses (or fills) a
-# Snakemake environment.
+# Snakemake environment; SNAKEMAKE_INSTALL_ONLY=1 only fills it (.ci/run does that in the
+# background while the test suite runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start_s=$SECONDS
@@ -22,6 +23,9 @@ if [ ! -x "$smk_venv/bin/snakemake" ]; then
     fi
 fi
 log "Snakemake $("$smk_venv/bin/snakemake" --version) installed"
+if [ "${SNAKEMAKE_INSTALL_ONLY:-}" = 1 ]; then
+    exit 0
+fi
 JAXRNA_SNAKEMAKE=$smk_venv/bin/snakemake JAXRNA_REQUIRE_SNAKEMAKE=1 \
     python -m pytest -q -p no:cacheprovider tests/test_snakemake.py
 log "Snakemake wrappers and example workflow passed"

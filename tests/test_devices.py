@@ -61,11 +61,24 @@ def _run(args, devices: int, tmp_path, *extra):
     return r, re.findall(r"\b(cpu:\d+) \(cpu\)", line[0])
 
 
+@pytest.fixture(scope="module")
+def one_device(jobs, tmp_path_factory):
+    """Each job's run on one device (in a fresh cache of its own), made once per module: both
+    tests of a job compare with the same run."""
+    runs = {}
+
+    def get(name):
+        if name not in runs:
+            runs[name] = _run(jobs[name][0], 1, tmp_path_factory.mktemp(f"one_{name}"))
+        return runs[name]
+    return get
+
+
 @pytest.mark.slow  # 7 CLI runs per subcommand; the fast subset keeps test_devices_option_limits_them
 @pytest.mark.parametrize("name", ["fold", "turner", "interact", "align"])
-def test_every_device_same_output(jobs, name, tmp_path):
+def test_every_device_same_output(jobs, one_device, name, tmp_path):
     args, batches = jobs[name]
-    one, used = _run(args, 1, tmp_path)
+    one, used = one_device(name)
     assert used == ["cpu:0"] and one.stdout
     for n in (2, 4):
         many, used = _run(args, n, tmp_path)
@@ -75,9 +88,9 @@ def test_every_device_same_output(jobs, name, tmp_path):
         assert many.compiled == one.compiled * min(n, batches), (many.counts, one.counts)
 
 
-def test_devices_option_limits_them(jobs, tmp_path):
+def test_devices_option_limits_them(jobs, one_device, tmp_path):
     args, _ = jobs["interact"]
-    one, used = _run(args, 1, tmp_path)
+    one, used = one_device("interact")
     limited, used = _run(args, 2, tmp_path, "--devices", "1")
     assert used == ["cpu:0"]
     assert limited.stdout == one.stdout and limited.compiled == one.compiled

@@ -55,9 +55,15 @@ def _run(args, devices: int, tmp_path, *extra):
     return r, re.findall(r"\b(cpu:\d+) \(cpu\)", line[0])
 
 
+@pytest.fixture(scope="module")
+def one_device(job, tmp_path_factory):
+    """The run on one device (in a fresh cache of its own), made once for both tests."""
+    return _run(job, 1, tmp_path_factory.mktemp("one_device"))
+
+
 @pytest.mark.slow  # 1, 2 and 4 devices; the fast subset keeps the --devices test
-def test_targets_on_every_device_same_report(job, tmp_path):
-    one, used = _run(job, 1, tmp_path)
+def test_targets_on_every_device_same_report(job, one_device, tmp_path):
+    one, used = one_device
     assert used == ["cpu:0"]
     assert one.stdout.count("Forward:") >= MIRNAS and "Energy:" in one.stdout
     for n in (2, 4):
@@ -67,8 +73,8 @@ def test_targets_on_every_device_same_report(job, tmp_path):
         assert many.compiled == one.compiled * n, (n, many.counts, one.counts)
 
 
-def test_devices_option_limits_targets(job, tmp_path):
-    one, _ = _run(job, 1, tmp_path)
+def test_devices_option_limits_targets(job, one_device, tmp_path):
+    one, _ = one_device
     limited, used = _run(job, 4, tmp_path, "--devices", "1")
     assert used == ["cpu:0"]
     assert limited.stdout == one.stdout and limited.compiled == one.compiled
