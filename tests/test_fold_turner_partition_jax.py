@@ -124,3 +124,21 @@ def test_gpu_engine_equals_cpu_engine_and_vienna():
         _same(a, c)
         assert abs(a.ensemble_energy - b.ensemble_energy) < 1e-9
         assert np.abs(a.probabilities - b.probabilities).max(initial=0) < 1e-9
+
+
+def test_structure_energies_in_worker_processes_change_nothing(monkeypatch):
+    """The structures' energies and MEA computed by worker processes (hosts of many cores)
+    equal those computed here."""
+    records = _records("workers", 70, 60)
+    model = EnergyModel("turner2004", 37.0, 1)
+    here = list(partition_energy_records(records, model, mea_gamma=2.0, engine="jax",
+                                         backend="cpu"))
+    monkeypatch.setattr("jaxrna.pipeline.default_workers", lambda: 2)
+    there = list(partition_energy_records(records, model, mea_gamma=2.0, engine="jax",
+                                          backend="cpu"))
+    assert len(here) == len(there) == 70
+    for a, b in zip(here, there):
+        assert (a.centroid_energy, a.mfe_frequency, a.mea_structure, a.mea, a.mea_energy) == \
+            (b.centroid_energy, b.mfe_frequency, b.mea_structure, b.mea, b.mea_energy)
+        assert a.structure == b.structure and np.array_equal(a.pair_p, b.pair_p)
+    assert any(a.mea_structure.count("(") for a in here)

@@ -134,29 +134,42 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, platform: str
     if not chunk:
         return
     from jaxrna.energy import partition
+    from jaxrna.stages import stage
 
-    mfe = list(fold_energy_records(chunk, model, with_pairs=True, backend=platform,
-                                   unpaired=unpaired))
+    with stage("mfe"):
+        mfe = list(fold_energy_records(chunk, model, with_pairs=True, backend=platform,
+                                       unpaired=unpaired))
     ups = [tuple((unpaired or {}).get(rec.id, ())) for rec in chunk]
     groups: dict[int, list[int]] = {}
     for k, rec in enumerate(chunk):
         if rec.sequence:
             groups.setdefault(energy_length_class(len(rec.sequence)), []).append(k)
-    ensemble: dict[int, tuple[float, np.ndarray]] = {}
+    parts: dict[int, dict] = {}
     for padded, members in groups.items():
         rows = rows_for(padded, platform, budget)
         for s in range(0, len(members), rows):
             part = members[s:s + rows]
             pad = rows - len(part)
             seqs = [chunk[k].sequence for k in part] + [""] * pad
-            energies, probs = partition.pair_probabilities(
-                seqs, model.params, model.dangles, model.temperature,
-                [ups[k] for k in part] + [()] * pad, length=padded)
-            for row, k in enumerate(part):
-                ensemble[k] = (float(energies[row]), probs[row])
+            with stage("device"):
+                energies, probs = partition.pair_probabilities(
+                    seqs, model.params, model.dangles, model.temperature,
+                    [ups[k] for k in part] + [()] * pad, length=padded)
+            with stage("measures"):     # the dense matrices are not kept
+                for row, k in enumerate(part):
+                    parts[k] = _measures(chunk[k], mfe[k], float(energies[row]), probs[row])
+    with stage("measures"):
+        # the structures' energies and the MEA structure (Python loops) in worker processes
+        # on hosts with cores to spare
+        jobs = [(chunk[k].sequence, parts[k]["structure"], parts[k]["centroid"], model, gamma,
+                 parts[k]["pair_i"], parts[k]["pair_j"], parts[k]["pair_p"]) for k in parts]
+        from jaxrna.pipeline import default_workers, map_ordered
+
+        workers = default_workers() if len(jobs) >= 64 else 0
+        costs = dict(zip(parts, map_ordered(structure_energies, jobs, workers)))
     for k, rec in enumerate(chunk):
-        if k in ensemble:
-            yield _result(rec, mfe[k], *ensemble[k], model, gamma)
+        if k in parts:
+            yield _result(rec, mfe[k], parts[k], costs[k], model, gamma)
         else:
             yield _empty(rec, model, gamma)
         if on_done:
@@ -170,34 +183,61 @@ def _structure(pairs, n: int) -> str:
     return "".join(chars)
 
 
-def _result(rec: Record, folded, ensemble_energy: float, P: np.ndarray, model: EnergyModel,
-            gamma) -> EnergyPartitionResult:
+def _measures(rec: Record, folded, ensemble_energy: float, P: np.ndarray) -> dict:
+    """What a record's results need of its dense probability matrix ``P``."""
+    from jaxrna.energy import ensemble_measures as measures
+
+    i, j, p = EnergyPartitionResult.sparse(P)
+    centroid, distance = measures.centroid(P)
+    return {"structure": _structure(folded.pairs or (), len(rec.sequence)),
+            "ensemble_energy": ensemble_energy, "pair_i": i, "pair_j": j, "pair_p": p,
+            "symbols": measures.pair_symbols(P), "centroid": centroid,
+            "centroid_distance": float(distance),
+            "diversity": float(measures.ensemble_diversity(P))}
+
+
+def structure_energies(job: tuple) -> tuple:
+    """``(MFE structure's energy for the MFE frequency, centroid energy, (MEA structure, MEA,
+    its energy))`` in kcal/mol of one record (a worker's job: pure Python). The MFE
+    structure's energy is that of the partition function's dangles (2 for dangles 1); MEA from
+    the kept probabilities (``p >= 1e-6``: MEA reads only ``p >= 1e-4 / (1 + gamma)``)."""
     from jaxrna.energy import ensemble_measures as measures
     from jaxrna.energy.evaluate import energy_of_structure
 
-    seq = rec.sequence
-    structure = _structure(folded.pairs or (), len(seq))
+    seq, structure, centroid, model, gamma, pair_i, pair_j, pair_p = job
 
     def kcal(s: str, dangles: int = model.dangles) -> float:
         return energy_of_structure(seq, s, model.params, dangles, model.temperature) / 100
 
-    min_en = folded.energy / 100
-    if PF_DANGLES[model.dangles] != model.dangles:
-        min_en = kcal(structure, PF_DANGLES[model.dangles])
-    centroid, distance = measures.centroid(P)
+    pf_dangles = PF_DANGLES[model.dangles]
+    min_en = kcal(structure, pf_dangles) if pf_dangles != model.dangles else None
     mea = (None, None, None)
     if gamma is not None:
+        P = np.zeros((len(seq), len(seq)))
+        P[pair_i - 1, pair_j - 1] = pair_p
         mea_structure, mea_value = measures.mea(P, gamma)
         mea = (mea_structure, float(mea_value), kcal(mea_structure))
-    return EnergyPartitionResult.from_matrix(
-        P, id=rec.id, sequence=seq, model=model, energy=int(folded.energy),
-        structure=structure, ensemble_energy=ensemble_energy,
-        ensemble_symbols=measures.pair_symbols(P), centroid=centroid,
-        centroid_distance=float(distance), centroid_energy=kcal(centroid),
+    return min_en, kcal(centroid), mea
+
+
+def _result(rec: Record, folded, parts: dict, energies: tuple, model: EnergyModel,
+            gamma) -> EnergyPartitionResult:
+    from jaxrna.energy import ensemble_measures as measures
+
+    min_en, centroid_energy, mea = energies
+    if min_en is None:
+        min_en = folded.energy / 100
+    ensemble_energy = parts["ensemble_energy"]
+    return EnergyPartitionResult(
+        id=rec.id, sequence=rec.sequence, model=model, energy=int(folded.energy),
+        structure=parts["structure"], ensemble_energy=ensemble_energy,
+        ensemble_symbols=parts["symbols"], pair_i=parts["pair_i"], pair_j=parts["pair_j"],
+        pair_p=parts["pair_p"], centroid=parts["centroid"],
+        centroid_distance=parts["centroid_distance"], centroid_energy=centroid_energy,
         mfe_frequency=float(measures.mfe_frequency(min_en, ensemble_energy,
                                                    model.temperature)),
-        ensemble_diversity=float(measures.ensemble_diversity(P)), mea_structure=mea[0],
-        mea=mea[1], mea_energy=mea[2], mea_gamma=gamma, description=rec.description)
+        ensemble_diversity=parts["diversity"], mea_structure=mea[0], mea=mea[1],
+        mea_energy=mea[2], mea_gamma=gamma, description=rec.description)
 
 
 def _empty(rec: Record, model: EnergyModel, gamma) -> EnergyPartitionResult:
