@@ -32,7 +32,8 @@ def test_second_run_compiles_nothing(args, tmp_path):
     cold, out_cold = run_profiled(args, cache, tmp_path, "cold")
     warm, out_warm = run_profiled(args, cache, tmp_path, "warm")
     assert cold["counts"]["compiled"] > 0          # the first run did compile (and store)
-    assert warm["counts"]["programs"] > 0
+    # every program loaded: from JAX's cache (``programs``) or jaxrna's store of executables
+    assert warm["counts"].get("programs", 0) + warm["counts"].get("executables_loaded", 0) > 0
     assert warm["counts"]["compiled"] == 0, warm["counts"]
     assert out_warm == out_cold
     for key in ("stages", "in_process_s"):
