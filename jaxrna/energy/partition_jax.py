@@ -114,8 +114,8 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
             exc = ResourceError(
                 f"{rec.id}: {len(rec.sequence)} nt need about {human_bytes(need)} for the "
                 f"energy model's partition function on {platform}, more than the "
-                f"{human_bytes(limit)} available; use --backend auto on a machine without a "
-                "GPU (ViennaRNA's engine) or shorter sequences")
+                f"{human_bytes(limit)} available; use --backend auto (ViennaRNA's engine) or "
+                "shorter sequences")
             if on_error is None:
                 raise exc
             yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
