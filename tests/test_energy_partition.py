@@ -182,6 +182,7 @@ def test_gradient_wrt_parameters_matches_finite_differences():
         assert checked == 8
 
 
+@pytest.mark.slow
 def test_outside_pass_equals_reverse_mode():
     """The custom VJP (outside pass) gives reverse mode's gradients: pair probabilities and
     parameter gradients (with unpaired constraints, dangles 0 and 2, at 30 C)."""

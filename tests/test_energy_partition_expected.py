@@ -93,6 +93,7 @@ def test_special_hairpins_equal_enumeration():
                 assert abs(_kcal(got - want)) < 1e-5, (seq, positions)
 
 
+@pytest.mark.slow
 def test_gradient_wrt_probabilities_matches_finite_differences():
     rng = random.Random("pfx-grad")
     seq = "GGGAGCUAGCUAAAGCUAGCAUCCCAGCGAUAAUCGCU"

@@ -74,6 +74,7 @@ def _cli(args, env=None):
                           text=True, env=full)
 
 
+@pytest.mark.slow
 def test_cli_jax_engine_equals_vienna_engine(tmp_path):
     fasta = tmp_path / "in.fa"
     recs = _records("cli", 6, 90)
@@ -98,6 +99,7 @@ def test_cli_jax_engine_equals_vienna_engine(tmp_path):
     assert dbn.returncode == 0 and dbn.stdout == ref.stdout      # RNAfold -p's text, rounded
 
 
+@pytest.mark.slow
 def test_a_record_too_large_is_refused_with_its_estimate(tmp_path):
     fasta = tmp_path / "in.fa"
     fasta.write_text(">small\nGGGGAAACCCC\n>big\n" + "GGGAAACCC" * 30 + "\n")
@@ -126,6 +128,7 @@ def test_gpu_engine_equals_cpu_engine_and_vienna():
         assert np.abs(a.probabilities - b.probabilities).max(initial=0) < 1e-9
 
 
+@pytest.mark.slow
 def test_structure_energies_in_worker_processes_change_nothing(monkeypatch):
     """The structures' energies and MEA computed by worker processes (hosts of many cores)
     equal those computed here."""
