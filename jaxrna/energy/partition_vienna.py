@@ -23,8 +23,6 @@ restored: :func:`jaxrna.energy.vienna.global_set`).
 
 from __future__ import annotations
 
-import collections
-import itertools
 import math
 from typing import Iterable, Iterator
 
@@ -160,29 +158,6 @@ def _results(task: list[Record], computed: list[tuple], model: EnergyModel, gamm
                                     **dict(zip(_FIELDS, values)))
 
 
-def _tasks(records: Iterator[Record], max_bytes: int | None, on_error):
-    """``("task", records)`` and ``("refused", record, error)`` in input order."""
-    task, letters = [], 0
-    for rec in records:
-        try:
-            check_memory(len(rec), max_bytes)
-        except ResourceError as exc:
-            if on_error is None:
-                raise
-            if task:
-                yield "task", task
-                task, letters = [], 0
-            yield "refused", rec, exc
-            continue
-        task.append(rec)
-        letters += len(rec)
-        if len(task) >= TASK_RECORDS or letters >= TASK_LETTERS:
-            yield "task", task
-            task, letters = [], 0
-    if task:
-        yield "task", task
-
-
 def _args(task: list[Record], unpaired: dict | None, gamma):
     ups = [tuple((unpaired or {}).get(r.id, ())) for r in task]
     return [r.sequence for r in task], ups, gamma
@@ -198,68 +173,11 @@ def partition_records(records: Iterable[Record], model: EnergyModel | None = Non
     as they come, a few tasks per process in flight."""
     model = model or EnergyModel()
     max_bytes = memory_limit(max_bytes)
-    workers = processes if processes is not None else vienna.cpu_count()
-    items = _tasks(iter(records), max_bytes, on_error)
-    head, letters = [], 0
-    for item in items:
-        head.append(item)
-        if item[0] == "task":
-            letters += sum(len(r) for r in item[1])
-            if letters >= INPROCESS_LETTERS:
-                break
-    items = itertools.chain(head, items)
-    if workers <= 1 or letters < INPROCESS_LETTERS:
-        yield from _in_process(items, model, mea_gamma, unpaired, on_done, on_error)
-    else:
-        yield from _in_pool(items, model, mea_gamma, unpaired, on_done, on_error, workers)
-
-
-def _in_process(items, model, gamma, unpaired, on_done, on_error):
-    _setup(model, own_set=False)
-    for item in items:
-        if item[0] == "refused":
-            on_error(item[1], item[2])
-            continue
-        task = item[1]
-        computed = _run(*_args(task, unpaired, gamma))
-        if on_done:
-            on_done(len(task))
-        yield from _results(task, computed, model, gamma)
-
-
-def _in_pool(items, model, gamma, unpaired, on_done, on_error, workers: int):
-    import multiprocessing
-
-    ctx = multiprocessing.get_context(vienna.start_method())
-    pool = ctx.Pool(workers, initializer=_worker_init, initargs=(model,))
-    pending: collections.deque = collections.deque()   # (kind, payload, async result)
-    limit = 4 * workers
-    try:
-        def drain(block: bool):
-            while pending and (block or len(pending) >= limit or pending[0][2] is None
-                               or pending[0][2].ready()):
-                kind, payload, result = pending.popleft()
-                if kind == "refused":
-                    on_error(*payload)
-                    continue
-                computed = result.get()
-                if on_done:
-                    on_done(len(payload))
-                yield from _results(payload, computed, model, gamma)
-
-        for item in items:
-            if item[0] == "refused":
-                pending.append(("refused", (item[1], item[2]), None))
-            else:
-                task = item[1]
-                pending.append(("task", task,
-                                pool.apply_async(_run, _args(task, unpaired, gamma))))
-            if len(pending) >= limit:
-                yield from drain(False)
-        yield from drain(True)
-        pool.close()
-    except BaseException:
-        pool.terminate()
-        raise
-    finally:
-        pool.join()
+    return vienna.run_tasks(
+        records, lambda n: check_memory(n, max_bytes),
+        (TASK_RECORDS, TASK_LETTERS, INPROCESS_LETTERS),
+        lambda task: _run(*_args(task, unpaired, mea_gamma)),
+        lambda task: (_run, _args(task, unpaired, mea_gamma)),
+        lambda task, computed: _results(task, computed, model, mea_gamma),
+        lambda: _setup(model, own_set=False), _worker_init, (model,),
+        processes if processes is not None else vienna.cpu_count(), on_done, on_error)

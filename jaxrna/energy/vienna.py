@@ -211,13 +211,14 @@ def _fold(sequences: list[str], unpaired: list, with_pairs: bool) -> list[tuple]
 
 # --------------------------------------------------------------------------- the records
 
-def _tasks(records: Iterator[Record], unpaired: dict | None, max_bytes: int | None, on_error):
-    """Tasks of records (lists), the refused records reported in order between them: yields
+def _tasks(records: Iterator[Record], check, on_error, task_records: int, task_letters: int):
+    """Tasks of records (lists of at most ``task_records`` records or ``task_letters``
+    letters), the records ``check(length)`` refuses reported in order between them: yields
     ``("task", records)`` and ``("refused", record, error)``."""
     task, letters = [], 0
     for rec in records:
         try:
-            check_memory(len(rec), max_bytes)
+            check(len(rec))
         except ResourceError as exc:
             if on_error is None:
                 raise
@@ -228,7 +229,7 @@ def _tasks(records: Iterator[Record], unpaired: dict | None, max_bytes: int | No
             continue
         task.append(rec)
         letters += len(rec)
-        if len(task) >= TASK_RECORDS or letters >= TASK_LETTERS:
+        if len(task) >= task_records or letters >= task_letters:
             yield "task", task
             task, letters = [], 0
     if task:
@@ -269,44 +270,71 @@ def fold_records(records: Iterable[Record], model: EnergyModel | None = None,
     """
     model = model or EnergyModel()
     max_bytes = memory_limit(max_bytes)   # the machine's memory, as the JAX engine asks it
-    workers = processes if processes is not None else cpu_count()
-    items = _tasks(iter(records), unpaired, max_bytes, on_error)
+
+    def here(task):
+        with global_set(_STATE["params"]):
+            return _fold(*_args(task, unpaired, with_pairs))
+
+    return run_tasks(records, lambda n: check_memory(n, max_bytes),
+                     (TASK_RECORDS, TASK_LETTERS, INPROCESS_LETTERS),
+                     here, lambda task: (_fold, _args(task, unpaired, with_pairs)),
+                     lambda task, folded: _results(task, folded, model),
+                     lambda: _setup(model, own_set=False), _worker_init, (model,),
+                     processes if processes is not None else cpu_count(), on_done, on_error)
+
+
+def run_tasks(records: Iterable[Record], check, limits: tuple[int, int, int], here, remote,
+              results, setup_here, worker_init, init_args: tuple, workers: int, on_done,
+              on_error) -> Iterator:
+    """Records computed by ViennaRNA task by task, in input order: the driver of this
+    module's MFE engine and of :mod:`jaxrna.energy.partition_vienna`.
+
+    Records go in tasks (:func:`_tasks`; ``check(length)`` raises
+    :class:`~jaxrna.io.errors.ResourceError` for a record refused, reported to ``on_error``
+    in its place); ``limits`` = (records per task, letters per task, letters below which the
+    job runs in this process). In this process: ``setup_here()`` then ``here(task)``; else
+    ``workers`` processes started with ``worker_init(*init_args)``, each task's
+    ``remote(task)`` = ``(module-level function, arguments)`` run there, at most four tasks
+    per process in flight. ``results(task, computed)`` yields the task's results;
+    ``on_done(k)`` counts the records done."""
+    task_records, task_letters, inprocess_letters = limits
+    items = _tasks(iter(records), check, on_error, task_records, task_letters)
     # read ahead until the job is known to be more than a small one
     head, letters = [], 0
     for item in items:
         head.append(item)
         if item[0] == "task":
             letters += sum(len(r) for r in item[1])
-            if letters >= INPROCESS_LETTERS:
+            if letters >= inprocess_letters:
                 break
     import itertools
 
     items = itertools.chain(head, items)
-    if workers <= 1 or letters < INPROCESS_LETTERS:
-        yield from _in_process(items, model, with_pairs, unpaired, on_done, on_error)
+    if workers <= 1 or letters < inprocess_letters:
+        yield from _in_process(items, here, results, setup_here, on_done, on_error)
     else:
-        yield from _in_pool(items, model, with_pairs, unpaired, on_done, on_error, workers)
+        yield from _in_pool(items, remote, results, worker_init, init_args, workers, on_done,
+                            on_error)
 
 
-def _in_process(items, model, with_pairs, unpaired, on_done, on_error):
-    _setup(model, own_set=False)
+def _in_process(items, here, results, setup_here, on_done, on_error):
+    setup_here()
     for item in items:
         if item[0] == "refused":
             on_error(item[1], item[2])
             continue
         task = item[1]
-        with global_set(_STATE["params"]):
-            folded = _fold(*_args(task, unpaired, with_pairs))
+        computed = here(task)
         if on_done:
             on_done(len(task))
-        yield from _results(task, folded, model)
+        yield from results(task, computed)
 
 
-def _in_pool(items, model, with_pairs, unpaired, on_done, on_error, workers: int):
+def _in_pool(items, remote, results, worker_init, init_args, workers: int, on_done, on_error):
     import multiprocessing
 
     ctx = multiprocessing.get_context(start_method())
-    pool = ctx.Pool(workers, initializer=_worker_init, initargs=(model,))
+    pool = ctx.Pool(workers, initializer=worker_init, initargs=init_args)
     pending: collections.deque = collections.deque()   # (kind, payload, async result)
     limit = 4 * workers
     try:
@@ -317,18 +345,17 @@ def _in_pool(items, model, with_pairs, unpaired, on_done, on_error, workers: int
                 if kind == "refused":
                     on_error(*payload)
                     continue
-                folded = result.get()
+                computed = result.get()
                 if on_done:
                     on_done(len(payload))
-                yield from _results(payload, folded, model)
+                yield from results(payload, computed)
 
         for item in items:
             if item[0] == "refused":
                 pending.append(("refused", (item[1], item[2]), None))
             else:
                 task = item[1]
-                pending.append(("task", task,
-                                pool.apply_async(_fold, _args(task, unpaired, with_pairs))))
+                pending.append(("task", task, pool.apply_async(*remote(task))))
             if len(pending) >= limit:
                 yield from drain(False)
         yield from drain(True)
