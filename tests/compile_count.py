@@ -69,3 +69,15 @@ def run_counted(args: list[str], cache_dir: str, *, env: dict | None = None,
         if os.path.exists(profile):
             os.unlink(profile)
     return CountedRun(r.returncode, r.stdout, r.stderr, counts)
+
+
+def write_fasta(path, lengths, seed) -> str:
+    """A FASTA file of random RNA records ``r0, r1, ...`` of the given lengths (``random.Random
+    (seed)``); returns its path."""
+    import random
+
+    rng = random.Random(seed)
+    with open(path, "w") as fh:
+        for k, n in enumerate(lengths):
+            fh.write(f">r{k}\n{''.join(rng.choice('ACGU') for _ in range(n))}\n")
+    return str(path)

@@ -13,17 +13,9 @@ import sys
 
 import pytest
 
-from compile_count import ROOT, run_counted
+from compile_count import ROOT, run_counted, write_fasta
 from jaxrna.batching import energy_length_class
 from jaxrna.energy.warmup import classes
-
-
-def _fasta(path, lengths, seed):
-    rng = random.Random(seed)
-    with open(path, "w") as fh:
-        for k, n in enumerate(lengths):
-            fh.write(f">r{k}\n{''.join(rng.choice('ACGU') for _ in range(n))}\n")
-    return str(path)
 
 
 def _records(out: str) -> int:
@@ -42,20 +34,20 @@ def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
     second = [rng.randint(1, 256) for _ in range(9)]
     met = {energy_length_class(n) for n in first}
     a = run_counted(["fold", "--model", "turner", "--backend", "cpu",
-                     _fasta(tmp_path / "a.fa", first, 1)], cache)
+                     write_fasta(tmp_path / "a.fa", first, 1)], cache)
     assert a.returncode == 0, a.stderr
     assert _records(a.stdout) == len(first)
     # the documented bound: one program per class met (and nothing else)
     assert 1 <= a.compiled <= len(met), a.counts
     b = run_counted(["fold", "--model", "turner", "--backend", "cpu", "--params", "turner1999",
                      "-T", "30", "--dangles", "0", "--score-only", "-f", "tsv",
-                     _fasta(tmp_path / "b.fa", second, 2)], cache)
+                     write_fasta(tmp_path / "b.fa", second, 2)], cache)
     assert b.returncode == 0, b.stderr
     rows = [line.split("\t") for line in b.stdout.splitlines() if line.startswith("r")]
     assert len(rows) == len(second) and not any("(" in x for row in rows for x in row)
     assert b.compiled == 0, b.counts
     c = run_counted(["fold", "--model", "turner", "--backend", "cpu", "--dangles", "1",
-                     _fasta(tmp_path / "c.fa", second[::-1], 2)], cache)
+                     write_fasta(tmp_path / "c.fa", second[::-1], 2)], cache)
     assert c.returncode == 0 and c.compiled == 0, c.counts
 
 
@@ -70,7 +62,7 @@ def test_after_warm_a_run_compiles_nothing(cache, tmp_path):
     assert int(r.stdout.split()[-1]) == len(classes(300)) == 3
     lengths = [300, 299, 257, 12, 140, 3, 64]
     run = run_counted(["fold", "--model", "turner", "--backend", "cpu", "-T", "25",
-                       _fasta(tmp_path / "w.fa", lengths, 3)], cache)
+                       write_fasta(tmp_path / "w.fa", lengths, 3)], cache)
     assert run.returncode == 0, run.stderr
     assert _records(run.stdout) == len(lengths)
     assert run.compiled == 0, run.counts

@@ -7,25 +7,15 @@ On this CPU ``JAXRNA_COMPILE_PROCESSES`` forces the workers (a host of many core
 by default, :func:`jaxrna.compile_workers.workers`).
 """
 
-import random
-
 import pytest
 
-from compile_count import run_counted
-
-
-def _fasta(path, lengths, seed):
-    rng = random.Random(seed)
-    with open(path, "w") as fh:
-        for k, n in enumerate(lengths):
-            fh.write(f">r{k}\n{''.join(rng.choice('ACGU') for _ in range(n))}\n")
-    return str(path)
+from compile_count import run_counted, write_fasta
 
 
 @pytest.mark.slow
 def test_workers_compile_a_plan_with_the_same_output_and_counts(tmp_path):
     lengths = [20, 150, 90, 240, 3, 130]                  # energy classes 128 and 256
-    fasta = _fasta(tmp_path / "a.fa", lengths, 7)
+    fasta = write_fasta(tmp_path / "a.fa", lengths, 7)
     args = ["fold", "--model", "turner", "--backend", "cpu", fasta]
     here = run_counted(args, str(tmp_path / "here"), env={"JAXRNA_COMPILE_PROCESSES": "0"})
     assert here.returncode == 0, here.stderr

@@ -158,11 +158,6 @@ def _results(task: list[Record], computed: list[tuple], model: EnergyModel, gamm
                                     **dict(zip(_FIELDS, values)))
 
 
-def _args(task: list[Record], unpaired: dict | None, gamma):
-    ups = [tuple((unpaired or {}).get(r.id, ())) for r in task]
-    return [r.sequence for r in task], ups, gamma
-
-
 def partition_records(records: Iterable[Record], model: EnergyModel | None = None,
                       mea_gamma: float | None = None, max_bytes: int | None = None,
                       on_done=None, on_error=None, unpaired: dict | None = None,
@@ -176,8 +171,8 @@ def partition_records(records: Iterable[Record], model: EnergyModel | None = Non
     return vienna.run_tasks(
         records, lambda n: check_memory(n, max_bytes),
         (TASK_RECORDS, TASK_LETTERS, INPROCESS_LETTERS),
-        lambda task: _run(*_args(task, unpaired, mea_gamma)),
-        lambda task: (_run, _args(task, unpaired, mea_gamma)),
+        lambda task: _run(*vienna.task_args(task, unpaired, mea_gamma)),
+        lambda task: (_run, vienna.task_args(task, unpaired, mea_gamma)),
         lambda task, computed: _results(task, computed, model, mea_gamma),
         lambda: _setup(model, own_set=False), _worker_init, (model,),
         processes if processes is not None else vienna.cpu_count(), on_done, on_error)

@@ -236,9 +236,11 @@ def _tasks(records: Iterator[Record], check, on_error, task_records: int, task_l
         yield "task", task
 
 
-def _args(task: list[Record], unpaired: dict | None, with_pairs: bool):
+def task_args(task: list[Record], unpaired: dict | None, option):
+    """A task's arguments for a compute function: its sequences, each record's unpaired
+    positions (``unpaired``: by record id), then ``option`` (the pairs switch, MEA's gamma)."""
     ups = [tuple((unpaired or {}).get(r.id, ())) for r in task]
-    return [r.sequence for r in task], ups, with_pairs
+    return [r.sequence for r in task], ups, option
 
 
 def _results(task: list[Record], folded: list[tuple], model: EnergyModel):
@@ -273,11 +275,11 @@ def fold_records(records: Iterable[Record], model: EnergyModel | None = None,
 
     def here(task):
         with global_set(_STATE["params"]):
-            return _fold(*_args(task, unpaired, with_pairs))
+            return _fold(*task_args(task, unpaired, with_pairs))
 
     return run_tasks(records, lambda n: check_memory(n, max_bytes),
                      (TASK_RECORDS, TASK_LETTERS, INPROCESS_LETTERS),
-                     here, lambda task: (_fold, _args(task, unpaired, with_pairs)),
+                     here, lambda task: (_fold, task_args(task, unpaired, with_pairs)),
                      lambda task, folded: _results(task, folded, model),
                      lambda: _setup(model, own_set=False), _worker_init, (model,),
                      processes if processes is not None else cpu_count(), on_done, on_error)
