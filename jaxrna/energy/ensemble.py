@@ -36,8 +36,6 @@ from jaxrna.io.fasta import Record
 
 #: Pair probabilities below this are not kept (nor written).
 THRESHOLD = 1e-6
-#: ViennaRNA's gas constant in cal/(mol K) (kT of its Boltzmann factors).
-GASCONST = 1.98717
 #: The dangle model the partition function uses for each ``--dangles``: ViennaRNA's partition
 #: function has no dangles 1 (nor 3); it computes them as dangles 2.
 PF_DANGLES = {0: 0, 1: 2, 2: 2}
@@ -161,7 +159,9 @@ def kT_of(temperature: float) -> float:
     >>> round(kT_of(37.0), 6)
     0.616321
     """
-    return (temperature + 273.15) * GASCONST / 1000
+    from jaxrna.energy.boltzmann import kt
+
+    return kt(temperature)
 
 
 def log_partition(ensemble_energy: float, temperature: float) -> float:

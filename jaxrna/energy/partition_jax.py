@@ -176,20 +176,13 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, platform: str
             on_done(1)
 
 
-def _structure(pairs, n: int) -> str:
-    chars = ["."] * n
-    for i, j in pairs:
-        chars[i], chars[j] = "(", ")"
-    return "".join(chars)
-
-
 def _measures(rec: Record, folded, ensemble_energy: float, P: np.ndarray) -> dict:
     """What a record's results need of its dense probability matrix ``P``."""
     from jaxrna.energy import ensemble_measures as measures
 
     i, j, p = EnergyPartitionResult.sparse(P)
     centroid, distance = measures.centroid(P)
-    return {"structure": _structure(folded.pairs or (), len(rec.sequence)),
+    return {"structure": measures.dot_bracket(folded.pairs or (), len(rec.sequence)),
             "ensemble_energy": ensemble_energy, "pair_i": i, "pair_j": j, "pair_p": p,
             "symbols": measures.pair_symbols(P), "centroid": centroid,
             "centroid_distance": float(distance),

@@ -27,12 +27,11 @@ from dataclasses import replace
 import numpy as np
 
 from jaxrna.energy.encoding import normalize
+from jaxrna.energy.boltzmann import GASCONST
 from jaxrna.energy.params import (INF, K0, LXC37, MAXLOOP, EnergyParams, RawParams,
                                   raw_params, scale)
 from jaxrna.energy.terms import COL_PAD, ROW_PAD, group_costs
 
-#: ViennaRNA's gas constant in cal/(mol K).
-GASCONST = 1.98717
 
 
 def kt(temperature: float) -> float:
