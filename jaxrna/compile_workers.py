@@ -89,7 +89,7 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
             return
         spec = spec_for(name, source, args, static, {}, device, key, programs.disk_dir(),
                         cpu_store)
-        future = _submit_later()
+        future = concurrent.futures.Future()
         if programs.expect(key, future):
             _start(spec, future)
         return
@@ -125,13 +125,9 @@ def spec_for(name: str, source: str, args: tuple, static: dict, kwargs: dict, de
 def submit(spec: dict) -> concurrent.futures.Future:
     """Compile ``spec`` (:func:`spec_for`) in a worker process; the future's result is
     :func:`run`'s report, whose counters are added to this process's when it is done."""
-    future = _submit_later()
+    future = concurrent.futures.Future()
     _start(spec, future)
     return future
-
-
-def _submit_later() -> concurrent.futures.Future:
-    return concurrent.futures.Future()
 
 
 def _start(spec: dict, future: concurrent.futures.Future) -> None:
