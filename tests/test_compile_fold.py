@@ -39,6 +39,26 @@ def test_plan_bound_up_to_10000_nt():
         assert len(shapes) <= 8 and len({p for p, _ in shapes}) == len(shapes)
 
 
+def test_gpu_batch_shapes_do_not_depend_on_the_counts():
+    """On a GPU too, a batch's rows are its class's fixed count whatever the number of
+    sequences (a job of 3 and one of 3,000 use the same programs), and they are the shapes
+    ``jaxrna warmup fold`` compiles: a run after the warm-up compiles nothing."""
+    from jaxrna.fold import warmup
+    from jaxrna.fold.api import GPU_PACKED_ABOVE, _Folder
+    from jaxrna.fold.plan import batch_cap, plan_batches
+
+    warmed = {(batch_cap(p, "gpu"), p) for p in warmup.classes("gpu", GPU_PACKED_ABOVE)}
+    rng = np.random.default_rng(7)
+    seen = {}
+    for count in (1, 2, 3, 17, 300, 3000):
+        lengths = rng.integers(1, GPU_PACKED_ABOVE + 1, count)
+        for padded, cap, group in plan_batches(lengths, np.arange(count), "gpu", None):
+            rows = _Folder.rows(None, len(group), cap)
+            assert len(group) <= rows
+            assert (rows, padded) in warmed
+            assert seen.setdefault(padded, rows) == rows     # one row count per class
+
+
 @pytest.mark.slow
 def test_second_run_with_other_lengths_and_options_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")

@@ -354,9 +354,13 @@ class _Folder:
             yield _Job("batch", chunk, group, padded, cap, results)
 
     def rows(self, count: int, cap: int) -> int:
-        """Rows of a batch of ``count``: on a CPU always ``cap`` (one program per padded
-        length; the fill skips empty rows), on a GPU the next power of two."""
-        return batch_rows(count, cap, fill=self.backend == "cpu")
+        """Rows of a batch of ``count``: always the class's ``cap``, whatever the count (one
+        program per padded length, the one :mod:`jaxrna.fold.warmup` compiles). A CPU's fill
+        skips the empty rows; a GPU's vmapped fill computes them, which costs little there (a
+        batch's time is set by its chain of dependent steps, not its rows: the BENCHMARKS
+        section "Seventh session" measures one sequence in a full batch)."""
+        del count
+        return batch_rows(0, cap, fill=True)
 
     # -- launching and collecting ---------------------------------------------------------
 
