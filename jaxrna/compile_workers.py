@@ -46,7 +46,6 @@ log = logging.getLogger("jaxrna")
 
 _lock = threading.Lock()
 _pool: concurrent.futures.ProcessPoolExecutor | None = None
-_early: list = []           # the start-up tasks of :func:`start_early`
 #: Most worker processes a host gets (each holds an interpreter with JAX and a device client,
 #: and autotunes its program's kernels on the device, beside the job's own work there).
 MAX_WORKERS = 6
@@ -98,58 +97,6 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
                       always=remote)
 
 
-def start_early(platforms: str = "") -> int:
-    """On a cold cache, start the worker processes now, before the job knows its programs:
-    each imports JAX and starts its device client (``platforms``: the job's
-    ``jax_platforms``, "" for JAX's default) while the job reads its input and plans, so the
-    programs of :func:`prefetch` find workers ready (starting one costs ~4 s on a GPU host,
-    about what a cold job's plan takes to be known). Only where the job would use workers
-    (:func:`workers`) and jaxrna's store of executables holds none yet (a fresh container,
-    a new cache: warm runs start nothing). Returns how many were started
-    (``tests/test_compile_workers.py``)."""
-    global _pool
-    count = workers()
-    if count == 0 or not _store_is_empty():
-        return 0
-    with _lock:
-        if _pool is not None:
-            return 0
-        _pool = _new_pool()
-        # one task each: the pool starts a process per task
-        _early[:] = [_pool.submit(_started, platforms) for _ in range(count)]
-    return count
-
-
-def _store_is_empty() -> bool:
-    """Whether the cache that this job will use (:func:`jaxrna.runtime.cache_dir`, judged
-    without importing JAX) keeps no stored executable yet (no cache at all: False)."""
-    from jaxrna.runtime import cache_dir
-
-    path = cache_dir()
-    if path is None:
-        return False
-    try:
-        return not any(e.endswith(".bin") for e in os.listdir(os.path.join(path, "executables")))
-    except OSError:
-        return True                     # not created yet: as empty as can be
-
-
-def _started(platforms: str) -> bool:
-    """In a worker started early: JAX imported and its device clients started."""
-    import jax
-
-    if platforms and not _backends_started():
-        jax.config.update("jax_platforms", platforms)
-    jax.devices()
-    return True
-
-
-def _new_pool() -> concurrent.futures.ProcessPoolExecutor:
-    return concurrent.futures.ProcessPoolExecutor(
-        max(1, workers()), mp_context=multiprocessing.get_context("spawn"),
-        initializer=_worker_setup)
-
-
 def _resolve(source: str):
     """The ``jax.jit`` function of ``"module:function"`` (``function`` called), or of
     ``"module:name.jitted"`` for a :func:`jaxrna.programs.stored_jit` function ``name``."""
@@ -188,7 +135,9 @@ def _start(spec: dict, future: concurrent.futures.Future) -> None:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = _new_pool()
+            _pool = concurrent.futures.ProcessPoolExecutor(
+                max(1, workers()), mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_setup)
         inner = _pool.submit(run, spec)
 
     def done(f: concurrent.futures.Future) -> None:

@@ -86,34 +86,6 @@ def test_worker_count_follows_the_environment(monkeypatch):
     assert compile_workers.workers() == compile_workers.MAX_WORKERS == 6
 
 
-def test_workers_start_early_on_a_cold_cache_only(monkeypatch, tmp_path):
-    """On an empty cache the workers start before the plan is known, each with JAX imported
-    and its devices started; on a cache that keeps executables, or with no workers, none do."""
-    from jaxrna import compile_workers
-
-    compile_workers.shutdown()
-    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "1")
-    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "cold"))
-    try:
-        assert compile_workers.start_early("cpu") == 1
-        assert [f.result(timeout=300) for f in compile_workers._early] == [True]
-        assert compile_workers.start_early("cpu") == 0           # already started
-    finally:
-        compile_workers.shutdown()
-    warm = tmp_path / "warm" / "executables"
-    warm.mkdir(parents=True)
-    (warm / "0123.bin").write_bytes(b"")
-    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "warm"))
-    assert compile_workers.start_early("cpu") == 0
-    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "cold"))
-    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "0")
-    assert compile_workers.start_early("cpu") == 0
-    monkeypatch.setenv("JAXRNA_CACHE_DIR", "off")
-    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "1")
-    assert compile_workers.start_early("cpu") == 0
-    assert compile_workers._pool is None
-
-
 def test_threads_asking_at_once_compile_a_program_once():
     """Device threads reaching a program at the same moment share one compilation (they
     compiled a copy each: targets' 10 executables for 6 programs on a GPU), and a failing

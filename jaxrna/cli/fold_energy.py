@@ -210,11 +210,9 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
                                           max_bytes=max_bytes, on_done=bar.update,
                                           on_error=lambda rec, exc: summary.skip(rec.id, exc))
         else:
-            from jaxrna import compile_workers
             from jaxrna.energy.api import fold_energy_records
             from jaxrna.runtime import enable_compilation_cache, resolve_backend
 
-            compile_workers.start_early("cpu" if args.backend == "cpu" else "")  # cold cache
             enable_compilation_cache()
             backend = resolve_backend(args.backend)
             results = fold_energy_records(records, model, with_pairs=not args.score_only,

@@ -111,9 +111,6 @@ def run(args) -> int:
         from jaxrna.runtime import choose_backend, enable_compilation_cache
 
     with stage("setup"):
-        from jaxrna import compile_workers
-
-        compile_workers.start_early("cpu" if args.backend == "cpu" else "")  # cold cache
         # (the GPU's memory is taken as needed, not 75% of it at the start: runtime)
         backend = choose_backend(args.backend)
         enable_compilation_cache()    # programs as executables: a warm run loads

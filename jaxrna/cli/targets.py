@@ -154,10 +154,8 @@ def _run(args) -> int:
     from jaxrna.stages import stage
 
     with stage("setup"):
-        from jaxrna import compile_workers
         from jaxrna.runtime import choose_backend, enable_compilation_cache
 
-        compile_workers.start_early("cpu" if args.backend == "cpu" else "")  # cold cache
         backend = choose_backend(args.backend, _scan_size(args.mirnas, args.targets),
                                  GPU_CELLS_FROM)
         import jax
