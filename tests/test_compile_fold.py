@@ -57,6 +57,13 @@ def test_gpu_batch_shapes_do_not_depend_on_the_counts():
             assert len(group) <= rows
             assert (rows, padded) in warmed
             assert seen.setdefault(padded, rows) == rows     # one row count per class
+    # longer sequences: one packed program per class of packed_length, 8 programs in all
+    from jaxrna.fold.api import packed_length
+
+    packed = warmup.packed_lengths(10_240)
+    assert len(warmed) + len(packed) == 8
+    for n in rng.integers(GPU_PACKED_ABOVE + 1, 10_241, 500).tolist():
+        assert n <= packed_length(n) in packed
 
 
 @pytest.mark.slow

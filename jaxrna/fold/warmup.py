@@ -4,6 +4,11 @@ On a CPU a run compiles one batch program per length class it meets
 (:func:`jaxrna.batching.length_class`: 256, 512, 1,024, 2,048, 4,096, 6,144, 8,192 and
 10,240 nt, then multiples of 4,096), each with the class's fixed row count
 (:func:`jaxrna.fold.api.batch_cap`): at most 8 programs for any length mix up to 10,240 nt.
+On a GPU the batch classes are the coarse ladder's (128 ... 4,096 nt, :func:`classes`: 6
+programs), also with a fixed row count each whatever the number of sequences, and each longer
+sequence runs alone through the packed program of its padded length
+(:func:`jaxrna.fold.api.packed_length`: 6,144 and 10,240 nt, then multiples of 4,096): at
+most 8 programs up to 10,240 nt on a GPU too.
 Lengths, weights and ``--min-loop`` are runtime values of the same program; ``--score-only``
 (no traceback) is a program of its own per class, so a run uses either set, never both.
 
@@ -46,12 +51,11 @@ def classes(backend: str, max_length: int) -> list[int]:
 
 def packed_lengths(max_length: int) -> list[int]:
     """The padded lengths of the GPU's packed programs for sequences of up to ``max_length``."""
-    from jaxrna.batching import bucket_length
-    from jaxrna.fold.api import GPU_PACKED_ABOVE, TILE
+    from jaxrna.fold.api import GPU_PACKED_ABOVE, packed_length
 
     out, n = [], GPU_PACKED_ABOVE + 1
     while n <= max_length:
-        c = bucket_length(n, TILE)
+        c = packed_length(n)
         out.append(c)
         n = c + 1
     return out
