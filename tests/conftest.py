@@ -26,6 +26,18 @@ SLOW_DOCTESTS = frozenset({"jaxrna.energy.api", "jaxrna.interact.partition", "ja
                            "jaxrna.fold.outside", "jaxrna.targets"})
 
 
+#: Most pytest-xdist workers ``-n auto`` (pyproject's addopts) starts: each holds a JAX runtime
+#: and compiles its own programs (up to a few GB), and the whole-process tests start more.
+MAX_TEST_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per core this process may use, at most
+    :data:`MAX_TEST_WORKERS` (pytest-xdist)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_TEST_WORKERS, cores or 1))
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if type(item).__name__ == "DoctestItem" and item.name in SLOW_DOCTESTS:
