@@ -203,3 +203,29 @@ def gpu_lanes_rows(s: int, lanes: int = GPU_LANES_PER_PROGRAM, limit: int = 0) -
         cap = max(lanes, cap * lanes // GPU_LANES_PER_PROGRAM * lanes
                   // GPU_LANES_PER_PROGRAM // lanes * lanes)
     return cap
+
+
+def gpu_classes(max_length: int, score_only: bool, min_side: int = 128, strip: int = 8,
+                lanes: int = GPU_LANES_PER_PROGRAM) -> list[tuple[int, int]]:
+    """The ``(h, w)`` GPU classes that pairs of up to ``max_length`` nt may meet: score only,
+    those of :func:`gpu_score_class`; with alignments, the squares of :func:`gpu_square` that
+    fit a batch (:func:`gpu_lanes_fit`; longer pairs take the record path).
+
+    >>> len(gpu_classes(10_240, True)), gpu_classes(10_240, False)[-1], len(gpu_classes(300, True))
+    (15, (2048, 2048), 6)
+    """
+    top = max(1, int(max_length))
+    if not score_only:
+        out, s = [], gpu_square(1, min_side, strip)
+        while s <= gpu_square(top, min_side, strip) and gpu_lanes_fit(s, lanes):
+            out.append((s, s))
+            s = gpu_square(s + 1, min_side, strip)
+        return out
+    edges = {1, top}                         # the class of a pair changes only at these lengths
+    for h, w in GPU_SCORE_CLASSES:
+        edges.update((h, h + 1, w, w + 1))
+    cand = np.array(sorted(v for v in edges if v <= top), np.int64)
+    a, b = np.meshgrid(cand, cand, indexing="ij")
+    keep = a <= b
+    h, w = gpu_score_class(a[keep], b[keep])
+    return sorted(set(zip(h.tolist(), w.tolist())))
