@@ -220,7 +220,7 @@ class DeviceRunner:
         else:
             values, at = np.unique(long_, return_inverse=True)
             side = np.array([self._square(v) for v in values.tolist()], np.int64)[at]
-        old = np.array([not classes.gpu_lanes_fit(v, lanes) for v in side.tolist()], bool)
+        old = side * side * lanes > classes.GPU_DIRS_BYTES     # not classes.gpu_lanes_fit
         return "lanes", side, side, trans, old
 
     def plan(self, ci: int, qi: np.ndarray, ti: np.ndarray, c: Chunk,
@@ -248,7 +248,8 @@ class DeviceRunner:
                     members = members[~long_pairs]
                 if not len(members):
                     continue
-            members = members[np.argsort(size[members], kind="stable")]
+            if (np.diff(size[members]) < 0).any():   # like lengths in each program
+                members = members[np.argsort(size[members], kind="stable")]
             rows = self.rows(kind, hh, ww)
             for a in range(0, len(members), rows):
                 part = members[a:a + rows]
