@@ -255,3 +255,46 @@ def test_gpu_class_bounds_up_to_10240_nt():
     for s, _ in cl.gpu_classes(10_240, False):
         rows = cl.gpu_lanes_rows(s)
         assert rows % 128 == 0 and rows * s * s <= cl.GPU_DIRS_BYTES
+
+
+@pytest.mark.gpu
+def test_gpu_classes_on_gpu_equal_cpu():
+    """On a GPU: a mix of lengths 1-2,500 nt over many classes, all pairs, score only (int16x2
+    and int32 variants) and local alignments, byte for byte the CPU's output (parasail's path
+    where installed, else the JAX path); then the trimmed kernels natively on a wide class
+    with empty rows against the pure-JAX sweep."""
+    rng = np.random.default_rng(26)
+    ql = rng.integers(1, 2_501, 30).tolist()
+    tl = rng.integers(1, 2_501, 20).tolist()
+    try:
+        import parasail  # noqa: F401
+        ref_engine = "host"
+    except ImportError:
+        ref_engine = "device"
+    for scoring, local, score_only, fmt in ((make_scoring(), False, True, "tsv"),
+                                            (make_scoring(90, -70, None, 200, 3), True, True,
+                                             "tsv"),
+                                            (make_scoring(), True, False, "json")):
+        texts = []
+        for backend, eng in (("gpu", "device"), ("cpu", ref_engine)):
+            job = engine.Job(_batch(ql, 1, "q"), _batch(tl, 2, "t"), scoring, local, False,
+                             score_only)
+            out = io.StringIO()
+            engine.run(job, fmt, out, backend=backend, engine=eng)
+            texts.append(out.getvalue())
+        assert texts[0] == texts[1], (scoring.name, local, score_only)
+    scoring = match_mismatch(1, -1, 2, 1)
+    assert packed_ok(scoring, 1024 + 64, 4096)
+    pairs = random_pairs(random.Random(3), "ACGT", 300, 1000, 4000)
+    q, t, m, n = encode_batch(scoring, pairs, 1024, 4096)
+    p = params_of(scoring)
+    for local in (False, True):
+        want = [np.asarray(a) for a in batch_sweep(q, t, m, n, p, local=local, equality=True)[:3]]
+        q0, t0, m0, n0, real = _with_empty_rows(q, t, m, n, 7, 0)
+        got = pallas_scores(q0, t0, m0, n0, p, local=local, equality=True)
+        for a, b in zip(want, got):
+            np.testing.assert_array_equal(a, np.asarray(b)[real])
+        q1, t1, m1, n1, real1 = _with_empty_rows(q, t, m, n, 7, 1)
+        got = packed_scores(q1, t1, m1, n1, p, local=local)
+        for a, b in zip(want, got):
+            np.testing.assert_array_equal(a, np.asarray(b)[real1])
