@@ -32,8 +32,12 @@ so every class has one fixed row count, large enough to fill the device:
 * score only (:func:`gpu_score_class`, :func:`gpu_score_rows`): squares ``(H, H)`` and wide
   classes ``(H, min(4 H, 10240))`` for ``H`` in :data:`CPU_LANES` (the pair takes the class of
   fewest codes that holds it): at most :data:`GPU_SCORE_CLASSES` = 15 classes for any mix up
-  to 10,240 nt, each compiled in one of two variants (int16x2 packed where
-  :func:`~jaxrna.kernels.wavefront_packed.packed_ok` holds for the job's scores, else int32);
+  to 10,240 nt, each compiled in two variants at most (int16x2 packed for batches whose
+  values fit, :func:`~jaxrna.kernels.wavefront_packed.packed_ok` on the batch's longest sides
+  under the job's scores, else int32): 30 programs at most, and for the same reason as the
+  CPU's int16 variant (a batch of short pairs in a wide class still packs). Powers of two,
+  not a finer ladder: a pair padded to its class costs codes moved to the device (up to twice
+  its own), not cells computed, and midpoints would double the classes;
 * with alignments (:func:`gpu_square`, :func:`gpu_lanes_rows`): squares of a power of two
   from 128 (the kernel's ``min_side``) while the direction bits of one 128-lane program fit
   ``GPU_DIRS_BYTES``: 128 ... 2,048, at most 5 classes; longer pairs take the record path

@@ -181,11 +181,16 @@ class DeviceRunner:
     cpu_class = staticmethod(classes.cpu_class)
     cpu_rows = staticmethod(classes.cpu_rows)
 
-    def packed(self, h: int, w: int) -> bool:
-        """Whether a score-only GPU class runs two pairs per 32-bit lane (int16 halves)."""
+    def packed(self, m: np.ndarray, n: np.ndarray) -> bool:
+        """Whether a score-only GPU batch of pairs ``m`` x ``n`` (the rows' and the columns'
+        lengths) runs two pairs per 32-bit lane (int16 halves): every value of its tables fits
+        (:func:`~jaxrna.kernels.wavefront_packed.packed_ok` on its longest sides: the kernel's
+        loops run to them, and the rows above a pair that it computes are at most a strip
+        more than the longest). Each class has these two variants at most."""
         from jaxrna.kernels.wavefront_packed import packed_ok
 
-        return packed_ok(self.kscoring, h + 64, w)
+        return packed_ok(self.kscoring, int(np.max(m, initial=1)) + 64,
+                         int(np.max(n, initial=1)))
 
     def rows(self, kind: str, h: int, w: int) -> int:
         """The fixed batch rows of a class: never the number of pairs (a last batch is
@@ -320,7 +325,7 @@ class DeviceRunner:
 
                 opts = {key: v for key, v in self.kernel.items() if key in ("rows", "lanes",
                                                                              "num_warps")}
-                if self.packed(b.h, b.w):
+                if self.packed(m, n):
                     return pallas_or("align.packed_scores", lambda: packed_scores.bind(
                         q, t, m, n, params, local=job.local, interpret=self.interpret, **opts,
                         **ends), swept)()[:3]

@@ -8,8 +8,8 @@ and the gap penalties are runtime values):
   scoring only, an int16 variant of a class for batches whose longest path fits int16 under the
   job's scores;
 * on the GPU (the Pallas lane kernels) score only: at most 15 classes up to 10,240 nt, each
-  with two variants at most (two pairs per 32-bit lane where the job's scores fit int16 over
-  the class, else one); with alignments: at most 5 square classes up to 2,048 nt, longer pairs
+  with two variants at most (two pairs per 32-bit lane for batches whose values fit int16
+  under the job's scores, else one); with alignments: at most 5 square classes up to 2,048 nt, longer pairs
   on the record path's CPU classes (pure-JAX ``batch_align``).
 
 What stays static is the *option class*: the mode (``global``, ``local``, or ``semi-global``:
@@ -126,24 +126,19 @@ def _scoring(mode: str, matrix: bool, big: bool):
     return sc
 
 
-def gpu_programs(runner, max_length: int, packed: bool | None = None
-                 ) -> list[tuple[str, int, int, int]]:
-    """``(kind, h, w, rows)`` of every GPU batch program the plan of ``runner`` (a
+def gpu_programs(runner, max_length: int) -> list[tuple[str, int, int, int]]:
+    """``(kind, h, w, rows)`` of every GPU batch shape the plan of ``runner`` (a
     :class:`~jaxrna.align.device_runner.DeviceRunner` on the GPU, or in interpret mode) may
-    launch for pairs of up to ``max_length`` nt; ``packed``: only the score-only classes that
-    run two pairs per lane under the runner's scores (True), that do not (False), or all."""
+    launch for pairs of up to ``max_length`` nt (score only, each in two variants at most:
+    :meth:`~jaxrna.align.device_runner.DeviceRunner.packed`)."""
     from jaxrna.align import classes as cl
 
     k = runner.kernel
     score_only = runner.job.score_only
     kind = "scores" if score_only else "lanes"
-    out = []
-    for h, w in cl.gpu_classes(max_length, score_only, k.get("min_side", 128), k.get("rows", 8),
-                               k.get("lanes", cl.GPU_LANES_PER_PROGRAM)):
-        if score_only and packed is not None and runner.packed(h, w) != packed:
-            continue
-        out.append((kind, h, w, runner.rows(kind, h, w)))
-    return out
+    return [(kind, h, w, runner.rows(kind, h, w)) for h, w in cl.gpu_classes(
+        max_length, score_only, k.get("min_side", 128), k.get("rows", 8),
+        k.get("lanes", cl.GPU_LANES_PER_PROGRAM))]
 
 
 def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix: bool,
@@ -157,14 +152,14 @@ def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix
     from jaxrna.align.device_runner import _Batch
 
     one = np.zeros(1, np.int64)
-    # score only, a match/mismatch scheme: the int16x2 variant (small scores) and the int32 one
+    # score only, a match/mismatch scheme: the int16x2 variant (small scores: a batch of one
+    # 1 x 1 pair fits) and the int32 one (scores too large for int16)
     variants = (False, True) if not alignments and not matrix else (True,)
     for big in variants:
         job = engine.Job(_batch("q", [1], "ACGT", seed), _batch("t", [1], "ACGT", seed + 1),
                          _scoring(mode, matrix, big), mode == "local", True, not alignments)
         runner = engine.DeviceRunner(job, backend, interpret=interpret, kernel=kernel)
-        only = None if len(variants) == 1 else not big
-        for kind, h, w, rows in gpu_programs(runner, max_length, only):
+        for kind, h, w, rows in gpu_programs(runner, max_length):
             b = _Batch(0, one, h, w, rows, np.zeros(1, bool), False, kind)
             jax.block_until_ready(runner.launch(b, one, one))
     if alignments:
