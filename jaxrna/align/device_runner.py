@@ -41,15 +41,16 @@ GPU_MERGE_CELLS = 2 * 10 ** 10
 
 
 @dataclass
-class _Batch:
+class Batch:
+    """One batch of a chunk: its pairs, its class and its fixed rows (the program's shape)."""
     chunk: int                 # index of its chunk
-    positions: np.ndarray      # pairs of the chunk it holds
-    h: int
-    w: int
-    rows: int                  # padded batch size
+    positions: np.ndarray      # pairs of the chunk it holds, at most ``rows``
+    h: int                     # the class: padded shorter side (rows of the table) ...
+    w: int                     # ... and longer side
+    rows: int                  # padded batch size: the class's, whatever the pair count
     swapped: np.ndarray        # per pair: the target is on the lanes / rows
     transposed: bool           # the scores of swapped pairs (an asymmetric matrix)
-    kind: str                  # "align", "lanes", "packed", "pallas", "sweep"
+    kind: str                  # "scores", "align" (CPU), "lanes" (GPU alignments)
 
 
 def kernel_scoring(job: Job) -> Scoring:
@@ -229,7 +230,7 @@ class DeviceRunner:
         return "lanes", side, side, trans, old
 
     def plan(self, ci: int, qi: np.ndarray, ti: np.ndarray, c: Chunk,
-             ragged: Ragged | None) -> list[_Batch]:
+             ragged: Ragged | None) -> list[Batch]:
         """The batches of a chunk: its pairs by class (:meth:`classes_of`), ordered by length
         inside a class (each program's loops run to its longest pair), in batches of the
         class's fixed rows (:meth:`rows`); pairs the batches do not take go through the record
@@ -243,7 +244,7 @@ class DeviceRunner:
         kind, h, w, trans, old = self.classes_of(m, n)
         size = np.minimum(m, n) + np.maximum(m, n)
         keys = sorted(set(zip(h[~old].tolist(), w[~old].tolist(), trans[~old].tolist())))
-        batches: list[_Batch] = []
+        batches: list[Batch] = []
         for hh, ww, tt in keys:
             members = positions[(h == hh) & (w == ww) & (trans == tt) & ~old]
             if self.gpu and job.score_only:  # few long pairs: the tile wavefront
@@ -258,7 +259,7 @@ class DeviceRunner:
             rows = self.rows(kind, hh, ww)
             for a in range(0, len(members), rows):
                 part = members[a:a + rows]
-                batches.append(_Batch(ci, part, hh, ww, rows, swapped[part], tt, kind))
+                batches.append(Batch(ci, part, hh, ww, rows, swapped[part], tt, kind))
         if old.any():
             record_path(job, positions[old], qi[old], ti[old], backend=self.backend,
                         max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
@@ -266,7 +267,7 @@ class DeviceRunner:
         return batches
 
     # -- running ------------------------------------------------------------------------------
-    def retry_in_pieces(self, b: _Batch, qi_all: np.ndarray, ti_all: np.ndarray, c: Chunk,
+    def retry_in_pieces(self, b: Batch, qi_all: np.ndarray, ti_all: np.ndarray, c: Chunk,
                         ragged: Ragged | None, exc: BaseException) -> None:
         """A batch that ran out of device memory, aligned again through the record path,
         which splits it in halves down to single pairs (:func:`jaxrna.oom.split_on_oom`); a
@@ -278,7 +279,7 @@ class DeviceRunner:
                     max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
                     use_pallas=self.pallas or None)
 
-    def launch(self, b: _Batch, qi_all: np.ndarray, ti_all: np.ndarray, device=None):
+    def launch(self, b: Batch, qi_all: np.ndarray, ti_all: np.ndarray, device=None):
         """Dispatch batch ``b``'s program on ``device`` (default: the first) without waiting."""
         job = self.job
         device = device or self.device
@@ -334,14 +335,14 @@ class DeviceRunner:
                     **opts, **ends), swept)()[:3]
             return swept()()[:3]
 
-    def _small(self, b: _Batch, m: np.ndarray, n: np.ndarray) -> bool:
+    def _small(self, b: Batch, m: np.ndarray, n: np.ndarray) -> bool:
         """Whether the batch sweeps in int16: every value of its lanes over the columns it
         computes (up to its longest row) fits (:func:`~jaxrna.align.recurrence.fits_int16`)."""
         from jaxrna.align.recurrence import fits_int16
 
         return fits_int16(self.kscoring, b.h, int(n.max(initial=1)))
 
-    def collect(self, b: _Batch, pending, c: Chunk, ragged: Ragged | None) -> None:
+    def collect(self, b: Batch, pending, c: Chunk, ragged: Ragged | None) -> None:
         job = self.job
         k = len(b.positions)
         with stage("device"):

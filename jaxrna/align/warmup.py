@@ -149,7 +149,7 @@ def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix
 
     from jaxrna.align import classes as cl
     from jaxrna.align import engine
-    from jaxrna.align.device_runner import _Batch
+    from jaxrna.align.device_runner import Batch
 
     one = np.zeros(1, np.int64)
     # score only, a match/mismatch scheme: the int16x2 variant (small scores: a batch of one
@@ -160,7 +160,7 @@ def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix
                          _scoring(mode, matrix, big), mode == "local", True, not alignments)
         runner = engine.DeviceRunner(job, backend, interpret=interpret, kernel=kernel)
         for kind, h, w, rows in gpu_programs(runner, max_length):
-            b = _Batch(0, one, h, w, rows, np.zeros(1, bool), False, kind)
+            b = Batch(0, one, h, w, rows, np.zeros(1, bool), False, kind)
             jax.block_until_ready(runner.launch(b, one, one))
     if alignments:
         k = kernel or {}
