@@ -57,11 +57,16 @@ def _with_empty_rows(q, t, m, n, every: int, pad: int):
     return q2, t2, m2, n2, np.array(real)
 
 
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("name,mode,ends", [("affine", "global", False),
-                                            ("affine", "local", False),
-                                            ("halves", "global", True),
-                                            ("asymmetric", "local", False),
-                                            ("asymmetric", "global", True)])
+                                            pytest.param("affine", "local", False, marks=SLOW),
+                                            pytest.param("halves", "global", True, marks=SLOW),
+                                            pytest.param("asymmetric", "local", False,
+                                                         marks=SLOW),
+                                            pytest.param("asymmetric", "global", True,
+                                                         marks=SLOW)])
 def test_trimmed_lane_kernels_equal_pure_jax(name, mode, ends):
     """Pairs of very different lengths in a padded shape far larger than most of them, empty
     rows between them and a program of empty rows only: the trimmed kernels (scores, int16x2
@@ -179,8 +184,9 @@ def _run(job_args, interpret, fmt="tsv", **kw):
     return out.getvalue()
 
 
-@pytest.mark.parametrize("case", ["scores-global", "scores-local-asym", "scores-ends",
-                                  "align-global", "align-local-asym", "align-ends"])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=SLOW) for c in (
+    "scores-global", "scores-local-asym", "scores-ends", "align-global", "align-ends")]
+    + ["align-local-asym"])
 def test_gpu_plan_output_equals_cpu_path(case):
     """The GPU plan (interpret mode), its batches topped up with empty rows, with several
     batches per class (a small memory limit), against the CPU plan: the same bytes."""
@@ -212,6 +218,7 @@ def test_gpu_plan_limit_gives_many_batches():
     assert len(batches) >= 3 and all(b.rows == batches[0].rows for b in batches)
 
 
+@pytest.mark.slow
 def test_warm_gpu_plan_then_new_data_compiles_nothing(monkeypatch, tmp_path):
     """``warm`` of the GPU plan (interpret mode, both kinds): runs on new data, other scores
     (the int32 variant) and counts then prepare no program of their own."""
