@@ -1,12 +1,14 @@
-"""The device runner of a bulk alignment run: each chunk's pairs bucketed by length into a few
-shapes (:meth:`DeviceRunner.plan`; on the CPU the fixed classes of :mod:`jaxrna.align.classes`,
-on the GPU a job-wide square shape or a ladder), each batch's codes padded into arrays and its
-JAX program dispatched on a device without waiting (:meth:`DeviceRunner.launch`), and its
-results (scores, ends, and with alignments the traced-back ops) copied into the chunk
-(:meth:`DeviceRunner.collect`). A batch that runs out of device memory is aligned again in
-pieces (:meth:`DeviceRunner.retry_in_pieces`); pairs the batches do not take go through
-:func:`jaxrna.align.chunks.record_path`. :mod:`jaxrna.align.engine` schedules the batches over
-the devices.
+"""The device runner of a bulk alignment run: each chunk's pairs put in the fixed length classes
+of :mod:`jaxrna.align.classes` (:meth:`DeviceRunner.plan`; on the CPU those of the vmapped
+sweep, on the GPU those of the Pallas lane kernels), each class with a fixed batch row count (a
+last batch topped up with empty rows), so a job's programs are those of its classes, known in
+advance (:mod:`jaxrna.align.warmup`), never of its pair count or the mix of its lengths; each
+batch's codes padded into arrays and its JAX program dispatched on a device without waiting
+(:meth:`DeviceRunner.launch`), and its results (scores, ends, and with alignments the
+traced-back ops) copied into the chunk (:meth:`DeviceRunner.collect`). A batch that runs out of
+device memory is aligned again in pieces (:meth:`DeviceRunner.retry_in_pieces`); pairs the
+batches do not take go through :func:`jaxrna.align.chunks.record_path`.
+:mod:`jaxrna.align.engine` schedules the batches over the devices.
 """
 
 from __future__ import annotations
@@ -22,31 +24,33 @@ from jaxrna.align.chunks import Chunk, Ragged, record_path
 from jaxrna.align.jobs import Job
 from jaxrna.align.scoring import Scoring
 from jaxrna.align.text import ramp
-from jaxrna.batching import bucket_length
 from jaxrna.stages import stage
 
 log = logging.getLogger("jaxrna")
 
-#: GPU, with alignments: direction-bit bytes of one batch (at most), and its pairs at most.
-GPU_DIRS_BYTES = 1 << 30
-GPU_MAX_PAIRS = 8192
-#: A job's GPU pairs share one padded shape unless that costs more than this many times the
-#: real cells and more than GPU_MERGE_CELLS (a few tens of ms on an H200; less than compiling
-#: another program); then: one square shape per power-of-two length class.
+#: GPU, with alignments: direction-bit bytes of one batch (at most), and its pairs at most
+#: (:mod:`jaxrna.align.classes`).
+GPU_DIRS_BYTES = classes.GPU_DIRS_BYTES
+GPU_MAX_PAIRS = classes.GPU_MAX_PAIRS
+#: GPU, with alignments: a job's pairs share one square class (the one of its longest pair)
+#: unless that costs more than this many times the real cells and more than GPU_MERGE_CELLS
+#: (direction bits of fewer pairs per batch); then each pair takes its own square class. Either
+#: way the shapes are among the fixed classes of :func:`jaxrna.align.classes.gpu_square`.
 GPU_WASTE = 4.0
 GPU_MERGE_CELLS = 2 * 10 ** 10
 
 
 @dataclass
-class _Batch:
+class Batch:
+    """One batch of a chunk: its pairs, its class and its fixed rows (the program's shape)."""
     chunk: int                 # index of its chunk
-    positions: np.ndarray      # pairs of the chunk it holds
-    h: int
-    w: int
-    rows: int                  # padded batch size
+    positions: np.ndarray      # pairs of the chunk it holds, at most ``rows``
+    h: int                     # the class: padded shorter side (rows of the table) ...
+    w: int                     # ... and longer side
+    rows: int                  # padded batch size: the class's, whatever the pair count
     swapped: np.ndarray        # per pair: the target is on the lanes / rows
     transposed: bool           # the scores of swapped pairs (an asymmetric matrix)
-    kind: str                  # "align", "lanes", "packed", "pallas", "sweep"
+    kind: str                  # "scores", "align" (CPU), "lanes" (GPU alignments)
 
 
 def kernel_scoring(job: Job) -> Scoring:
@@ -142,12 +146,13 @@ class DeviceRunner:
         self._params: dict = {}              # per device: (params, transposed params)
         self.params, self.params_t = self.params_on(self.device)
         self.limit = _memory_limit(backend, max_bytes)
-        self._rows: dict[tuple, int] = {}
         self._plan_shapes()
 
     # -- planning -----------------------------------------------------------------------------
     def _plan_shapes(self) -> None:
-        """Job-wide shape rules (so that every chunk uses the same few programs)."""
+        """GPU alignments: one of the fixed square classes for the whole job (that of its
+        longest pair) where that costs little (:data:`GPU_WASTE`): fewer programs to compile
+        or load; else each pair its own square class."""
         job = self.job
         self.side = None
         if self.pallas and not job.score_only:
@@ -171,120 +176,90 @@ class DeviceRunner:
         return self._params[device]
 
     def _square(self, n: int) -> int:
-        lanes_rows = self.kernel.get("rows", 8)
-        s = max(self.kernel.get("min_side", 128), 1 << max(0, int(n) - 1).bit_length())
-        return -(-s // lanes_rows) * lanes_rows
-
-    def _bucket(self, n: np.ndarray) -> np.ndarray:
-        """Padded lengths: on GPU the ladder of :func:`jaxrna.batching.bucket_length`; on CPU
-        multiples of 16 up to 128 (short pairs waste little there), then the ladder (few
-        shapes: each costs a compilation)."""
-        n = np.maximum(n, 1)
-        values = np.unique(n)
-        padded = np.array([bucket_length(int(v)) for v in values], np.int64)
-        out = padded[np.searchsorted(values, n)]
-        if self.gpu or self.pallas:
-            return out
-        return np.where(n <= 128, -(-n // 16) * 16, out)
+        return classes.gpu_square(n, self.kernel.get("min_side", 128),
+                                  self.kernel.get("rows", 8))
 
     cpu_class = staticmethod(classes.cpu_class)
     cpu_rows = staticmethod(classes.cpu_rows)
 
-    def _batch_rows(self, key: tuple, count: int, cap: int, multiple: int) -> int:
-        """A fixed batch size per shape for the whole job: the first chunk's group size
-        (rounded up) capped by ``cap``."""
-        if key not in self._rows:
-            if self.pallas:                  # as equal batches as the multiple allows
-                parts = -(-count // cap)
-                rows = max(multiple, -(-(-(-count // parts)) // multiple) * multiple)
-                rows = min(rows, cap)
-            else:
-                rows = min(cap, 1 << max(0, count - 1).bit_length())
-            self._rows[key] = max(1, rows)
-        return self._rows[key]
+    def packed(self, m: np.ndarray, n: np.ndarray) -> bool:
+        """Whether a score-only GPU batch of pairs ``m`` x ``n`` (the rows' and the columns'
+        lengths) runs two pairs per 32-bit lane (int16 halves): every value of its tables fits
+        (:func:`~jaxrna.kernels.wavefront_packed.packed_ok` on its longest sides: the kernel's
+        loops run to them, and the rows above a pair that it computes are at most a strip
+        more than the longest). Each class has these two variants at most."""
+        from jaxrna.kernels.wavefront_packed import packed_ok
+
+        return packed_ok(self.kscoring, int(np.max(m, initial=1)) + 64,
+                         int(np.max(n, initial=1)))
+
+    def rows(self, kind: str, h: int, w: int) -> int:
+        """The fixed batch rows of a class: never the number of pairs (a last batch is
+        topped up with empty rows), so the programs are those of the classes alone."""
+        lanes = self.kernel.get("lanes", classes.GPU_LANES_PER_PROGRAM)
+        if kind == "lanes":
+            return classes.gpu_lanes_rows(h, lanes, self.limit)
+        if self.pallas:
+            return classes.gpu_score_rows(h, w, self.limit, lanes)
+        return self.cpu_rows(h, w, kind == "scores")
+
+    def classes_of(self, m: np.ndarray, n: np.ndarray) -> tuple:
+        """``(kind, h, w, transposed, old)`` of pairs of lengths ``m`` x ``n``: their class
+        (kind, padded shorter and longer side; see :mod:`jaxrna.align.classes`), whether the
+        scores are transposed (the target on the rows, an asymmetric matrix), and whether the
+        batches do not take them (the record path does)."""
+        from jaxrna.align.api import TABLE_BYTES
+
+        job = self.job
+        short, long_ = np.minimum(m, n), np.maximum(m, n)
+        trans = (m > n) & (not self.symmetric)
+        if not self.pallas:                  # CPU: the vmapped sweep's classes
+            h, w = self.cpu_class(short, long_, job.score_only)
+            old = np.zeros(len(m), bool) if job.score_only else (h + w) * h > TABLE_BYTES
+            return ("scores" if job.score_only else "align"), h, w, trans, old
+        if job.score_only:
+            h, w = classes.gpu_score_class(short, long_)
+            return "scores", h, w, trans, np.zeros(len(m), bool)
+        lanes = self.kernel.get("lanes", classes.GPU_LANES_PER_PROGRAM)
+        if self.side:
+            side = np.full(len(m), self.side, np.int64)
+        else:
+            values, at = np.unique(long_, return_inverse=True)
+            side = np.array([self._square(v) for v in values.tolist()], np.int64)[at]
+        old = side * side * lanes > classes.GPU_DIRS_BYTES     # not classes.gpu_lanes_fit
+        return "lanes", side, side, trans, old
 
     def plan(self, ci: int, qi: np.ndarray, ti: np.ndarray, c: Chunk,
-             ragged: Ragged | None) -> list[_Batch]:
+             ragged: Ragged | None) -> list[Batch]:
+        """The batches of a chunk: its pairs by class (:meth:`classes_of`), ordered by length
+        inside a class (each program's loops run to its longest pair), in batches of the
+        class's fixed rows (:meth:`rows`); pairs the batches do not take go through the record
+        path now."""
+        from jaxrna.align.api import TILED_MAX_PAIRS, TILED_MIN_LENGTH
+
         job = self.job
         m, n = job.qlen[qi], job.tlen[ti]
         positions = np.arange(len(qi))
-        batches: list[_Batch] = []
-        old = np.zeros(len(qi), bool)
-        from jaxrna.align.api import TABLE_BYTES, TILED_MIN_LENGTH
-
-        if not job.score_only and self.pallas:
-            side = self.side
-            sides = np.full(len(qi), side or 0) if side else \
-                np.array([self._square(v) for v in np.maximum(m, n).tolist()], np.int64)
-            lanes = self.kernel.get("lanes", 128)
-            old = sides.astype(np.int64) ** 2 * lanes > GPU_DIRS_BYTES
-            for s in sorted(set(sides[~old].tolist())):
-                members = positions[(sides == s) & ~old]
-                cap = max(lanes, min(GPU_MAX_PAIRS, GPU_DIRS_BYTES // (s * s)) // lanes * lanes)
-                cap = min(cap, max(lanes, (self.limit // 4) // (s * s) // lanes * lanes))
-                rows = self._batch_rows(("lanes", s), len(members), cap, lanes)
-                for a in range(0, len(members), rows):
-                    part = members[a:a + rows]
-                    for tt in (False, True) if not self.symmetric else (None,):
-                        sub = part if tt is None else part[(m[part] > n[part]) == tt]
-                        if len(sub):
-                            batches.append(_Batch(ci, sub, s, s, rows, m[sub] > n[sub],
-                                                  bool(tt), "lanes"))
-        elif not self.pallas:
-            # CPU: a few length classes with fixed batch rows; the lengths are runtime values
-            swapped = m > n
-            short, long_ = np.minimum(m, n), np.maximum(m, n)
-            h, w = self.cpu_class(short, long_, job.score_only)
-            if not job.score_only:
-                old = (h + w) * h > TABLE_BYTES
-            trans = swapped & (not self.symmetric)
-            kind = "scores" if job.score_only else "align"
-            keys = sorted(set(zip(h[~old].tolist(), w[~old].tolist(), trans[~old].tolist())))
-            for hh, ww, tt in keys:
-                members = positions[(h == hh) & (w == ww) & (trans == tt) & ~old]
-                members = members[np.argsort(long_[members] + short[members], kind="stable")]
-                rows = self.cpu_rows(hh, ww, job.score_only)
-                for a in range(0, len(members), rows):
-                    part = members[a:a + rows]
-                    batches.append(_Batch(ci, part, hh, ww, rows, swapped[part], tt, kind))
-        else:
-            swapped = m > n
-            short, long_ = np.minimum(m, n), np.maximum(m, n)
-            h, w = self._bucket(short), self._bucket(long_)
-            if not job.score_only:
-                old = (h + w) * h > TABLE_BYTES
-            elif self.gpu:
-                old = short >= TILED_MIN_LENGTH
-            if self.gpu and job.score_only:      # one shape when padding costs little
-                real = float(np.dot(m.astype(np.float64), n)) if len(m) else 0.0
-                hm, wm = int(h[~old].max(initial=0)), int(w[~old].max(initial=0))
-                if (~old).sum() * hm * wm <= max(GPU_WASTE * real, GPU_MERGE_CELLS):
-                    h = np.where(old, h, hm)
-                    w = np.where(old, w, wm)
-            trans = swapped & (not self.symmetric)
-            keys = sorted(set(zip(h[~old].tolist(), w[~old].tolist(), trans[~old].tolist())))
-            for hh, ww, tt in keys:
-                sel = (h == hh) & (w == ww) & (trans == tt) & ~old
-                members = positions[sel]
-                if job.score_only:
-                    from jaxrna.align.api import LANE_BUDGET
-
-                    cap = max(1, LANE_BUDGET.get(self.backend, 1 << 21) // hh)
-                    if self.pallas:
-                        cap = max(256, cap // 256 * 256)
-                    kind = "scores"
-                    mult = 256 if self.pallas else 1
-                else:
-                    from jaxrna.align.api import DIRS_BUDGET
-
-                    cap = max(1, DIRS_BUDGET // ((hh + ww) * hh))
-                    cap = 1 << (cap.bit_length() - 1)
-                    kind = "align"
-                    mult = 1
-                rows = self._batch_rows((kind, hh, ww, tt), len(members), cap, mult)
-                for a in range(0, len(members), rows):
-                    part = members[a:a + rows]
-                    batches.append(_Batch(ci, part, hh, ww, rows, swapped[part], tt, kind))
+        swapped = m > n
+        kind, h, w, trans, old = self.classes_of(m, n)
+        size = np.minimum(m, n) + np.maximum(m, n)
+        keys = sorted(set(zip(h[~old].tolist(), w[~old].tolist(), trans[~old].tolist())))
+        batches: list[Batch] = []
+        for hh, ww, tt in keys:
+            members = positions[(h == hh) & (w == ww) & (trans == tt) & ~old]
+            if self.gpu and job.score_only:  # few long pairs: the tile wavefront
+                long_pairs = np.minimum(m, n)[members] >= TILED_MIN_LENGTH
+                if 0 < long_pairs.sum() < TILED_MAX_PAIRS:
+                    old[members[long_pairs]] = True
+                    members = members[~long_pairs]
+                if not len(members):
+                    continue
+            if (np.diff(size[members]) < 0).any():   # like lengths in each program
+                members = members[np.argsort(size[members], kind="stable")]
+            rows = self.rows(kind, hh, ww)
+            for a in range(0, len(members), rows):
+                part = members[a:a + rows]
+                batches.append(Batch(ci, part, hh, ww, rows, swapped[part], tt, kind))
         if old.any():
             record_path(job, positions[old], qi[old], ti[old], backend=self.backend,
                         max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
@@ -292,7 +267,7 @@ class DeviceRunner:
         return batches
 
     # -- running ------------------------------------------------------------------------------
-    def retry_in_pieces(self, b: _Batch, qi_all: np.ndarray, ti_all: np.ndarray, c: Chunk,
+    def retry_in_pieces(self, b: Batch, qi_all: np.ndarray, ti_all: np.ndarray, c: Chunk,
                         ragged: Ragged | None, exc: BaseException) -> None:
         """A batch that ran out of device memory, aligned again through the record path,
         which splits it in halves down to single pairs (:func:`jaxrna.oom.split_on_oom`); a
@@ -304,7 +279,7 @@ class DeviceRunner:
                     max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
                     use_pallas=self.pallas or None)
 
-    def launch(self, b: _Batch, qi_all: np.ndarray, ti_all: np.ndarray, device=None):
+    def launch(self, b: Batch, qi_all: np.ndarray, ti_all: np.ndarray, device=None):
         """Dispatch batch ``b``'s program on ``device`` (default: the first) without waiting."""
         job = self.job
         device = device or self.device
@@ -347,11 +322,11 @@ class DeviceRunner:
             if b.kind == "align":               # int32 (int16 gains nothing here)
                 return aligned()()
             if self.pallas:
-                from jaxrna.kernels.wavefront_packed import packed_ok, packed_scores
+                from jaxrna.kernels.wavefront_packed import packed_scores
 
                 opts = {key: v for key, v in self.kernel.items() if key in ("rows", "lanes",
                                                                              "num_warps")}
-                if packed_ok(sc, b.h + 64, b.w):
+                if self.packed(m, n):
                     return pallas_or("align.packed_scores", lambda: packed_scores.bind(
                         q, t, m, n, params, local=job.local, interpret=self.interpret, **opts,
                         **ends), swept)()[:3]
@@ -360,14 +335,14 @@ class DeviceRunner:
                     **opts, **ends), swept)()[:3]
             return swept()()[:3]
 
-    def _small(self, b: _Batch, m: np.ndarray, n: np.ndarray) -> bool:
+    def _small(self, b: Batch, m: np.ndarray, n: np.ndarray) -> bool:
         """Whether the batch sweeps in int16: every value of its lanes over the columns it
         computes (up to its longest row) fits (:func:`~jaxrna.align.recurrence.fits_int16`)."""
         from jaxrna.align.recurrence import fits_int16
 
         return fits_int16(self.kscoring, b.h, int(n.max(initial=1)))
 
-    def collect(self, b: _Batch, pending, c: Chunk, ragged: Ragged | None) -> None:
+    def collect(self, b: Batch, pending, c: Chunk, ragged: Ragged | None) -> None:
         job = self.job
         k = len(b.positions)
         with stage("device"):

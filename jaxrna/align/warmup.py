@@ -1,21 +1,34 @@
 """Prepare every program ``jaxrna align`` can use, before a run needs it.
 
-The JAX path of a run compiles one program per length class it meets
-(:mod:`jaxrna.align.classes`: the shorter side picks the lanes, the longer side the width; the
-lengths inside a class, the scores and the gap penalties are runtime values), and, scoring only,
-an int16 variant of a class for batches whose longest path fits int16 under the job's scores.
+The JAX path of a run compiles one program per length class it meets, each with a fixed batch
+row count (:mod:`jaxrna.align.classes`; the lengths inside a class, the pair count, the scores
+and the gap penalties are runtime values):
+
+* on the CPU (the vmapped sweep) the shorter side picks the lanes, the longer side the width;
+  scoring only, an int16 variant of a class for batches whose longest path fits int16 under the
+  job's scores;
+* on the GPU (the Pallas lane kernels) score only: at most 15 classes up to 10,240 nt, each
+  with two variants at most (two pairs per 32-bit lane for batches whose values fit int16
+  under the job's scores, else one); with alignments: at most 5 square classes up to 2,048 nt, longer pairs
+  on the record path's CPU classes (pure-JAX ``batch_align``).
+
 What stays static is the *option class*: the mode (``global``, ``local``, or ``semi-global``:
 global with end gaps scored apart, free or with penalties of their own), alignments or scores
 only, and whether the scores are a match/mismatch scheme on the letters used (the default
 NUC.4.4 on nucleotides is one) or a full ``matrix`` lookup (e.g. BLOSUM62 on proteins).
 
-:func:`warm` aligns minimal synthetic pairs, one per class (and variant) up to ``max_length``,
-through :func:`jaxrna.align.engine.run`, the code path of the CLI, so the programs are compiled
-(or loaded) and kept in the cache directory (``JAXRNA_CACHE_DIR``): a later ``jaxrna align``
-of that option class on any data within ``max_length`` with any scores compiles nothing. Where
-the CLI would align on the CPU through parasail (``--backend cpu`` or ``auto`` on a machine
-without a GPU, for the schemes parasail supports, unless ``JAXRNA_ALIGN_ENGINE=device``), so
-does :func:`warm`: only the JAX programs of pairs too large for parasail's traceback are made.
+:func:`warm` prepares them all and keeps them in the cache directory (``JAXRNA_CACHE_DIR``): a
+later ``jaxrna align`` of that option class on any data within ``max_length`` with any scores
+compiles nothing. On the CPU it aligns minimal synthetic pairs, one per class (and variant),
+through :func:`jaxrna.align.engine.run`, the code path of the CLI; where the CLI would align
+on the CPU through parasail (``--backend cpu`` or ``auto`` on a machine without a GPU, for the
+schemes parasail supports, unless ``JAXRNA_ALIGN_ENGINE=device``), so does :func:`warm`: only
+the JAX programs of pairs too large for parasail's traceback are made. On the GPU it launches
+one batch of every class (:func:`gpu_programs`) through the runner of a run
+(:class:`jaxrna.align.device_runner.DeviceRunner`), one real pair and the rest empty rows.
+Not prepared: the long-pair paths, whose shapes follow each pair (score only on a GPU: fewer
+than 512 pairs of a class whose shorter side is 2,048 nt or more, through the tile wavefront;
+with alignments: pairs whose traceback table exceeds 256 MiB, checkpointed).
 
 >>> [(int(h), int(w)) for h, w in classes(300, alignments=True)]
 [(64, 512), (128, 1024), (256, 2048), (512, 4096)]
@@ -113,21 +126,71 @@ def _scoring(mode: str, matrix: bool, big: bool):
     return sc
 
 
+def gpu_programs(runner, max_length: int) -> list[tuple[str, int, int, int]]:
+    """``(kind, h, w, rows)`` of every GPU batch shape the plan of ``runner`` (a
+    :class:`~jaxrna.align.device_runner.DeviceRunner` on the GPU, or in interpret mode) may
+    launch for pairs of up to ``max_length`` nt (score only, each in two variants at most:
+    :meth:`~jaxrna.align.device_runner.DeviceRunner.packed`)."""
+    from jaxrna.align import classes as cl
+
+    k = runner.kernel
+    score_only = runner.job.score_only
+    kind = "scores" if score_only else "lanes"
+    return [(kind, h, w, runner.rows(kind, h, w)) for h, w in cl.gpu_classes(
+        max_length, score_only, k.get("min_side", 128), k.get("rows", 8),
+        k.get("lanes", cl.GPU_LANES_PER_PROGRAM))]
+
+
+def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix: bool,
+              interpret: bool, kernel: dict | None, seed: int) -> None:
+    """The GPU plan's programs of one option class: one batch of each (see the module
+    docstring); with alignments, then the record path's classes of longer pairs."""
+    import jax
+
+    from jaxrna.align import classes as cl
+    from jaxrna.align import engine
+    from jaxrna.align.device_runner import Batch
+
+    one = np.zeros(1, np.int64)
+    # score only, a match/mismatch scheme: the int16x2 variant (small scores: a batch of one
+    # 1 x 1 pair fits) and the int32 one (scores too large for int16)
+    variants = (False, True) if not alignments and not matrix else (True,)
+    for big in variants:
+        job = engine.Job(_batch("q", [1], "ACGT", seed), _batch("t", [1], "ACGT", seed + 1),
+                         _scoring(mode, matrix, big), mode == "local", True, not alignments)
+        runner = engine.DeviceRunner(job, backend, interpret=interpret, kernel=kernel)
+        for kind, h, w, rows in gpu_programs(runner, max_length):
+            b = Batch(0, one, h, w, rows, np.zeros(1, bool), False, kind)
+            jax.block_until_ready(runner.launch(b, one, one))
+    if alignments:
+        k = kernel or {}
+        side = lambda n: cl.gpu_square(n, k.get("min_side", 128), k.get("rows", 8))  # noqa
+        lanes = k.get("lanes", cl.GPU_LANES_PER_PROGRAM)
+        longer = [(a, b) for a, b in _pairs(max_length, True)
+                  if not cl.gpu_lanes_fit(side(b), lanes)]
+        if longer:
+            job = engine.Job(_batch("q", [a for a, _ in longer], "ACGT", seed + 2),
+                             _batch("t", [b for _, b in longer], "ACGT", seed + 3),
+                             _scoring(mode, matrix, True), mode == "local", True, False)
+            engine.run(job, "tsv", io.StringIO(), backend=backend, workers=0,
+                       engine="device", interpret=interpret, kernel=kernel)
+
+
 def warm(backend: str = "cpu", max_length: int = 10_000, mode: str = "global",
-         alignments: bool = True, matrix: bool = False, **options) -> int:
+         alignments: bool = True, matrix: bool = False, interpret: bool = False,
+         kernel: dict | None = None, **options) -> int:
     """Compile (or load from the cache) the programs ``jaxrna align`` can use for pairs of up
     to ``max_length`` nt on ``backend`` ("cpu", "gpu" or "auto") in one option class: ``mode``
     ("global", "local", "semi-global", or a sequence of them), ``alignments`` (False: score only;
     None: both), ``matrix`` (a full substitution matrix instead of match/mismatch; None: both).
     Returns how many programs were prepared (0 where the CLI would use parasail). Other
     ``options`` (scores, gap penalties, end gap penalties) are accepted and ignored: they are
-    runtime values of the same programs.
-
-    The GPU path's shapes are still those of its job-wide plan (see the module docstring of
-    :mod:`jaxrna.align.engine`); this warms the classes the pure-JAX path uses."""
+    runtime values of the same programs. ``interpret`` (with ``kernel``, the kernels' shapes):
+    the GPU plan on the CPU, its Pallas kernels in interpret mode (tests), as
+    :func:`jaxrna.align.engine.run` takes them."""
     from jaxrna import programs
     from jaxrna.align import engine
-    from jaxrna.runtime import enable_compilation_cache
+    from jaxrna.runtime import enable_compilation_cache, resolve_backend
 
     modes = MODES if mode is None else (mode,) if isinstance(mode, str) else tuple(mode)
     for m in modes:
@@ -136,11 +199,18 @@ def warm(backend: str = "cpu", max_length: int = 10_000, mode: str = "global",
     kinds = (True, False) if alignments is None else (bool(alignments),)
     matrices = (False, True) if matrix is None else (bool(matrix),)
     enable_compilation_cache()
+    gpu_plan = interpret or resolve_backend(backend) == "gpu"
+    if gpu_plan and not interpret:
+        backend = "gpu"
     before = programs.memo_size()
     seed = 0
     for m in modes:
         for align_ in kinds:
             for mat in matrices:
+                if gpu_plan:
+                    seed += 4
+                    _warm_gpu(backend, max_length, m, align_, mat, interpret, kernel, seed)
+                    continue
                 runs = [(_pairs(max_length, align_), True)]
                 if not align_:
                     runs.append((_small_pairs(max_length), False))

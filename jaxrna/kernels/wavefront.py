@@ -206,7 +206,7 @@ def checkpoint_bytes(h: int, w: int, block: int) -> int:
 
 
 def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, *refs, h, w, local,
-                   equality, size, rows, asm, ends=False):
+                   equality, size, rows, asm, ends=False, trim=False):
     """Lanes are independent rectangles (pairs, or tiles of one long pair); each runs its own
     in strips of ``rows`` rows, column by column.
 
@@ -220,6 +220,10 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, *refs,
     with m = 0 reports minus infinity). ``dirs`` (optional): direction bits ``[i, j]``.
     ``ends``: two more inputs, per lane the rectangle's row and column (1-based) that are the
     table's last (out of range: none), whose Y and X gaps cost the end penalties.
+    ``trim`` (whole pairs per lane: scores, ends and direction bits only): the program's loops
+    run to its lanes' longest ``m`` (strips) and ``n`` (columns), not to ``h`` and ``w``, so a
+    shape is a length class whose lengths are runtime values, and lanes padded with empty
+    pairs (``m = n = 0``) cost nothing; the bottom row and right column are then not written.
     """
     del buf_in  # aliased with buf_ref
     if ends:
@@ -238,6 +242,10 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, *refs,
     zero = jnp.zeros((lanes,), jnp.int32)
     pad_score = jnp.full((lanes,), -(1 << 29), jnp.int32)
     want_dirs = bool(dirs_ref)
+    n_end, strips = w + 1, h // rows
+    if trim:                              # the lanes' longest pair, not the padded shape
+        n_end = jnp.minimum(jnp.max(n), w) + 1
+        strips = jax.lax.div(jnp.minimum(jnp.max(m), h) + (rows - 1), rows)
 
     def add_max(a, b, c):                 # max(a + b, c), one inline-PTX block on the GPU
         return outer_step(jnp.broadcast_to(c, (lanes,)), jnp.broadcast_to(a, (lanes,)),
@@ -303,7 +311,7 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, *refs,
             return new, new_h, diag_top, keep, following
 
         init = (left, lh, diag0, keep, load_column(1))
-        last, _, _, keep, _ = jax.lax.fori_loop(1, w + 1, column, init)
+        last, _, _, keep, _ = jax.lax.fori_loop(1, n_end, column, init)
         for r, (rid, kept) in enumerate(zip(row_ids, keep)):
             for c in range(3):
                 right_ref[rid, c, :] = last[r][c]
@@ -316,7 +324,7 @@ def _pallas_kernel(q_ref, t_ref, m_ref, n_ref, prm_ref, left_ref, buf_in, *refs,
                 score = jnp.where(rid == m, kept, score)
         return score, bi, bj
 
-    score, bi, bj = jax.lax.fori_loop(0, h // rows, strip, (neg, zero, zero))
+    score, bi, bj = jax.lax.fori_loop(0, strips, strip, (neg, zero, zero))
     if local:
         empty = score <= 0
         score, bi, bj = (jnp.where(empty, 0, v) for v in (score, bi, bj))
@@ -337,11 +345,12 @@ def _packed_params(params: Params, ends: bool = False):
 
 
 def _lane_call(q, t, m, n, params: Params, left, top, *, local, equality, rows, lanes,
-               num_warps, interpret, want_dirs=False, erow=None, ecol=None):
+               num_warps, interpret, want_dirs=False, erow=None, ecol=None, trim=False):
     """The kernel over lane-major arrays: ``q`` (h, P), ``t`` (w, P), ``m``, ``n`` (P,),
     ``left`` (h + 1, 3, P), ``top`` (w + 1, 3, P); ``h`` a multiple of ``rows``, ``P`` of
     ``lanes``; ``erow``, ``ecol`` (P,): end gaps in these rows and columns (see
-    :func:`_pallas_kernel`), or None. Returns score, end row, end column, bottom row, right
+    :func:`_pallas_kernel`), or None; ``trim``: loops to the lanes' longest pair (see there).
+    Returns score, end row, end column, bottom row, right
     column[, dirs]."""
     from jax.experimental import pallas as pl
 
@@ -350,7 +359,7 @@ def _lane_call(q, t, m, n, params: Params, left, top, *, local, equality, rows, 
     ends = erow is not None
     prm, size = _packed_params(params, ends)
     kernel = partial(_pallas_kernel, h=h, w=w, local=local, equality=equality, size=size,
-                     rows=rows, asm=not interpret, ends=ends)
+                     rows=rows, asm=not interpret, ends=ends, trim=trim)
     lane = pl.BlockSpec((lanes,), lambda i: (i,))
     edge = lambda k: pl.BlockSpec((k + 1, 3, lanes), lambda i: (0, 0, i))  # noqa: E731
     i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)  # noqa: E731
@@ -401,7 +410,7 @@ def pallas_scores(q, t, m, n, params: Params, *, local: bool, equality: bool,
         qT, tT, mp, np_, params, jnp.broadcast_to(left.transpose(1, 0, 2), (hp + 1, 3, bp)),
         jnp.broadcast_to(top.transpose(1, 0, 2), (w + 1, 3, bp)), local=local,
         equality=equality, rows=rows, lanes=lanes, num_warps=num_warps, interpret=interpret,
-        **({"erow": mp, "ecol": np_} if ends else {}))
+        trim=True, **({"erow": mp, "ecol": np_} if ends else {}))
     return score[:b], ei[:b], ej[:b]
 
 
@@ -428,7 +437,7 @@ def lanes_align(q, t, m, n, params: Params, *, local: bool, equality: bool,
         qT, tT, m, n, params, jnp.broadcast_to(left.transpose(1, 0, 2), (h + 1, 3, b)),
         jnp.broadcast_to(top.transpose(1, 0, 2), (w + 1, 3, b)), local=local,
         equality=equality, rows=rows, lanes=lanes, num_warps=num_warps, interpret=interpret,
-        want_dirs=True, **({"erow": m, "ecol": n} if ends else {}))
+        want_dirs=True, trim=True, **({"erow": m, "ecol": n} if ends else {}))
     flat = dirs.reshape(-1)
     lane = jnp.arange(b, dtype=jnp.int32)
 

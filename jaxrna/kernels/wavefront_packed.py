@@ -170,6 +170,17 @@ def _kernel(q_ref, t_ref, n_ref, m2_ref, prm_ref, left_ref, buf_in, *outs, w, ro
         ppk = p_ref[...]
         nstrips = h // rows
     npk = n_ref[...]
+    # the loops run to the lanes' longest pair, not to the padded shape: a shape is a length
+    # class whose lengths are runtime values, and lanes of empty pairs cost nothing. Global
+    # queries sit at the bottom (row ``hp - m`` is a pair's row 0): the strips start at the
+    # one holding the highest row 0 (the rows above every pair's row 0 are minus infinity,
+    # as ``top`` is, and stay below every finite value: :func:`packed_ok`).
+    ncols = jnp.minimum(jnp.max(jnp.maximum(_lo(npk), _hi(npk))), w)
+    mmax = jnp.minimum(jnp.max(jnp.maximum(m2_ref[0, :], m2_ref[1, :])), h)
+    if local:
+        first, last_strip = 0, jax.lax.div(mmax + (rows - 1), rows)
+    else:
+        first, last_strip = jax.lax.div(jnp.maximum(h - mmax - 1, 0), rows), h // rows
     negp = jnp.full((lanes,), _splat(NEG16), jnp.int32)
     zero = jnp.zeros((lanes,), jnp.int32)
     minus1 = jnp.full((lanes,), -1, jnp.int32)           # -1 in both halves
@@ -236,7 +247,7 @@ def _kernel(q_ref, t_ref, n_ref, m2_ref, prm_ref, left_ref, buf_in, *outs, w, ro
             return new_h, new_y, above, track, following
 
         init = (hl, yl, diag0, track, load_column(1))
-        _, _, _, track, _ = jax.lax.fori_loop(1, w + 1, column, init)
+        _, _, _, track, _ = jax.lax.fori_loop(1, ncols + 1, column, init)
         if not local:
             return track
         best, col = track
@@ -259,7 +270,7 @@ def _kernel(q_ref, t_ref, n_ref, m2_ref, prm_ref, left_ref, buf_in, *outs, w, ro
         init = (neg, neg, zero, zero, zero, zero)
     else:
         init = negp
-    out = jax.lax.fori_loop(0, h // rows, strip, init)
+    out = jax.lax.fori_loop(first, last_strip, strip, init)
     if local:
         score_ref, ei_ref, ej_ref = res
         for half in range(2):
@@ -275,8 +286,11 @@ def _kernel(q_ref, t_ref, n_ref, m2_ref, prm_ref, left_ref, buf_in, *outs, w, ro
 
 
 def _pack(x, half: int):
-    """``(..., 2 * half)`` int16 values -> ``(..., half)`` words: pair k low, k + half high."""
-    return _join(x[..., :half], x[..., half:])
+    """``(..., 2 * half)`` int16 values -> ``(..., half)`` words: pair 2k low, 2k + 1 high
+    (neighbours share a word, so a caller that orders its pairs by length gives each program
+    pairs of like lengths: its loops run to its longest pair)."""
+    del half
+    return _join(x[..., 0::2], x[..., 1::2])
 
 
 @stored_jit("kernels.wavefront_packed.packed_scores",
@@ -332,7 +346,7 @@ def packed_scores(q, t, m, n, params: Params, *, local: bool, rows: int | None =
     tk = _pack(jnp.left_shift(t, shift).T, half)                       # (w, half)
     leftk = _pack(left.transpose(2, 0, 1), half)                       # (hp + 1, 2, half)
     topk = _pack(top.transpose(2, 0, 1), half)                         # (w + 1, 2, half)
-    m2 = jnp.stack([m[:half], m[half:]])
+    m2 = jnp.stack([m[0::2], m[1::2]])
     head = [_splat(match + 1), _splat(mismatch), _splat(go), _splat(ge)]
     if ends:
         head += [_splat(bo), _splat(be)]
@@ -357,7 +371,7 @@ def packed_scores(q, t, m, n, params: Params, *, local: bool, rows: int | None =
         interpret=interpret,
         **({} if interpret else {"compiler_params": compiler_params(num_warps, 1)}),
     )(qk, tk, _pack(n, half), m2, prm, leftk, topk, *extra)
-    flat = [o.reshape(bp)[:b] for o in out[:nres]]
+    flat = [o.T.reshape(bp)[:b] for o in out[:nres]]     # (2, half): halves of words
     if local:
         return tuple(flat)
     return flat[0], m[:b], n[:b]
