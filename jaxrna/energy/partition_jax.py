@@ -13,10 +13,17 @@ energy.
 Records are batched by the energy model's length classes
 (:func:`jaxrna.batching.energy_length_class`: 8 classes up to 10,240 nt), each class with a
 fixed row count (:func:`rows_for`; a last batch topped up with empty rows), so a run compiles
-one program per class met, whatever the lengths, parameters, temperature and dangles (all
-runtime values). Memory grows as the square of the class (about :data:`BYTES_PER_CELL` per
-cell and row, the outside pass included); a record whose class does not fit in the device's
-memory is refused up front with the estimate.
+one partition program per class met (:data:`jaxrna.energy.partition.PROGRAM`, kept in
+jaxrna's program store, :mod:`jaxrna.programs`), whatever the lengths, parameter set,
+temperature, dangles and unpaired positions (all runtime values; the MEA structure is
+computed on the host), beside the MFE engine's one program per class met: **at most 8 + 8
+programs for any mix of lengths up to 10,240 nt and any options**, fewer where the device's
+memory refuses the long classes. A chunk's programs are asked for at its start
+(:func:`prefetch_programs`: side by side, in worker processes on hosts of many cores), and
+:func:`warm` prepares them all (``jaxrna warmup fold --model turner --partition``). Memory
+grows as the square of the class (about :data:`BYTES_PER_CELL` per cell and row, the outside
+pass included); a record whose class does not fit in the device's memory is refused up front
+with the estimate.
 
 The same results as :mod:`jaxrna.energy.partition_vienna` within floating tolerances (ensemble
 energies to 1e-4 kcal/mol, probabilities to 1e-6; ``tests/test_fold_turner_partition_jax.py``).
@@ -101,6 +108,76 @@ def partition_records(records: Iterable[Record], model: EnergyModel | None = Non
                             device, platform)
 
 
+def plan(lengths: Iterable[int], platform: str, budget: int) -> list[tuple[int, int]]:
+    """The ``(length class, rows)`` of the partition programs records of these ``lengths``
+    run (empty records run none), in order of first use.
+
+    >>> plan([100, 0, 150, 90], "cpu", 1 << 30)
+    [(128, 8), (256, 2)]
+    """
+    classes = dict.fromkeys(energy_length_class(n) for n in lengths if n)
+    return [(padded, rows_for(padded, platform, budget)) for padded in classes]
+
+
+def _specs(padded: int, rows: int):
+    """The batch program's argument shapes for a class (those of a batch of empty rows),
+    under ``jax_enable_x64``."""
+    import jax
+
+    from jaxrna.energy import partition
+
+    args = partition.batch_inputs([""] * rows, length=padded)[0]
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
+
+
+def prefetch_programs(classes: Iterable[tuple[int, int]], device) -> int:
+    """Start preparing the partition program of every ``(length class, rows)`` of a plan in
+    the background (:func:`jaxrna.compile_workers.prefetch`: on hosts with enough cores,
+    else nothing), keyed as the batches will ask for them. Returns how many were asked for.
+
+    >>> prefetch_programs([], None)
+    0
+    """
+    from jaxrna import compile_workers
+    from jaxrna.energy import partition
+
+    count = 0
+    with partition.x64():
+        for padded, rows in dict.fromkeys(classes):
+            compile_workers.prefetch(partition.PROGRAM, "jaxrna.energy.partition:batch_jitted",
+                                     _specs(padded, rows), {}, device, cpu_store=True)
+            count += 1
+    return count
+
+
+def prepare_programs(classes: Iterable[tuple[int, int]], device) -> int:
+    """Compile (or load from the cache) the partition program of every ``(length class,
+    rows)`` now, without running it; returns how many."""
+    from jaxrna import programs
+    from jaxrna.energy import partition
+
+    classes = list(dict.fromkeys(classes))
+    prefetch_programs(classes, device)            # side by side where there are cores
+    with partition.x64():
+        for padded, rows in classes:
+            programs.program(partition.PROGRAM, partition.batch_jitted(), _specs(padded, rows),
+                             {}, device, cpu_store=True)
+    return len(classes)
+
+
+def warm_plan(max_length: int, backend: str | None = None) -> tuple[object, list]:
+    """``(device, [(length class, rows)])``: the partition programs a run over records of up
+    to ``max_length`` nt can use on the first device of ``backend`` (classes whose records
+    this device refuses for memory are left out)."""
+    from jaxrna.energy.warmup import classes
+
+    device, platform = _device(backend)
+    budget, most = _budget(device, platform)
+    return device, [(padded, rows_for(padded, platform, budget))
+                    for padded in classes(max_length)
+                    if BYTES_PER_CELL * padded * padded <= most]
+
+
 def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, device,
              platform) -> Iterator[EnergyPartitionResult]:
     budget, most = _budget(device, platform)
@@ -118,24 +195,28 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
                 "shorter sequences")
             if on_error is None:
                 raise exc
-            yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+            yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
+                            on_done)
             chunk = []
             on_error(rec, exc)
             continue
         chunk.append(rec)
         if len(chunk) >= CHUNK:
-            yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+            yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
+                            on_done)
             chunk = []
-    yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+    yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget, on_done)
 
 
-def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, platform: str, budget: int,
-         on_done) -> Iterator[EnergyPartitionResult]:
+def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platform: str,
+         budget: int, on_done) -> Iterator[EnergyPartitionResult]:
     if not chunk:
         return
     from jaxrna.energy import partition
     from jaxrna.stages import stage
 
+    # the chunk's partition programs compile (where there are cores) while the MFE runs
+    prefetch_programs(plan((len(rec.sequence) for rec in chunk), platform, budget), device)
     with stage("mfe"):
         mfe = list(fold_energy_records(chunk, model, with_pairs=True, backend=platform,
                                        unpaired=unpaired))
