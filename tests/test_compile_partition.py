@@ -49,7 +49,7 @@ def test_numeric_options_and_lengths_in_a_class_share_the_program():
 
     from jaxrna import programs
     from jaxrna.energy import partition
-    from jaxrna.energy.partition_jax import _specs
+    from jaxrna.energy.partition_jax import specs
 
     rng = random.Random(26)
 
@@ -64,7 +64,7 @@ def test_numeric_options_and_lengths_in_a_class_share_the_program():
     keys = _keys(cases, 128)
     assert len(set(keys)) == 1, keys
     with partition.x64():
-        spec_key = programs.program_key(partition.PROGRAM, _specs(128, 8), {},
+        spec_key = programs.program_key(partition.PROGRAM, specs(128, 8), {},
                                         jax.devices("cpu")[0])
     assert spec_key == keys[0]
     other = _keys([(seqs(8, 129, 256), None, 2, 37.0, None),
@@ -73,22 +73,20 @@ def test_numeric_options_and_lengths_in_a_class_share_the_program():
 
 
 def test_plans_are_bounded_by_the_classes():
-    from jaxrna.energy.partition_jax import estimate_bytes, plan, warm_plan
+    from jaxrna.energy.partition_jax import budgets, estimate_bytes, plan
+    from jaxrna.energy.warmup import partition_plan
 
     lengths = list(range(0, 10_241, 7))
     assert len(plan(lengths, "cpu", 1 << 30)) == len({energy_length_class(n)
                                                         for n in lengths if n}) == 8
     assert plan([100, 0, 5, 129, 256, 1], "cpu", 1 << 30) == [(128, 8), (256, 2)]
     assert plan([0, 0], "gpu", 1 << 34) == []
-    device, classes = warm_plan(200, "cpu")
+    device, classes = partition_plan(200, "cpu")
     assert device.platform == "cpu" and classes == [(128, 8), (256, 2)]
     # every class a record of up to 10,000 nt may meet, less those refused for memory here
-    _, most = warm_plan(10_000, "cpu")
-    from jaxrna.energy.partition_jax import _budget
-
-    limit = _budget(device, "cpu")[1]
-    assert [c for c, _ in most] == [c for c in (128, 256, 512, 1024, 2048, 4096, 6144, 10240)
-                                    if estimate_bytes(c) <= limit]
+    limit = budgets(device, "cpu")[1]
+    assert [c for c, _ in partition_plan(10_000, "cpu")[1]] == [
+        c for c in (128, 256, 512, 1024, 2048, 4096, 6144, 10240) if estimate_bytes(c) <= limit]
 
 
 def test_a_prefetch_thread_compiles_under_the_callers_x64_switch(monkeypatch):

@@ -20,7 +20,8 @@ computed on the host), beside the MFE engine's one program per class met: **at m
 programs for any mix of lengths up to 10,240 nt and any options**, fewer where the device's
 memory refuses the long classes. A chunk's programs are asked for at its start
 (:func:`prefetch_programs`: side by side, in worker processes on hosts of many cores), and
-:func:`warm` prepares them all (``jaxrna warmup fold --model turner --partition``). Memory
+:func:`prepare_programs` compiles a plan's without running them (``jaxrna warmup fold
+--model turner --partition``: :func:`jaxrna.energy.warmup.partition_plan`). Memory
 grows as the square of the class (about :data:`BYTES_PER_CELL` per cell and row, the outside
 pass included); a record whose class does not fit in the device's memory is refused up front
 with the estimate.
@@ -73,14 +74,15 @@ def rows_for(padded: int, platform: str, budget: int) -> int:
     return 1 << (rows.bit_length() - 1)
 
 
-def _device(backend: str | None):
+def device_of(backend: str | None):
+    """``(device, "cpu" or "gpu")``: the first device of ``backend`` (None: JAX's default)."""
     import jax
 
     device = jax.devices(backend)[0] if backend else jax.devices()[0]
     return device, ("gpu" if device.platform in ("gpu", "cuda", "rocm") else "cpu")
 
 
-def _budget(device, platform: str) -> tuple[int, int]:
+def budgets(device, platform: str) -> tuple[int, int]:
     """``(batch budget, most one record may take)`` in bytes."""
     from jaxrna.runtime import device_memory_bytes, memory_bytes
 
@@ -102,7 +104,7 @@ def partition_records(records: Iterable[Record], model: EnergyModel | None = Non
     import jax
 
     model = model or EnergyModel()
-    device, platform = _device(backend)
+    device, platform = device_of(backend)
     with jax.default_device(device):
         yield from _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired,
                             device, platform)
@@ -119,9 +121,10 @@ def plan(lengths: Iterable[int], platform: str, budget: int) -> list[tuple[int, 
     return [(padded, rows_for(padded, platform, budget)) for padded in classes]
 
 
-def _specs(padded: int, rows: int):
-    """The batch program's argument shapes for a class (those of a batch of empty rows),
-    under ``jax_enable_x64``."""
+def specs(padded: int, rows: int):
+    """The batch program's argument shapes (:class:`jax.ShapeDtypeStruct`) for a class: those
+    of a batch of empty rows, which every batch of the class shares (call under
+    ``jax_enable_x64``, as the engine runs)."""
     import jax
 
     from jaxrna.energy import partition
@@ -145,7 +148,7 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], device) -> int:
     with partition.x64():
         for padded, rows in dict.fromkeys(classes):
             compile_workers.prefetch(partition.PROGRAM, "jaxrna.energy.partition:batch_jitted",
-                                     _specs(padded, rows), {}, device, cpu_store=True)
+                                     specs(padded, rows), {}, device, cpu_store=True)
             count += 1
     return count
 
@@ -160,27 +163,14 @@ def prepare_programs(classes: Iterable[tuple[int, int]], device) -> int:
     prefetch_programs(classes, device)            # side by side where there are cores
     with partition.x64():
         for padded, rows in classes:
-            programs.program(partition.PROGRAM, partition.batch_jitted(), _specs(padded, rows),
+            programs.program(partition.PROGRAM, partition.batch_jitted(), specs(padded, rows),
                              {}, device, cpu_store=True)
     return len(classes)
 
 
-def warm_plan(max_length: int, backend: str | None = None) -> tuple[object, list]:
-    """``(device, [(length class, rows)])``: the partition programs a run over records of up
-    to ``max_length`` nt can use on the first device of ``backend`` (classes whose records
-    this device refuses for memory are left out)."""
-    from jaxrna.energy.warmup import classes
-
-    device, platform = _device(backend)
-    budget, most = _budget(device, platform)
-    return device, [(padded, rows_for(padded, platform, budget))
-                    for padded in classes(max_length)
-                    if BYTES_PER_CELL * padded * padded <= most]
-
-
 def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, device,
              platform) -> Iterator[EnergyPartitionResult]:
-    budget, most = _budget(device, platform)
+    budget, most = budgets(device, platform)
     limit = min(most, max_bytes) if max_bytes else most
     chunk: list[Record] = []
     for rec in records:

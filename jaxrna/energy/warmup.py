@@ -9,7 +9,7 @@ the code path the CLI uses, so the programs are compiled (or loaded) and kept in
 directory (``JAXRNA_CACHE_DIR``): a later ``fold --model turner`` on any data within
 ``max_length`` with any of those options compiles nothing. With ``partition``, also the
 partition engine's program of every class up to ``max_length`` that the device's memory admits
-(:func:`jaxrna.energy.partition_jax.warm_plan`; compiled, not run), for ``fold --model turner
+(:func:`partition_plan`; compiled, not run), for ``fold --model turner
 --partition`` with jaxrna's engine (``--backend cpu`` or ``gpu``).
 
 >>> warm("cpu", max_length=100)        # doctest: +SKIP
@@ -30,6 +30,23 @@ def classes(max_length: int) -> list[int]:
     top = energy_length_class(max(max_length, 1))
     out = [c for c in ENERGY_LENGTH_CLASSES if c <= top]
     return out if out and out[-1] == top else out + [top]
+
+
+def partition_plan(max_length: int, backend: str | None = None) -> tuple[object, list]:
+    """``(device, [(length class, rows)])``: the partition engine's programs
+    (:mod:`jaxrna.energy.partition_jax`) a run over records of up to ``max_length`` nt can use
+    on the first device of ``backend``; classes whose records this device refuses for memory
+    are left out.
+
+    >>> partition_plan(200, "cpu")[1]
+    [(128, 8), (256, 2)]
+    """
+    from jaxrna.energy import partition_jax as pj
+
+    device, platform = pj.device_of(backend)
+    budget, most = pj.budgets(device, platform)
+    return device, [(padded, pj.rows_for(padded, platform, budget))
+                    for padded in classes(max_length) if pj.estimate_bytes(padded) <= most]
 
 
 def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | None = None,
@@ -59,7 +76,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     if partition:
         from jaxrna.energy import partition_jax
 
-        pf_device, pf_plan = partition_jax.warm_plan(max_length, backend)
+        pf_device, pf_plan = partition_plan(max_length, backend)
         partition_jax.prefetch_programs(pf_plan, pf_device)
     with jax.default_device(device):
         for length, rows in plan:
