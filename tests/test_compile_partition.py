@@ -10,8 +10,9 @@ The bound: the energy model's classes (:func:`jaxrna.batching.energy_length_clas
 most 8 partition programs and 8 MFE programs for any mix of lengths up to 10,240 nt (fewer
 where the device's memory refuses the long classes: on a CPU with 23 GB, classes up to 1,024).
 
-Whole processes are counted (:mod:`compile_count`) on the CPU, classes 128 and 256 only (each
-partition program compiles in about 4 s here, each MFE program in about 10 s).
+Whole processes are counted (:mod:`compile_count`) on the CPU, classes 128 and 256 only (on
+this 2-core CPU each partition program compiles in 5-12 s, each MFE program in about 10-20 s,
+with the machine idle or busy).
 """
 
 import random
@@ -68,8 +69,11 @@ def test_numeric_options_and_lengths_in_a_class_share_the_program():
                                         jax.devices("cpu")[0])
     assert spec_key == keys[0]
     other = _keys([(seqs(8, 129, 256), None, 2, 37.0, None),
-                   (seqs(2, 129, 256), None, 2, 37.0, None)], 256)
+                   (seqs(2, 129, 256), "turner1999", 0, 20.0, None)], 256)
     assert len({keys[0], *other}) == 3
+    with partition.x64():
+        assert programs.program_key(partition.PROGRAM, specs(256, 2), {},
+                                    jax.devices("cpu")[0]) == other[1]
 
 
 def test_plans_are_bounded_by_the_classes():
@@ -153,17 +157,29 @@ def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
 @pytest.mark.slow
 def test_after_warmup_a_run_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
+    # class 128 only (CI time; tests/test_compile_energy.py warms three MFE classes): its MFE
+    # program and its partition program
     warm = run_counted(["warmup", "fold", "--model", "turner", "--partition", "--max-length",
-                        "200", "--backend", "cpu"], cache)
+                        "128", "--backend", "cpu"], cache)
     assert warm.returncode == 0, warm.stderr
     row = warm.stdout.splitlines()[2].split("\t")
-    # classes 128 and 256: their MFE programs and their partition programs
-    assert row[:2] == ["fold turner partition", "4"], warm.stdout
-    assert warm.counts.get("executables_compiled", 0) == 4, warm.counts
-    lengths = [200, 3, 129, 77, 128, 12]
+    assert row[:2] == ["fold turner partition", "2"], warm.stdout
+    assert warm.counts.get("executables_compiled", 0) == 2, warm.counts
+    lengths = [128, 3, 101, 77, 12]
     job = run_counted(["fold", "--model", "turner", "--partition", "--backend", "cpu", "-T",
                        "25", "--params", "turner1999", "--mea=1",
                        write_fasta(tmp_path / "w.fa", lengths, 4)], cache)
     assert job.returncode == 0, job.stderr
     assert _ensembles(job.stdout) == len(lengths)
     assert job.compiled == 0 and job.counts.get("executables_compiled", 0) == 0, job.counts
+
+
+def test_warmup_partition_under_auto_on_a_cpu_has_nothing_to_compile(tmp_path):
+    """Without a GPU, ``fold --model turner --partition`` (``--backend auto``) computes the
+    ensemble with ViennaRNA (and the MFE too): nothing of jaxrna's engines to prepare."""
+    pytest.importorskip("RNA")
+    r = run_counted(["warmup", "fold", "--model", "turner", "--partition"],
+                    str(tmp_path / "c"))
+    assert r.returncode == 0, r.stderr
+    assert "fold turner (ViennaRNA engine: nothing to compile)\t0\t0" in r.stdout
+    assert r.compiled == 0
