@@ -475,6 +475,8 @@ def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=
         return
     import concurrent.futures
 
+    import jax
+
     static = dict(static or {})
     if device is None:
         device = default_device()
@@ -485,13 +487,31 @@ def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(
                 max(1, min(4, cores() // 2)), thread_name_prefix="jaxrna-compile")
-        future = _pool.submit(program, name, jitted, args, static, device,
-                              cpu_store=cpu_store)
+        # the caller's x64 switch (thread-local under jax.enable_x64) holds in the thread:
+        # it is part of the program's key and of its tracing
+        future = _pool.submit(_with_x64, bool(jax.config.jax_enable_x64), program, name,
+                              jitted, args, static, device, cpu_store=cpu_store)
         _inflight[key] = future
         _local_futures[:] = [f for f in _local_futures if not f.done()] + [future]
 
 
 _local_futures: list = []       # prefetches under way in this process's threads
+
+
+def _with_x64(x64: bool, fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with JAX's x64 switch set to ``x64`` in this thread."""
+    import jax
+
+    if bool(jax.config.jax_enable_x64) == x64:
+        return fn(*args, **kwargs)
+    if hasattr(jax, "enable_x64"):
+        context = jax.enable_x64(x64)
+    else:  # pragma: no cover - older JAX
+        from jax.experimental import disable_x64, enable_x64
+
+        context = enable_x64() if x64 else disable_x64()
+    with context:
+        return fn(*args, **kwargs)
 
 
 def local_busy() -> bool:

@@ -13,7 +13,11 @@ it prepared; this module chooses which, creates the cache with safe modes (only 
 write it: :func:`jaxrna.runtime.prepare_private_cache`) and reports what was compiled. On a
 machine without a GPU, ``--backend auto`` folds ``--model turner`` with ViennaRNA
 (:mod:`jaxrna.energy.vienna`), which has nothing to compile: that warmer is skipped there
-(``--backend cpu`` warms jaxrna's own CPU engine).
+(``--backend cpu`` warms jaxrna's own CPU engine). ``--partition`` adds, for ``fold --model
+turner``, the partition engine's programs (and the MFE programs that engine runs) where
+``fold --model turner --partition`` uses jaxrna's engine: ``--backend cpu`` or ``gpu``
+(``--backend auto`` computes the ensemble with ViennaRNA, :func:`jaxrna.cli.fold_energy.
+partition_engine`).
 """
 
 from __future__ import annotations
@@ -46,9 +50,13 @@ def options_for(label: str, args: argparse.Namespace) -> dict:
     ({'score_only': True, 'partition': False}, {'mode': 'local', 'alignments': False})
     >>> options_for("targets", build_parser().parse_args(["warmup"]))
     {'no_energy': False}
+    >>> options_for("fold turner", build_parser().parse_args(["warmup", "--partition"]))
+    {'partition': True}
     """
     if label == "fold nussinov":
         return {"score_only": args.score_only, "partition": args.partition}
+    if label == "fold turner":
+        return {"partition": args.partition}
     if label == "align":
         return {"mode": args.mode, "alignments": not args.score_only}
     if label == "interact":
@@ -133,6 +141,14 @@ def _turner_runs_vienna(requested: str) -> bool:
     return energy_engine(requested) == "vienna"
 
 
+def _partition_runs_vienna(requested: str) -> bool:
+    """Whether ``fold --model turner --partition --backend requested`` computes the ensemble
+    with ViennaRNA here (then the partition engine has no program to prepare)."""
+    from jaxrna.cli.fold_energy import partition_engine
+
+    return partition_engine(requested) == "vienna"
+
+
 def run(args: argparse.Namespace) -> int:
     from jaxrna import runtime, stages
 
@@ -147,9 +163,17 @@ def run(args: argparse.Namespace) -> int:
     backend = runtime.resolve_backend(args.backend)
     rows = []
     for label, module, options in chosen(args):
-        if label == "fold turner" and _turner_runs_vienna(args.backend):
-            rows.append((label + " (ViennaRNA engine: nothing to compile)", 0, 0, 0.0))
-            continue
+        if label == "fold turner":
+            asked = bool(options.get("partition"))
+            pf = asked and not _partition_runs_vienna(args.backend)
+            options = dict(options, partition=pf)
+            if pf:                                  # the partition engine and its MFE
+                label = "fold turner partition"
+            elif _turner_runs_vienna(args.backend):
+                rows.append((label + " (ViennaRNA engine: nothing to compile)", 0, 0, 0.0))
+                continue
+            elif asked:                             # the MFE programs only
+                label += " (--partition: ViennaRNA engine)"
         before = stages.counts()
         start = time.perf_counter()
         prepared = importlib.import_module(module).warm(backend=backend,

@@ -54,6 +54,7 @@ probabilities, as jax-rnafold defines it) is :mod:`jaxrna.energy.partition_expec
 
 from __future__ import annotations
 
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -260,8 +261,39 @@ def _lz_and_bpp(s, allowed, special, n, dp, dangles):
 #: ``log Z`` of a batch (sequence inputs stacked; parameters and dangles shared): one program
 #: per padded length and batch size, whatever the lengths, parameters, temperature, dangles.
 batch_log_partition = jax.jit(jax.vmap(log_partition, in_axes=(0, 0, 0, 0, None, None)))
-#: ``(log Z, d log Z / d pair_bonus)`` of a batch: the pair probabilities ``[B, L, L]``.
-batch_pair_probabilities = jax.jit(jax.vmap(_lz_and_bpp, in_axes=(0, 0, 0, 0, None, None)))
+
+#: The name of the pair-probability batch program in jaxrna's program store.
+PROGRAM = "energy.partition"
+
+
+def _batch_lz_and_bpp(s, allowed, special, n, dp, dangles):
+    return jax.vmap(_lz_and_bpp, in_axes=(0, 0, 0, 0, None, None))(s, allowed, special, n, dp,
+                                                                   dangles)
+
+
+@functools.lru_cache(maxsize=1)
+def _program():
+    """The batch program, kept by :mod:`jaxrna.programs` (compiled once per process and
+    program key, stored in and loaded from the cache directory, on CPUs too: tracing it is a
+    second of a small run). It has no static argument: the padded length and the row count
+    are shapes, everything else a traced value."""
+    from jaxrna.programs import stored_jit
+
+    return stored_jit(PROGRAM, cpu_store=True)(_batch_lz_and_bpp)
+
+
+def batch_jitted():
+    """The batch program's ``jax.jit`` function (what a compile worker lowers:
+    :mod:`jaxrna.compile_workers`; under ``jax_enable_x64``, as the engine runs it)."""
+    return _program().jitted()
+
+
+def batch_pair_probabilities(s, allowed, special, n, dp, dangles):
+    """``(log Z, d log Z / d pair_bonus)`` of a batch (inputs as :func:`batch_inputs` gives
+    them): the pair probabilities ``[B, L, L]``. One program (:data:`PROGRAM`) per padded
+    length and batch size, whatever the lengths, parameters, temperature, dangles and
+    unpaired positions."""
+    return _program()(s, allowed, special, n, dp, dangles)
 
 
 def prepare_pf_batch(sequences, length: int, params="turner2004", temperature: float = 37.0,
@@ -272,7 +304,11 @@ def prepare_pf_batch(sequences, length: int, params="turner2004", temperature: f
     return {key: np.stack([r[key] for r in rows]) for key in rows[0]}
 
 
-def _setup(sequences, params, dangles, temperature, unpaired, length=None):
+def batch_inputs(sequences, params=None, dangles: int = 2, temperature: float = 37.0,
+                 unpaired=None, length=None):
+    """``(arguments of the batch functions, kT)`` for ``sequences`` padded to ``length``
+    (default: the class of the longest). The arguments' shapes and dtypes depend on the row
+    count and ``length`` only (under ``jax_enable_x64``)."""
     source = "turner2004" if params is None else params
     length = length or length_class(max(len(x) for x in sequences))
     inp = prepare_pf_batch(sequences, length, source, temperature, unpaired)
@@ -286,7 +322,7 @@ def ensemble_energies(sequences, params=None, dangles: int = 2, temperature: flo
     """Ensemble free energies (kcal/mol, float64) of ``sequences`` as one batch padded to
     ``length`` (default: the class of the longest), under ``jax.enable_x64``."""
     with x64():
-        args, kT = _setup(sequences, params, dangles, temperature, unpaired, length)
+        args, kT = batch_inputs(sequences, params, dangles, temperature, unpaired, length)
         return -np.asarray(batch_log_partition(*args)) * kT / 1000.0
 
 
@@ -314,7 +350,7 @@ def pair_probabilities(sequences, params=None, dangles: int = 2, temperature: fl
     0.5643
     """
     with x64():
-        args, kT = _setup(sequences, params, dangles, temperature, unpaired, length)
+        args, kT = batch_inputs(sequences, params, dangles, temperature, unpaired, length)
         lz, grad = batch_pair_probabilities(*args)
         grad = np.asarray(grad)
         return (-np.asarray(lz) * kT / 1000.0,

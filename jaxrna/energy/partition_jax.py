@@ -13,10 +13,18 @@ energy.
 Records are batched by the energy model's length classes
 (:func:`jaxrna.batching.energy_length_class`: 8 classes up to 10,240 nt), each class with a
 fixed row count (:func:`rows_for`; a last batch topped up with empty rows), so a run compiles
-one program per class met, whatever the lengths, parameters, temperature and dangles (all
-runtime values). Memory grows as the square of the class (about :data:`BYTES_PER_CELL` per
-cell and row, the outside pass included); a record whose class does not fit in the device's
-memory is refused up front with the estimate.
+one partition program per class met (:data:`jaxrna.energy.partition.PROGRAM`, kept in
+jaxrna's program store, :mod:`jaxrna.programs`), whatever the lengths, parameter set,
+temperature, dangles and unpaired positions (all runtime values; the MEA structure is
+computed on the host), beside the MFE engine's one program per class met: **at most 8 + 8
+programs for any mix of lengths up to 10,240 nt and any options**, fewer where the device's
+memory refuses the long classes. A chunk's programs are asked for at its start
+(:func:`prefetch_programs`: side by side, in worker processes on hosts of many cores), and
+:func:`prepare_programs` compiles a plan's without running them (``jaxrna warmup fold
+--model turner --partition``: :func:`jaxrna.energy.warmup.partition_plan`). Memory
+grows as the square of the class (about :data:`BYTES_PER_CELL` per cell and row, the outside
+pass included); a record whose class does not fit in the device's memory is refused up front
+with the estimate.
 
 The same results as :mod:`jaxrna.energy.partition_vienna` within floating tolerances (ensemble
 energies to 1e-4 kcal/mol, probabilities to 1e-6; ``tests/test_fold_turner_partition_jax.py``).
@@ -66,14 +74,15 @@ def rows_for(padded: int, platform: str, budget: int) -> int:
     return 1 << (rows.bit_length() - 1)
 
 
-def _device(backend: str | None):
+def device_of(backend: str | None):
+    """``(device, "cpu" or "gpu")``: the first device of ``backend`` (None: JAX's default)."""
     import jax
 
     device = jax.devices(backend)[0] if backend else jax.devices()[0]
     return device, ("gpu" if device.platform in ("gpu", "cuda", "rocm") else "cpu")
 
 
-def _budget(device, platform: str) -> tuple[int, int]:
+def budgets(device, platform: str) -> tuple[int, int]:
     """``(batch budget, most one record may take)`` in bytes."""
     from jaxrna.runtime import device_memory_bytes, memory_bytes
 
@@ -95,15 +104,73 @@ def partition_records(records: Iterable[Record], model: EnergyModel | None = Non
     import jax
 
     model = model or EnergyModel()
-    device, platform = _device(backend)
+    device, platform = device_of(backend)
     with jax.default_device(device):
         yield from _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired,
                             device, platform)
 
 
+def plan(lengths: Iterable[int], platform: str, budget: int) -> list[tuple[int, int]]:
+    """The ``(length class, rows)`` of the partition programs records of these ``lengths``
+    run (empty records run none), in order of first use.
+
+    >>> plan([100, 0, 150, 90], "cpu", 1 << 30)
+    [(128, 8), (256, 2)]
+    """
+    classes = dict.fromkeys(energy_length_class(n) for n in lengths if n)
+    return [(padded, rows_for(padded, platform, budget)) for padded in classes]
+
+
+def specs(padded: int, rows: int):
+    """The batch program's argument shapes (:class:`jax.ShapeDtypeStruct`) for a class: those
+    of a batch of empty rows, which every batch of the class shares (call under
+    ``jax_enable_x64``, as the engine runs)."""
+    import jax
+
+    from jaxrna.energy import partition
+
+    args = partition.batch_inputs([""] * rows, length=padded)[0]
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
+
+
+def prefetch_programs(classes: Iterable[tuple[int, int]], device) -> int:
+    """Start preparing the partition program of every ``(length class, rows)`` of a plan in
+    the background (:func:`jaxrna.compile_workers.prefetch`: on hosts with enough cores,
+    else nothing), keyed as the batches will ask for them. Returns how many were asked for.
+
+    >>> prefetch_programs([], None)
+    0
+    """
+    from jaxrna import compile_workers
+    from jaxrna.energy import partition
+
+    count = 0
+    with partition.x64():
+        for padded, rows in dict.fromkeys(classes):
+            compile_workers.prefetch(partition.PROGRAM, "jaxrna.energy.partition:batch_jitted",
+                                     specs(padded, rows), {}, device, cpu_store=True)
+            count += 1
+    return count
+
+
+def prepare_programs(classes: Iterable[tuple[int, int]], device) -> int:
+    """Compile (or load from the cache) the partition program of every ``(length class,
+    rows)`` now, without running it; returns how many."""
+    from jaxrna import programs
+    from jaxrna.energy import partition
+
+    classes = list(dict.fromkeys(classes))
+    prefetch_programs(classes, device)            # side by side where there are cores
+    with partition.x64():
+        for padded, rows in classes:
+            programs.program(partition.PROGRAM, partition.batch_jitted(), specs(padded, rows),
+                             {}, device, cpu_store=True)
+    return len(classes)
+
+
 def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, device,
              platform) -> Iterator[EnergyPartitionResult]:
-    budget, most = _budget(device, platform)
+    budget, most = budgets(device, platform)
     limit = min(most, max_bytes) if max_bytes else most
     chunk: list[Record] = []
     for rec in records:
@@ -118,24 +185,28 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
                 "shorter sequences")
             if on_error is None:
                 raise exc
-            yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+            yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
+                            on_done)
             chunk = []
             on_error(rec, exc)
             continue
         chunk.append(rec)
         if len(chunk) >= CHUNK:
-            yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+            yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
+                            on_done)
             chunk = []
-    yield from _run(chunk, model, mea_gamma, unpaired, platform, budget, on_done)
+    yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget, on_done)
 
 
-def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, platform: str, budget: int,
-         on_done) -> Iterator[EnergyPartitionResult]:
+def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platform: str,
+         budget: int, on_done) -> Iterator[EnergyPartitionResult]:
     if not chunk:
         return
     from jaxrna.energy import partition
     from jaxrna.stages import stage
 
+    # the chunk's partition programs compile (where there are cores) while the MFE runs
+    prefetch_programs(plan((len(rec.sequence) for rec in chunk), platform, budget), device)
     with stage("mfe"):
         mfe = list(fold_energy_records(chunk, model, with_pairs=True, backend=platform,
                                        unpaired=unpaired))

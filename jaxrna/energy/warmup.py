@@ -7,7 +7,10 @@ A run of the energy model compiles one program per length class it meets
 batch (one short sequence, the other rows empty) of every class up to ``max_length`` through
 the code path the CLI uses, so the programs are compiled (or loaded) and kept in the cache
 directory (``JAXRNA_CACHE_DIR``): a later ``fold --model turner`` on any data within
-``max_length`` with any of those options compiles nothing.
+``max_length`` with any of those options compiles nothing. With ``partition``, also the
+partition engine's program of every class up to ``max_length`` that the device's memory admits
+(:func:`partition_plan`; compiled, not run), for ``fold --model turner
+--partition`` with jaxrna's engine (``--backend cpu`` or ``gpu``).
 
 >>> warm("cpu", max_length=100)        # doctest: +SKIP
 1
@@ -29,13 +32,31 @@ def classes(max_length: int) -> list[int]:
     return out if out and out[-1] == top else out + [top]
 
 
+def partition_plan(max_length: int, backend: str | None = None) -> tuple[object, list]:
+    """``(device, [(length class, rows)])``: the partition engine's programs
+    (:mod:`jaxrna.energy.partition_jax`) a run over records of up to ``max_length`` nt can use
+    on the first device of ``backend``; classes whose records this device refuses for memory
+    are left out.
+
+    >>> partition_plan(200, "cpu")[1]
+    [(128, 8), (256, 2)]
+    """
+    from jaxrna.energy import partition_jax as pj
+
+    device, platform = pj.device_of(backend)
+    budget, most = pj.budgets(device, platform)
+    return device, [(padded, pj.rows_for(padded, platform, budget))
+                    for padded in classes(max_length) if pj.estimate_bytes(padded) <= most]
+
+
 def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | None = None,
-         **options) -> int:
+         partition: bool = False, **options) -> int:
     """Compile (or load from the cache) the energy model's program of every length class up to
     ``max_length`` nt on ``backend`` ("cpu", "gpu" or "auto"); returns how many programs were
     prepared. ``batch_budget``: as :func:`jaxrna.energy.api.fold_energy_records` (the default
-    is the CLI's). ``options`` are accepted and ignored: parameter set, temperature, dangles
-    and ``score_only`` do not change the programs."""
+    is the CLI's). ``partition``: the partition engine's programs too. ``options`` are
+    accepted and ignored: parameter set, temperature, dangles, MEA and ``score_only`` do not
+    change the programs."""
     import jax
 
     from jaxrna.energy.api import (EnergyModel, batch_rows_for, fold_batch, gpu_budget,
@@ -51,7 +72,15 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     plan = [(length, batch_rows_for(length, backend, batch_budget))
             for length in classes(max_length)]
     prefetch_programs(plan, params, device)         # side by side on hosts of many cores
+    pf_plan = []
+    if partition:
+        from jaxrna.energy import partition_jax
+
+        pf_device, pf_plan = partition_plan(max_length, backend)
+        partition_jax.prefetch_programs(pf_plan, pf_device)
     with jax.default_device(device):
         for length, rows in plan:
             fold_batch(["GGGGAAACCCC"], params, 2, [()], True, length, rows)
-    return len(plan)
+    if partition:
+        partition_jax.prepare_programs(pf_plan, pf_device)
+    return len(plan) + len(pf_plan)
