@@ -45,7 +45,7 @@ from jaxrna.energy import partition_sweep
 from jaxrna.energy.encoding import RTYPE
 from jaxrna.energy.fill import skew
 from jaxrna.energy.params import INF, MAXLOOP
-from jaxrna.energy.partition import length_class, softmin, x64
+from jaxrna.energy.partition import length_class, pf_dangles, softmin, x64
 from jaxrna.energy.partition_params import float_params, pf_device_params, special_energies
 from jaxrna.energy.terms import COL_PAD, GROUPS, ROW_PAD, SPECIALS
 
@@ -53,8 +53,10 @@ from jaxrna.energy.terms import COL_PAD, GROUPS, ROW_PAD, SPECIALS
 TYPE_BASES = ((2, 3), (3, 2), (3, 4), (4, 3), (1, 4), (4, 1))
 TYPES = np.arange(1, 7)
 RT = np.asarray(RTYPE)[TYPES]
-CHANNELS = (tuple(f"C{t}" for t in TYPES) + ("CI", "C23", "CA") + tuple(f"L{x}" for x in range(4))
-            + tuple(f"R{x}" for x in range(4)) + ("M2", "M1", "MA", "M"))
+#: The channels of the pair and interior-loop tables (every dangle model's first ones).
+PAIR_CHANNELS = (tuple(f"C{t}" for t in TYPES) + ("CI", "C23", "CA")
+                 + tuple(f"L{x}" for x in range(4)) + tuple(f"R{x}" for x in range(4)))
+CHANNELS = PAIR_CHANNELS + ("M2", "M1", "MA", "M")
 INDEX = {name: k for k, name in enumerate(CHANNELS)}
 LEFT = 8
 BIG = INF / 2
@@ -137,9 +139,14 @@ def _mismatch_weight(table, types, qa, qb, beta):
     return jnp.einsum("txy,ix,iy->ti", w, qa, qb)
 
 
-def _rows(d, T, V, diff, fixed, height, width, *, length, lr):
-    """Every channel's row on diagonal d (reads shorter diagonals only: the form of
-    :mod:`jaxrna.energy.partition_sweep`)."""
+def pair_rows(d, T, diff, fixed, height, lr, multi):
+    """The pair channels on diagonal d: ``(c, new)``, ``c`` the six types' inside weights
+    (``C(i, j, t)``: the pair's own probabilities left out) and ``new`` the rows of the
+    channels ``C1..C6, CI, C23, CA, L0..L3, R0..R3`` (:data:`PAIR_CHANNELS`). ``multi(row,
+    block, lo, qi, qj, au)``: the multiloop candidate ``(6, height)`` of the dangle model
+    (``row(name, dd, di)`` reads a channel of a shorter diagonal, ``block`` holds the
+    diagonals ``d + lo .. d - 1``, ``qi(off)``/``qj(off)`` the probabilities of the bases
+    ``i + off``/``j + off``). Reads shorter diagonals only."""
     qp, dp, corr, allowed = diff["q"], diff["dp"], diff["corr"], fixed["allowed"]
     beta = 10.0 / dp["kT"]
     costs = dp["costs"]
@@ -211,8 +218,7 @@ def _rows(d, T, V, diff, fixed, height, width, *, length, lr):
                            beta) for x in range(4)])
     cands.append(softmin(jnp.swapaxes(_energy(outer_l, beta) + gl[None], 0, 1), beta))
     cands.append(softmin(jnp.swapaxes(_energy(outer_r, beta) + gr[None], 0, 1), beta))
-    # multiloop closed by (i, j): ml_closing + the closing branch (type reversed) + M2 inside
-    cands.append((dp["ml_closing"] + dp["ml_intern"] + au)[:, None] + row("M2", -2, 1)[None])
+    cands.append(multi(row, block, lo, qi, qj, au))
     ok = (allowed[LEFT:LEFT + L] & jax.lax.dynamic_slice(allowed, (LEFT + d,), (L,)) & (d >= 4))
     bonus = jax.lax.dynamic_slice_in_dim(diff["bonus"], d, 1)[0, :L]
     c = jnp.where(ok[None], _clip(_clip(softmin(jnp.stack(cands), beta)) - bonus / beta), INF)
@@ -234,6 +240,23 @@ def _rows(d, T, V, diff, fixed, height, width, *, length, lr):
     for x in range(4):
         new[f"L{x}"] = _clip(softmin(cw + inner_l[:, x], beta))
         new[f"R{x}"] = _clip(softmin(cw + inner_r[:, x], beta))
+    return c, new
+
+
+def _rows(d, T, V, diff, fixed, height, width, *, length, lr):
+    """Every channel's row on diagonal d, dangles 0 (reads shorter diagonals only: the form
+    of :mod:`jaxrna.energy.partition_sweep`)."""
+    dp = diff["dp"]
+    beta = 10.0 / dp["kT"]
+    L = height
+
+    def multi(row, block, lo, qi, qj, au):
+        # ml_closing + the closing branch (type reversed) + M2 inside
+        return (dp["ml_closing"] + dp["ml_intern"] + au)[:, None] + row("M2", -2, 1)[None]
+
+    c, new = pair_rows(d, T, diff, fixed, height, lr, multi)
+    cw = jnp.stack([new[f"C{t}"] for t in TYPES])
+    au = jnp.where(jnp.asarray(TYPES) > 2, dp["terminal_au"], 0.0)
     # multiloop tables
     mb = dp["ml_base"]
     stem = _clip(softmin(cw + (dp["ml_intern"] + au)[:, None], beta))
@@ -241,6 +264,10 @@ def _rows(d, T, V, diff, fixed, height, width, *, length, lr):
     rgt = jax.lax.dynamic_slice(V, (d, length - d), (L, width))
     ai = jnp.arange(width)[None, :]
     new["M2"] = _clip(softmin(jnp.where(ai <= d - 2, lft + rgt, INF).T, beta))
+
+    def row(name, dd, di):
+        return jax.lax.dynamic_slice(T, (ROW_PAD + d + dd, INDEX[name], di), (1, 1, L)).reshape(L)
+
     new["M1"] = _clip(softmin(jnp.stack([row("M1", -1, 0) + mb, stem]), beta))
     new["MA"] = _clip(softmin(jnp.stack([row("MA", -1, 1) + mb, new["M1"]]), beta))
     new["M"] = _clip(softmin(jnp.stack([new["MA"], new["M2"]]), beta))
@@ -258,14 +285,23 @@ def _group(block, lo, name, members, cost, L, beta):
     return softmin(rows + jnp.asarray(cost)[:, None], beta)
 
 
-def expected_log_partition(q, allowed, dp, spec, length, pair_bonus=None, outside: bool = True):
-    """``ln sum_S P(S) Z(S)`` (dangles 0) of one padded probabilistic sequence: ``q``
+def expected_log_partition(q, allowed, dp, spec, length, pair_bonus=None, outside: bool = True,
+                           dangles: int = 0, n=None):
+    """``ln sum_S P(S) Z(S)`` of one padded probabilistic sequence: ``q``
     ``(LEFT + 2 L + COL_PAD + 8, 4)`` probabilities (rows from ``LEFT``; zeros outside),
     ``allowed`` the positions that may pair (bool, same rows), ``dp`` from
     :func:`jaxrna.energy.partition_params.pf_device_params`, ``spec`` from
     :func:`special_tables` (every leaf traced but the codes). ``outside`` (static): the
-    derivative by the outside pass (O(L^2) memory) or, False, by reverse mode. Use
+    derivative by the outside pass (O(L^2) memory) or, False, by reverse mode. ``dangles``
+    (static, :func:`pf_dangles`): 0, or 2 (1 and 3 computed as 2, as ViennaRNA's partition
+    function does) by :mod:`jaxrna.energy.partition_expected_d2`, which needs ``n``, the
+    number of positions (may be traced; default: the count of ``allowed``). Use
     :func:`expected_log_z` for a plain call."""
+    if pf_dangles(dangles) == 2:
+        from jaxrna.energy.partition_expected_d2 import expected_log_partition_d2
+
+        n = jnp.sum(jnp.asarray(allowed)) if n is None else n
+        return expected_log_partition_d2(q, allowed, dp, spec, length, n, pair_bonus, outside)
     dp = jax.tree.map(jnp.asarray, dp)
     beta = 10.0 / dp["kT"]
     corr = _specials_hairpin(q, spec, dp, beta, length)
@@ -303,17 +339,19 @@ def prepare_expected(n: int, length: int, params="turner2004", temperature: floa
     return allowed, pf_device_params(p, length, temperature), special_tables(p)
 
 
-@functools.partial(jax.jit, static_argnames=("length",))
-def _run(q, allowed, dp, spec, bonus, length):
+@functools.partial(jax.jit, static_argnames=("length", "dangles"))
+def _run(q, allowed, dp, spec, bonus, n, length, dangles):
     qp = jnp.zeros((allowed.shape[0], 4), q.dtype).at[LEFT:LEFT + length].set(q)
-    return expected_log_partition(qp, allowed, dp, spec, length, bonus)
+    return expected_log_partition(qp, allowed, dp, spec, length, bonus, dangles=dangles, n=n)
 
 
 def expected_log_z(q, params="turner2004", temperature: float = 37.0, length: int | None = None,
-                   pair_bonus=None):
-    """``ln E[Z]`` (dangles 0) of ``q`` (``n x 4`` probabilities, rows A, C, G, U), a JAX
+                   pair_bonus=None, dangles: int = 0):
+    """``ln E[Z]`` of ``q`` (``n x 4`` probabilities, rows A, C, G, U), a JAX
     scalar, differentiable in ``q`` (call under :func:`jaxrna.energy.partition.x64` for
-    float64). One program per padded length; parameters and temperature are arguments.
+    float64). One program per padded length and dangle model; parameters, temperature and
+    the length within the class are arguments. ``dangles``: 0 or 2 (a Python int; 1 and 3
+    are computed as 2, as ViennaRNA's partition function and :func:`pf_dangles` do).
     ``pair_bonus``: ``(length, length)`` log-weights added to the pairs (i, j) (gradients
     with respect to it are the expected ensemble's pair probabilities).
 
@@ -329,13 +367,14 @@ def expected_log_z(q, params="turner2004", temperature: float = 37.0, length: in
     q = jnp.asarray(q)
     q = jnp.concatenate([q, jnp.zeros((length - n, 4), q.dtype)])     # one program per class
     bonus = jnp.zeros((length, length), q.dtype) if pair_bonus is None else pair_bonus
-    return _run(q, allowed, dp, spec, bonus, length)
+    return _run(q, allowed, dp, spec, bonus, np.int32(n), length, pf_dangles(dangles))
 
 
-def expected_ensemble_energy(q, params="turner2004", temperature: float = 37.0) -> float:
-    """``-kT ln E[Z]`` in kcal/mol (float64, dangles 0)."""
+def expected_ensemble_energy(q, params="turner2004", temperature: float = 37.0,
+                             dangles: int = 0) -> float:
+    """``-kT ln E[Z]`` in kcal/mol (float64)."""
     from jaxrna.energy.partition_params import kt
 
     with x64():
-        return float(-expected_log_z(jnp.asarray(q, jnp.float64), params, temperature)
-                     * kt(temperature) / 1000.0)
+        return float(-expected_log_z(jnp.asarray(q, jnp.float64), params, temperature,
+                                     dangles=dangles) * kt(temperature) / 1000.0)
