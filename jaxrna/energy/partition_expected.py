@@ -1,11 +1,13 @@
-"""The expected partition function of a probabilistic sequence, dangles 0, in JAX.
+"""The expected partition function of a probabilistic sequence, dangles 0 (and 2), in JAX.
 
 For a sequence given as ``n x 4`` nucleotide probabilities ``q`` (rows A, C, G, U; positions
 independent), the expected partition function is ``sum_S P(S) Z(S)`` with ``P(S) = prod_i
 q[i, S_i]``, as jax-rnafold defines it: differentiable with respect to ``q`` for design.
 ``expected_log_partition`` returns its logarithm, exactly, in the energy model of
-:mod:`jaxrna.energy.partition` with dangles 0 (ViennaRNA's ``-d0``; dangles 2 is not done:
-its terms read the bases next to every branch, which two terms of one loop share).
+:mod:`jaxrna.energy.partition` with dangles 0 (ViennaRNA's ``-d0``) as below, or with
+dangles 2 (``dangles=2``; 1 and 3 computed as 2, as ViennaRNA's partition function does) by
+:mod:`jaxrna.energy.partition_expected_d2`, whose branch terms read the bases next to every
+branch (two terms of one loop share them: its multiloop tables are conditioned on them).
 
 Every loop's energy depends only on the bases of the loop (its pairs' and its unpaired
 bases), so the expectation is a recurrence over tables conditioned on each pair's type:
@@ -20,8 +22,8 @@ bases), so the expectation is a recurrence over tables conditioned on each pair'
   the MFE fill, with the inner pair's types summed into one group table (``CI``, ``C23``,
   ``CA``), except 1xn loops, whose single unpaired base is read by both mismatches: four
   channels, one per identity of that base (``L`` for u1 = 1, ``R`` for u2 = 1);
-- multiloops and the exterior loop: as in :mod:`jaxrna.energy.partition`, with each branch's
-  types summed (dangles 0: a branch's energy depends on its own pair only).
+- multiloops and the exterior loop (dangles 0): as in :mod:`jaxrna.energy.partition`, with
+  each branch's types summed (a branch's energy depends on its own pair only).
 
 Free energies (dcal/mol) with soft minima, as in :mod:`jaxrna.energy.partition`; float64
 under :func:`jaxrna.energy.partition.x64`. A one-hot ``q`` gives that module's ``log Z``.
@@ -31,6 +33,8 @@ under :func:`jaxrna.energy.partition.x64`. A one-hot ``q`` gives that module's `
 >>> with x64():
 ...     round(float(expected_ensemble_energy(one_hot("GGGGAAACCCC"))), 4)
 -4.6516
+>>> round(expected_ensemble_energy(np.full((12, 4), 0.25), dangles=2), 4)
+-1.4564
 """
 
 from __future__ import annotations
@@ -285,6 +289,20 @@ def _group(block, lo, name, members, cost, L, beta):
     return softmin(rows + jnp.asarray(cost)[:, None], beta)
 
 
+def static_dangles(dangles) -> int:
+    """The dangle model the expected partition function computes for ``dangles`` (a Python
+    or NumPy int: the models' tables differ, so it cannot be traced): 0, or 2 for 1, 2 and 3
+    (as ViennaRNA's partition function, :func:`jaxrna.energy.partition.pf_dangles`).
+
+    >>> [static_dangles(d) for d in (0, 1, 2, 3)]
+    [0, 2, 2, 2]
+    """
+    if isinstance(dangles, getattr(jax.core, "Tracer", ())):
+        raise TypeError("dangles of the expected partition function must be a Python int "
+                        "(static), not a traced value")
+    return pf_dangles(int(dangles))
+
+
 def expected_log_partition(q, allowed, dp, spec, length, pair_bonus=None, outside: bool = True,
                            dangles: int = 0, n=None):
     """``ln sum_S P(S) Z(S)`` of one padded probabilistic sequence: ``q``
@@ -293,11 +311,11 @@ def expected_log_partition(q, allowed, dp, spec, length, pair_bonus=None, outsid
     :func:`jaxrna.energy.partition_params.pf_device_params`, ``spec`` from
     :func:`special_tables` (every leaf traced but the codes). ``outside`` (static): the
     derivative by the outside pass (O(L^2) memory) or, False, by reverse mode. ``dangles``
-    (static, :func:`pf_dangles`): 0, or 2 (1 and 3 computed as 2, as ViennaRNA's partition
+    (static, :func:`static_dangles`): 0, or 2 (1 and 3 computed as 2, as ViennaRNA's partition
     function does) by :mod:`jaxrna.energy.partition_expected_d2`, which needs ``n``, the
     number of positions (may be traced; default: the count of ``allowed``). Use
     :func:`expected_log_z` for a plain call."""
-    if pf_dangles(dangles) == 2:
+    if static_dangles(dangles) == 2:
         from jaxrna.energy.partition_expected_d2 import expected_log_partition_d2
 
         n = jnp.sum(jnp.asarray(allowed)) if n is None else n
@@ -367,7 +385,7 @@ def expected_log_z(q, params="turner2004", temperature: float = 37.0, length: in
     q = jnp.asarray(q)
     q = jnp.concatenate([q, jnp.zeros((length - n, 4), q.dtype)])     # one program per class
     bonus = jnp.zeros((length, length), q.dtype) if pair_bonus is None else pair_bonus
-    return _run(q, allowed, dp, spec, bonus, np.int32(n), length, pf_dangles(dangles))
+    return _run(q, allowed, dp, spec, bonus, np.int32(n), length, static_dangles(dangles))
 
 
 def expected_ensemble_energy(q, params="turner2004", temperature: float = 37.0,
