@@ -119,18 +119,19 @@ def _rows(d, T, V, diff, fixed, height, width, *, lr):
     a2 = _smin(c[:, None, None, None, None, :] + wml[:, :, None, None, :, None]
                + mask_xy[:, None, :, :, None, None], 0, beta)            # (a, x, y, b, L)
     # S: a segment U1(i, k-1 | a, x, y', a_t) then the branch (k, j) reading y' and b
+    # (e = k - 1 - i the second-fastest axis: the sum over it runs on contiguous rows)
     es = jnp.arange(W)
-    early = (es <= d - 2)[:, None, None]
-    urow = jnp.where(early, T[ROW_PAD:ROW_PAD + W, U10:U10 + 256, :L], INF)
-    urow = urow.reshape(W, 4, 4, 4, 4, L)[:, :, :, :, A_T]               # (e, a, x, y', t, L)
+    early = (es <= d - 2)[None, :, None]
+    urow = jnp.swapaxes(T[ROW_PAD:ROW_PAD + W, U10:U10 + 256, :L], 0, 1)  # (256, e, L)
+    urow = jnp.where(early, urow, INF).reshape(4, 4, 4, 4, W, L)[:, :, :, A_T]  # (a, x, y', t, e, L)
     at = LEFT + es[:, None] + jnp.arange(L)[None, :]                      # base k - 1 = i + e
-    q1 = jnp.moveaxis(lq[at], -1, 1)                                      # (e, y', L)
-    q2 = jnp.moveaxis(lq[at + 1][:, :, A_T], -1, 1)                       # (e, t, L)
+    q1 = jnp.moveaxis(lq[at], -1, 0)                                      # (y', e, L)
+    q2 = jnp.moveaxis(lq[at + 1][:, :, A_T], -1, 0)                       # (t, e, L)
     rows = jnp.clip(ROW_PAD + d - 1 - es, 0, T.shape[0] - 1)
     cols = jnp.clip(1 + es[:, None] + jnp.arange(L)[None, :], 0, T.shape[2] - 1)
-    pk = T[rows[:, None, None], P0 + jnp.arange(6)[None, :, None], cols[:, None, :]]
-    pk = jnp.where(early, pk, INF) + q2                                   # (e, t, L)
-    y = _smin(urow + q1[:, None, None, :, None, :] + pk[:, None, None, None, :, :], 0, beta)
+    pk = T[rows[None, :, None], P0 + jnp.arange(6)[:, None, None], cols[None, :, :]]
+    pk = jnp.where(early, pk, INF) + q2                                   # (t, e, L)
+    y = _smin(urow + q1[None, None, :, None] + pk[None, None, None], 4, beta)   # (a, x, y', t, L)
     z = (y[:, :, :, :, None, None, :] + jnp.swapaxes(wml, 0, 1)[None, None, :, :, None, :, None]
          + mask_y[None, None, None, :, :, None, None])                    # (a, x, y', t, y, b, L)
     s = clip(_smin(z, (2, 3), beta))                                      # (a, x, y, b, L)
