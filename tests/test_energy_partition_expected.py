@@ -161,6 +161,7 @@ MULTILOOPS = (("GGGGAGCGCGAAAGCGCAGCGCGAAAGCGCACCCC", (4, 5, 16, 17, 18, 30)),
               ("GGGGGCGCGAAAGCGCGCGCGAAAGCGCCCCC", (3, 4, 15, 16, 27, 28)))
 
 
+@pytest.mark.slow
 def test_d2_one_hot_equals_the_partition_function():
     """1-60 nt, both parameter sets: log E[Z] of a one-hot q is partition.py's log Z, -d2."""
     rng = random.Random("pfx-d2-onehot")
@@ -296,6 +297,7 @@ def test_d2_target_probability_equals_vienna():
             assert abs(got - np.log(fc.pr_structure(target))) < 1e-5, target
 
 
+@pytest.mark.slow
 def test_d2_design_raises_the_target_probability():
     """Gradient steps with dangles 2 (a multiloop target): the objective rises, and ViennaRNA
     -d2 gives the designed sequence's target structure most of the ensemble."""

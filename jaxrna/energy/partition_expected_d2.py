@@ -11,7 +11,7 @@ therefore *conditioned* on the identities of the bases at their ends (each table
 per identity), and every base's probability enters once, where the recursion sums over it:
 
 - ``P(i, j, t)``: the pair tables of :mod:`jaxrna.energy.partition_expected` (hairpins,
-  interior loops: :func:`~jaxrna.energy.partition_expected.pair_rows`) without the pair's own
+  interior loops: :func:`~jaxrna.energy.partition_expected_pairs.pair_rows`) without the pair's own
   probabilities (channels ``P1..P6``); the multiloop closed by (i, j) is
   ``sum_{x, y} q_{i+1}(x) q_{j-1}(y) w_close(t, y, x) U2(i+1, j-1 | a_t, x, y, b_t)``.
 - ``U1(i, j | a, x, y, b)``, ``U2``: multiloop segments [i, j] with at least one / two
@@ -43,7 +43,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.energy import partition_expected as px
+from jaxrna.energy import partition_expected_pairs as px
+from jaxrna.energy import partition_sweep
+from jaxrna.energy.fill import skew
 from jaxrna.energy.params import INF
 from jaxrna.energy.partition import softmin
 from jaxrna.energy.terms import ROW_PAD
@@ -76,8 +78,8 @@ def _rows(d, T, V, diff, fixed, height, width, *, lr):
     qp, dp = diff["q"], diff["dp"]
     beta = 10.0 / dp["kT"]
     L, W = height, width
-    lq = px._energy(qp, beta)                                    # -ln q / beta per base
-    clip = px._clip
+    lq = px.energy(qp, beta)                                    # -ln q / beta per base
+    clip = px.clip
 
     def lqi(off):
         return lq[LEFT + off:LEFT + off + L]
@@ -123,7 +125,7 @@ def _rows(d, T, V, diff, fixed, height, width, *, lr):
     es = jnp.arange(W)
     early = (es <= d - 2)[None, :, None]
     urow = jnp.swapaxes(T[ROW_PAD:ROW_PAD + W, U10:U10 + 256, :L], 0, 1)  # (256, e, L)
-    urow = jnp.where(early, urow, INF).reshape(4, 4, 4, 4, W, L)[:, :, :, A_T]  # (a, x, y', t, e, L)
+    urow = jnp.where(early, urow, INF).reshape(4, 4, 4, 4, W, L)[:, :, :, A_T]  # a,x,y',t,e,L
     at = LEFT + es[:, None] + jnp.arange(L)[None, :]                      # base k - 1 = i + e
     q1 = jnp.moveaxis(lq[at], -1, 0)                                      # (y', e, L)
     q2 = jnp.moveaxis(lq[at + 1][:, :, A_T], -1, 0)                       # (t, e, L)
@@ -154,7 +156,7 @@ def _exterior(T, q, dp, n, length):
     tables ``P`` of ``T``; ``n`` (may be traced) the sequence's length."""
     beta = 10.0 / dp["kT"]
     L = length
-    lq = px._energy(q, beta)
+    lq = px.energy(q, beta)
     lqr = lq[LEFT:LEFT + L]                                                # (i, 4)
     lqa = lqr[:, A_T]                                                      # (i, t)
     lqp = lq[LEFT - 1:LEFT - 1 + L]                                        # base i - 1
@@ -181,8 +183,8 @@ def _exterior(T, q, dp, n, length):
         fb = _smin(g[:, :, None, None] + jnp.swapaxes(mx, 0, 1)[:, :, None, :]
                    + mask_y[None, :, :, None], (0, 1), beta)               # (y, b)
         feb = _smin(g[:, :, None] + d5.T[:, :, None] + mask_y[None], (0, 1), beta)
-        f_new = px._clip(softmin([jnp.broadcast_to(fu[:, None], (4, 4)), f0, fb], beta))
-        fe_new = px._clip(softmin([fu, fe0, feb], beta))
+        f_new = px.clip(softmin([jnp.broadcast_to(fu[:, None], (4, 4)), f0, fb], beta))
+        fe_new = px.clip(softmin([fu, fe0, feb], beta))
         return F.at[k + 1].set(f_new), Fe.at[k + 1].set(fe_new)
 
     F = jnp.full((L + 1, 4, 4), INF, dtype).at[1].set(0.0)
@@ -197,17 +199,14 @@ def expected_log_partition_d2(q, allowed, dp, spec, length, n, pair_bonus=None,
     """``ln sum_S P(S) Z(S)`` with dangles 2 of one padded probabilistic sequence (arguments
     as :func:`jaxrna.energy.partition_expected.expected_log_partition`; ``n`` the number of
     positions, may be traced)."""
-    from jaxrna.energy import partition_sweep
-    from jaxrna.energy.fill import skew
-
     dp = jax.tree.map(jnp.asarray, dp)
     beta = 10.0 / dp["kT"]
-    corr = px._specials_hairpin(q, spec, dp, beta, length)
+    corr = px.specials_hairpin(q, spec, dp, beta, length)
     bonus = jnp.zeros((length, length), q.dtype) if pair_bonus is None else pair_bonus
     bonus = skew(bonus.astype(q.dtype))
 
     def rows_fn(d, T, V, diff, fixed, height, width):
-        return _rows(d, T, V, diff, fixed, height, width, lr=px._split_1n())
+        return _rows(d, T, V, diff, fixed, height, width, lr=px.split_1n())
 
     run = partition_sweep.sweep if outside else partition_sweep.forward
     diff = {"q": q, "dp": dp, "corr": corr, "bonus": bonus}
