@@ -161,7 +161,6 @@ MULTILOOPS = (("GGGGAGCGCGAAAGCGCAGCGCGAAAGCGCACCCC", (4, 5, 16, 17, 18, 30)),
               ("GGGGGCGCGAAAGCGCGCGCGAAAGCGCCCCC", (3, 4, 15, 16, 27, 28)))
 
 
-@pytest.mark.slow
 def test_d2_one_hot_equals_the_partition_function():
     """1-60 nt, both parameter sets: log E[Z] of a one-hot q is partition.py's log Z, -d2."""
     rng = random.Random("pfx-d2-onehot")
