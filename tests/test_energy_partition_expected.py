@@ -174,6 +174,7 @@ def test_d2_one_hot_equals_the_partition_function():
                 assert abs(got - w) <= 1e-9 * max(1.0, abs(w)), (name, seq, got, w)
 
 
+@pytest.mark.slow  # dangles 2 (fast subset: the one-hot and junction tests)
 def test_d2_every_7mer_soft():
     """Random soft q over 7 positions against all 16,384 sequences folded by ViennaRNA -d2
     (the exterior loop's mismatches and dangles at both ends)."""
@@ -208,6 +209,7 @@ def test_d2_shared_junction_bases_equal_enumeration():
         assert abs(got - want) <= 1e-9 * max(1.0, abs(want)), (seq, positions, got, want)
 
 
+@pytest.mark.slow  # dangles 2 (fast subset: the one-hot and junction tests)
 def test_d2_random_uncertain_positions_equal_enumeration():
     """Random sequences of 20-45 nt with four uncertain positions (three adjacent), 37 C and
     50 C, turner2004 and turner1999."""
@@ -283,6 +285,7 @@ def test_d2_gradient_wrt_probabilities_matches_finite_differences():
         np.testing.assert_allclose(np.asarray(g_out), grad, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow  # dangles 2 (fast subset: the one-hot and junction tests)
 def test_d2_target_probability_equals_vienna():
     """One-hot, dangles 2: ln E[w(target)] - ln E[Z] is ViennaRNA's ln fc.pr_structure -d2."""
     seq = MULTILOOPS[0][0]

@@ -46,7 +46,7 @@ included, and the special hairpin energies.
 
 The expected partition function of a probabilistic sequence (``n x 4`` nucleotide
 probabilities, as jax-rnafold defines it) is :mod:`jaxrna.energy.partition_expected`
-(dangles 0 so far).
+(dangles 0, and dangles 2 through :mod:`jaxrna.energy.partition_expected_d2`).
 
 >>> round(ensemble_energy("GGGGAAACCCC"), 4)
 -4.8734
