@@ -13,8 +13,8 @@ by a background thread (:class:`jaxrna.pipeline.OrderedWriter`). Two engines com
   the fixed length classes of :mod:`jaxrna.align.classes` with fixed batch rows, the lengths
   inside a class runtime values (at most 8 programs scoring only, each with an int16 variant at
   most, 12 with alignments, for any mix up to 10,240 nt and any scores:
-  :mod:`jaxrna.align.warmup` prepares them); on the GPU (Pallas) a job-wide plan from its
-  lengths (one square shape, or a ladder). Alignments are traced back on the device
+  :mod:`jaxrna.align.warmup` prepares them); on the GPU (Pallas) the fixed GPU classes
+  of :mod:`jaxrna.align.classes`, each with fixed rows. Alignments are traced back on the device
   (:func:`jaxrna.kernels.wavefront.lanes_align` on GPU,
   :func:`~jaxrna.kernels.wavefront.batch_align` on CPU): only the ops come back. Batches are
   spread over every device of the backend and launched ahead (:func:`jaxrna.pipeline.schedule`),
