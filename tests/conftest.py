@@ -23,7 +23,10 @@ def _has_gpu() -> bool:
 #: cores, 2026-11-25; the other examples take under 8 s).
 SLOW_DOCTESTS = frozenset({"jaxrna.energy.api", "jaxrna.interact.partition", "jaxrna.energy.fill",
                            "jaxrna.core", "jaxrna.fold.gpu", "jaxrna.fold.partition_blocked",
-                           "jaxrna.fold.outside", "jaxrna.targets"})
+                           "jaxrna.fold.outside", "jaxrna.targets",
+                           # 12-17 s each on 2 loaded cores, 2026-11-26
+                           "jaxrna.energy.api.fold_batch", "jaxrna.energy.traceback",
+                           "jaxrna.energy.partition_jax"})
 
 
 #: Most pytest-xdist workers ``-n auto`` (pyproject's addopts) starts: each holds a JAX runtime

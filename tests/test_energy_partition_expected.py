@@ -130,6 +130,7 @@ def test_target_probability_equals_vienna():
         log_target_probability(one_hot("GGGAAACCC"), "((....))")
 
 
+@pytest.mark.slow  # the design doctest and the d2 one-hot test stay in the fast subset
 def test_design_raises_the_target_probability():
     """Twelve gradient steps from random logits: the objective rises, and ViennaRNA gives
     the designed sequence's target structure most of the ensemble."""

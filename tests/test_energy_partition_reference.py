@@ -111,7 +111,13 @@ def _check_against_vienna(rng, cases, max_len, gammas=(0.5, 1.0, 2.0, 6.0),
 def test_against_vienna_random():
     """Both parameter sets, dangles 0 and 2 (1 and 3 as 2), several temperatures, with
     unpaired constraints and N: energy, every probability and the derived quantities."""
-    _check_against_vienna(random.Random(2025), 170, 64)
+    _check_against_vienna(random.Random(2025), 60, 64)
+
+
+@pytest.mark.slow
+def test_against_vienna_random_more():
+    """The same checks on 110 more random sequences (the fast subset runs 60)."""
+    _check_against_vienna(random.Random(2026), 110, 64)
 
 
 @pytest.mark.slow

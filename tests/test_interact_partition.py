@@ -199,6 +199,7 @@ def test_structure_counts_equal_enumeration(small_items, small_brute):
         assert lz[k] == pytest.approx(math.log(b.count), rel=1e-12, abs=1e-12)
 
 
+@pytest.mark.slow  # finite differences; the outside-pass test stays in the fast subset
 def test_gradient_equals_finite_differences():
     w = WEIGHTS["bpmax"]
     s1, s2 = "GGCAUCCG", "CGGAUGCC"

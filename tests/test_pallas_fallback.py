@@ -122,6 +122,7 @@ def test_align_engine_falls_back(tmp_path, monkeypatch, capsys, score_only, kern
     assert not any(fallback.usable(k) for k in kernels.split(",") if k in warned[0])
 
 
+@pytest.mark.slow  # the fold program's fallback stays in the fast subset
 def test_align_tile_wavefront_falls_back(monkeypatch, capsys):
     import random
 
@@ -200,6 +201,7 @@ def test_energy_interior_kernels_fall_back(monkeypatch, capsys):
 
 # -- interact: the fused split kernel and the max-plus kernel of the BPMax fill ----------------
 
+@pytest.mark.slow  # the fold program's fallback stays in the fast subset
 def test_interact_falls_back(monkeypatch, capsys):
     """The BPMax fill with its Pallas kernels (interpret mode: fused splits, max-plus kernel),
     forced to fail: the pure-JAX fill gives the same score and structure, one warning."""

@@ -105,6 +105,7 @@ def test_the_energy_program_prefetched_is_the_one_called():
     assert programs.program_key(name, specs, static, device) == called
 
 
+@pytest.mark.slow  # whole cold processes; the keys test stays in the fast subset
 @pytest.mark.parametrize("devices", [None, pytest.param(2, marks=pytest.mark.slow, id="2-devices")])
 def test_a_cold_run_with_compile_workers_loads_their_programs(tmp_path, devices):
     """The CLI with two compile workers: the same output and the same programs compiled as
