@@ -89,6 +89,7 @@ def test_special_hairpins_equal_vienna(name):
             run_and_check(cases, name, 37.0, dangles, 64, 8)
 
 
+@pytest.mark.slow  # the bundled sets stay in the fast subset
 def test_user_parameter_file(tmp_path):
     from test_energy_params import CUSTOM
 

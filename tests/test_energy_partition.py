@@ -155,6 +155,7 @@ def _single(seq, length, name="turner2004", temperature=37.0, unpaired=()):
     return dp, (inp["s"], inp["allowed"], inp["special"], np.int32(inp["n"]))
 
 
+@pytest.mark.slow  # finite differences; the ViennaRNA checks stay in the fast subset
 def test_gradient_wrt_parameters_matches_finite_differences():
     """d log Z / d (the most influential entry of several tables, ml_base, ml_closing, kT)
     against central differences, on a sequence folding into a three-way junction."""

@@ -188,6 +188,7 @@ def test_d2_every_7mer_soft():
     assert abs(got - want) <= 1e-9 * max(1.0, abs(want)), (got, want)
 
 
+@pytest.mark.slow  # dangles 2 (fast subset: the one-hot test)
 def test_d2_shared_junction_bases_equal_enumeration():
     """Multiloops with uncertain junction bases (each read by two terms) against the sum over
     their 256 sequences of P(S) Z(S), Z(S) from :mod:`jaxrna.energy.partition` -d2 (exact in
@@ -227,6 +228,7 @@ def test_d2_random_uncertain_positions_equal_enumeration():
             assert abs(_kcal(got - want, temperature)) < 1e-5, (name, seq, positions)
 
 
+@pytest.mark.slow  # dangles 2 (fast subset: the one-hot test)
 def test_d2_jit_vmap_and_dangle_models():
     """vmap over probabilistic sequences equals one call each; jit of the padded function;
     dangles 1 and 3 are computed as 2; others and traced dangles are refused."""

@@ -226,6 +226,7 @@ def test_gradient_equals_finite_differences():
         assert fd == pytest.approx(float(P._asdict()[kind][0, i, j]), abs=1e-8), (kind, i, j)
 
 
+@pytest.mark.slow  # the enumeration tests stay in the fast subset
 def test_low_temperature_tends_to_bpmax(small_items):
     items = small_items[:8]
     best = np.array([reference_score(s1, s2, w) / w.scale for s1, s2, w in items])
