@@ -122,7 +122,7 @@ def test_against_vienna_random_more():
 
 @pytest.mark.slow
 def test_against_vienna_sweep():
-    _check_against_vienna(random.Random(7), 300, 100, gammas=(0.1, 0.5, 1.0, 2.0, 4.0, 10.0),
+    _check_against_vienna(random.Random(7), 150, 100, gammas=(0.1, 0.5, 1.0, 2.0, 4.0, 10.0),
                           temperatures=(37.0, 5.0, 25.0, 37.0, 50.0, 70.0, 95.0))
 
 
