@@ -27,7 +27,8 @@ SLOW_DOCTESTS = frozenset({"jaxrna.energy.api", "jaxrna.interact.partition", "ja
                            # 12-17 s each on 2 loaded cores, 2026-11-26
                            "jaxrna.energy.api.fold_batch", "jaxrna.energy.traceback",
                            "jaxrna.energy.partition_jax", "jaxrna.energy.partition_expected_d2",
-                           "jaxrna.energy.design", "jaxrna.energy.partition.batch_log_partition"})
+                           "jaxrna.energy.design", "jaxrna.energy.partition.batch_log_partition",
+                           "jaxrna.energy.partition.log_partition"})
 
 
 #: Most pytest-xdist workers ``-n auto`` (pyproject's addopts) starts: each holds a JAX runtime

@@ -111,6 +111,7 @@ def test_user_parameter_file(tmp_path):
                         check_optimal(fc, seq, dot_bracket(partner), params, dangles, want)
 
 
+@pytest.mark.slow  # test_api_results_and_formatting stays in the fast subset
 def test_fast_path_equals_reference():
     rng = random.Random("reference")
     for name, temperature in (("turner2004", 37.0), ("turner1999", 25.0)):

@@ -60,6 +60,7 @@ def _soft(rng, seq, positions):
     return q
 
 
+@pytest.mark.slow  # the one-hot and special-hairpin tests stay in the fast subset
 def test_random_uncertain_positions_equal_enumeration():
     """Random sequences of 12-45 nt, four uncertain positions (three of them adjacent:
     shared loop bases), 37 C and 50 C, turner2004 and turner1999."""
@@ -162,6 +163,7 @@ MULTILOOPS = (("GGGGAGCGCGAAAGCGCAGCGCGAAAGCGCACCCC", (4, 5, 16, 17, 18, 30)),
               ("GGGGGCGCGAAAGCGCGCGCGAAAGCGCCCCC", (3, 4, 15, 16, 27, 28)))
 
 
+@pytest.mark.slow  # compiles the dangles-2 program (~30 s here); the dangles-0 tests stay in the fast subset
 def test_d2_one_hot_equals_the_partition_function():
     """1-60 nt, both parameter sets: log E[Z] of a one-hot q is partition.py's log Z, -d2."""
     rng = random.Random("pfx-d2-onehot")

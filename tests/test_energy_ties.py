@@ -67,6 +67,7 @@ def jax_structures(records, model: EnergyModel) -> list[tuple[int, str]]:
     return out
 
 
+@pytest.mark.slow  # the reference's tie test stays in the fast subset
 @pytest.mark.parametrize("params,dangles", CONFIGS)
 def test_jax_engine_picks_rnafolds_structure(params, dangles):
     model = EnergyModel(params, 37.0, dangles)

@@ -89,6 +89,7 @@ def test_windowed_cells_equal_unwindowed():
                               full[k][cell_index(whole, i1, j1, i2, j2)])
 
 
+@pytest.mark.slow  # the other interact oracle tests stay in the fast subset
 def test_outer_and_inner_strands_can_swap():
     # F is symmetric: F_{u,v}(i1, j1, i2, j2) = F_{v,u}(i2, j2, i1, j1)
     rng = random.Random(5)
