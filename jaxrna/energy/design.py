@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrna.energy.evaluate import pair_table
 from jaxrna.energy.partition import length_class, pf_dangles, x64
 from jaxrna.energy.partition_expected import expected_log_z
 
@@ -38,20 +39,13 @@ FORBID = -1.0e6
 
 
 def pairs_of(structure: str) -> list[tuple[int, int]]:
-    """The pairs (i, j) of a dot-bracket structure (0-based; ``ValueError`` if unbalanced)."""
-    stack, out = [], []
-    for k, c in enumerate(structure):
-        if c == "(":
-            stack.append(k)
-        elif c == ")":
-            if not stack:
-                raise ValueError(f"unbalanced ')' at position {k + 1}")
-            out.append((stack.pop(), k))
-        elif c != ".":
-            raise ValueError(f"unexpected {c!r} at position {k + 1}")
-    if stack:
-        raise ValueError(f"unbalanced '(' at position {stack[-1] + 1}")
-    return sorted(out)
+    """The pairs (i, j) of a dot-bracket structure (0-based, sorted; ``ValueError`` if
+    unbalanced, or for a letter other than ``(``, ``)`` and ``.``: a design target states
+    every position)."""
+    bad = next((k for k, c in enumerate(structure) if c not in "()."), None)
+    if bad is not None:
+        raise ValueError(f"unexpected {structure[bad]!r} at position {bad + 1}")
+    return [(i, j) for i, j in enumerate(pair_table(structure)) if j > i]
 
 
 def target_bonus(structure: str, length: int) -> tuple[np.ndarray, int]:

@@ -88,18 +88,7 @@ def special_energies(p: EnergyParams, size: int) -> dict[str, float]:
     """``{loop string: energy}`` of the special hairpins of ``size`` unpaired bases, found as
     ViennaRNA finds them (the first occurrence in the table string; see
     :meth:`EnergyParams.special_hairpins`), with ``p``'s (float) energies."""
-    attr, eattr, width, stride = {3: ("triloops", "triloop_energy", 5, 6),
-                                  4: ("tetraloops", "tetraloop_energy", 6, 7),
-                                  6: ("hexaloops", "hexaloop_energy", 8, 9)}[size]
-    string, energies = getattr(p, attr), getattr(p, eattr)
-    out: dict[str, float] = {}
-    for pos in range(len(string) - width + 1):
-        key = string[pos:pos + width]
-        if " " in key or key in out:
-            continue
-        k = pos // stride
-        out[key] = float(energies[k]) if k < len(energies) else 0.0
-    return out
+    return {loop: float(e) for loop, e in p.special_hairpins(size).items()}
 
 
 def hairpin_lengths(p: EnergyParams, length: int) -> np.ndarray:
