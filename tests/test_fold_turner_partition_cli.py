@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from energy_oracle import RNA, vienna_params
+from test_energy_cli import normalised, run
 from jaxrna.cli import main
 from jaxrna.cli.fold_energy import DANGLES_NOTE
 
@@ -29,16 +30,6 @@ def fasta(tmp_path):
     path = tmp_path / "in.fa"
     path.write_text("".join(f">{k} some description\n{v}\n" for k, v in SEQS.items()))
     return str(path)
-
-
-def run(args, capsys):
-    code = main(args)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def normalised(seq):
-    return seq.upper().replace("T", "U")
 
 
 def oracle(seq, dangles=2, temperature=37.0, gamma=None, unpaired=()):
