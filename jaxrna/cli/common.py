@@ -171,3 +171,29 @@ class RunSummary:
         log.error("%d %s failed and %s left out of the output: %s", k, plural(k, self.noun),
                   "was" if k == 1 else "were", ", ".join(self.failed))
         return 2
+
+
+def run_ensembles(args, records, compute, computed: str, writer, write) -> int:
+    """Both ``fold --partition`` paths' run around their engine: with ``--plot FILE`` the
+    records listed first (the heat maps' names, and the progress bar's total) and each
+    result's heat map written as it passes; progress on stderr; a record that fails skipped
+    and named (:class:`RunSummary`, whose verb is ``computed``); the results written with
+    ``write(args.output, writer, results)``. ``compute(records, on_done, on_error)`` yields
+    the results. Returns the exit status."""
+    from jaxrna.formats.fold_partition import plot_paths, plotting
+    from jaxrna.progress import progress
+
+    paths = None
+    if args.plot is not None:
+        records = list(records)
+        paths = dict(zip((r.id for r in records), plot_paths(args.plot, len(records))))
+    bar = progress(len(records) if paths is not None else None, "partition", quiet=args.quiet)
+    summary = RunSummary(computed, "record")
+    try:
+        results = compute(records, bar.update, lambda rec, exc: summary.skip(rec.id, exc))
+        if paths is not None:
+            results = plotting(results, paths)
+        write(args.output, writer, summary.count(results))
+    finally:
+        bar.close()
+    return summary.finish()

@@ -10,7 +10,7 @@ import logging
 
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_options,
                                add_output_options, ensemble_temperature, positive_int,
-                               setup_logging, use_device_options, weights_arg)
+                               run_ensembles, setup_logging, use_device_options, weights_arg)
 from jaxrna.cli.fold_energy import (ENERGY_HELP, add_energy_options, energy_model, run_turner,
                                     run_turner_partition)
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
@@ -82,24 +82,16 @@ def _run_partition(args, temperature: float, requested: str, max_bytes) -> int:
     backend = _start_jax(requested, work, partition=True)
     with stage("imports"):
         from jaxrna.fold.partition import partition_records
-        from jaxrna.formats.fold_partition import plot_paths, plotting, writer_for
+        from jaxrna.formats.fold_partition import writer_for
     records = (c.record(k) for c in chunks for k in range(len(c)))
-    paths = None
-    if args.plot is not None:
-        records = list(records)
-        paths = dict(zip((r.id for r in records), plot_paths(args.plot, len(records))))
-    bar = progress(len(records) if paths is not None else None, "partition", quiet=args.quiet)
-    summary = RunSummary("computed pair probabilities of", "record")
-    try:
-        results = partition_records(records, args.weights, args.min_loop, temperature,
-                                    max_bytes=max_bytes, backend=backend, on_done=bar.update,
-                                    on_error=lambda rec, exc: summary.skip(rec.id, exc))
-        if paths is not None:
-            results = plotting(results, paths)
-        _write(args.output, writer_for(args.format), summary.count(results))
-    finally:
-        bar.close()
-    return summary.finish()
+
+    def compute(records, on_done, on_error):
+        return partition_records(records, args.weights, args.min_loop, temperature,
+                                 max_bytes=max_bytes, backend=backend, on_done=on_done,
+                                 on_error=on_error)
+
+    return run_ensembles(args, records, compute, "computed pair probabilities of",
+                         writer_for(args.format), _write)
 
 
 def _read(args):

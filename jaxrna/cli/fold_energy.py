@@ -253,12 +253,11 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
     (:mod:`jaxrna.formats.fold_energy_partition`), with ``--plot`` heat maps."""
     import logging
 
-    from jaxrna.cli.common import RunSummary
+    from jaxrna.cli.common import run_ensembles
     from jaxrna.energy import vienna
     from jaxrna.energy.ensemble import partition_energy_records
-    from jaxrna.formats.fold_energy_partition import plot_paths, plotting, writer_for
+    from jaxrna.formats.fold_energy_partition import writer_for
     from jaxrna.io import atomic_output
-    from jaxrna.progress import progress
 
     if model.dangles == 1:
         logging.getLogger("jaxrna").warning("%s", DANGLES_NOTE)
@@ -276,22 +275,15 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
 
         enable_compilation_cache()
         backend = resolve_backend(args.backend)
-    records = _records(args)
-    paths = None
-    if args.plot is not None:
-        records = list(records)
-        paths = dict(zip((r.id for r in records), plot_paths(args.plot, len(records))))
-    bar = progress(len(records) if paths is not None else None, "partition", quiet=args.quiet)
-    summary = RunSummary("computed the ensembles of", "record")
-    try:
-        results = partition_energy_records(records, model, mea_gamma=args.mea,
-                                           max_bytes=max_bytes, on_done=bar.update,
-                                           on_error=lambda rec, exc: summary.skip(rec.id, exc),
-                                           engine=engine, backend=backend)
-        if paths is not None:
-            results = plotting(results, paths)
-        with atomic_output(args.output) as out:
-            writer_for(args.format)(summary.count(results), out)
-    finally:
-        bar.close()
-    return summary.finish()
+
+    def compute(records, on_done, on_error):
+        return partition_energy_records(records, model, mea_gamma=args.mea,
+                                        max_bytes=max_bytes, on_done=on_done,
+                                        on_error=on_error, engine=engine, backend=backend)
+
+    def write(output, writer, results):
+        with atomic_output(output) as out:
+            writer(results, out)
+
+    return run_ensembles(args, _records(args), compute, "computed the ensembles of",
+                         writer_for(args.format), write)
