@@ -106,3 +106,50 @@ def test_host_engine_writes_the_device_engines_bytes(tmp_path):
             texts.append(out.getvalue())
         assert texts[0] == texts[1], (mode, scoring.name, score_only, fmt)
         assert texts[0].count("\n") > 5
+
+
+def test_forked_processes_serve_every_chunk_of_a_run(tmp_path):
+    """Several chunks of one run through the host engine's forked processes (started at the
+    first chunk, kept for the next ones, stopped at the end) write the bytes of one process
+    computing everything; after the run no forked process is left. In a fresh interpreter:
+    the engine forks only where JAX is not running (this test process has it)."""
+    import subprocess
+    import sys
+
+    rng = random.Random(99)
+    q = _write(tmp_path / "q.fa", rng, 30, 20, 60, "ACGU")
+    t = _write(tmp_path / "t.fa", rng, 40, 20, 60, "ACGU")
+    script = f"""
+import io, multiprocessing, sys
+from jaxrna import pipeline
+from jaxrna.align import engine, host, host_runner
+from jaxrna.align.scoring import make_scoring
+from jaxrna.io.bulk import read_batch
+engine.CHUNK_ALIGN = 600                                # 1,200 pairs: two chunks
+real, pools = host_runner.HostRunner._processes, []
+def counted(self):
+    pool = real(self)
+    if pool not in pools:
+        pools.append(pool)
+    return pool
+host_runner.HostRunner._processes = counted
+texts = []
+for threads in (1, 2):
+    pipeline.cores = lambda: threads
+    job = engine.Job(read_batch({q!r}, "letters"), read_batch({t!r}, "letters"),
+                     make_scoring(2, -3, None, 5, 2), True, False, False)
+    out = io.StringIO()
+    engine.run(job, "tsv", out, backend="cpu", engine="host", workers=0)
+    texts.append(out.getvalue())
+    print(threads, len(pools), len(multiprocessing.active_children()))
+print("same" if texts[0] == texts[1] else "differ", texts[0].count(chr(10)),
+      "jax" in sys.modules, host.keep_freed_memory())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split("\n")
+    assert lines[0] == "1 0 0"                # one thread: no processes
+    assert lines[1] == "2 1 0"                # two: one pool for both chunks, stopped after
+    assert lines[2].split()[:3] == ["same", str(30 * 40 + 1), "False"]
+    assert lines[2].split()[3] in ("True", "False")

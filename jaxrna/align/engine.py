@@ -273,37 +273,42 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
                 del state[ci]
                 yield c
 
-    with pipeline.OrderedWriter(out) as writer:
-        if fmt != "pair":                   # pair: the header comes with the first alignment
-            writer.write(file_parts(fmt, job.mode, job.scoring, total)[0])
-        first = True
-        for c in chunks():
-            with stage("format"):
-                batch = to_aligned(job, c)
-            n = len(batch)
-            if n and first and fmt == "pair":
-                writer.write(file_parts(fmt, job.mode, job.scoring, n)[0])
-            if fmt == "tsv" and batch.ops is None or pool is None:
+    try:
+        with pipeline.OrderedWriter(out) as writer:
+            if fmt != "pair":               # pair: the header comes with the first alignment
+                writer.write(file_parts(fmt, job.mode, job.scoring, total)[0])
+            first = True
+            for c in chunks():
                 with stage("format"):
-                    text = format_batch(batch, fmt, first and n > 0)
+                    batch = to_aligned(job, c)
+                n = len(batch)
+                if n and first and fmt == "pair":
+                    writer.write(file_parts(fmt, job.mode, job.scoring, n)[0])
+                if fmt == "tsv" and batch.ops is None or pool is None:
+                    with stage("format"):
+                        text = format_batch(batch, fmt, first and n > 0)
+                    writer.write(text)
+                else:
+                    for a in range(0, n, FORMAT_BATCH):
+                        part = _slice(batch, a, min(n, a + FORMAT_BATCH))
+                        pending_text.append(
+                            pool.submit(_format_job, (part, fmt, first and a == 0)))
+                    while pending_text and pending_text[0].done():
+                        writer.write(pending_text.pop(0).result())
+                if n:
+                    first = False
+                written += n
+                if on_done:
+                    on_done(len(c.qi))
+            for fut in pending_text:
+                with stage("format"):        # waiting for the formatting processes
+                    text = fut.result()
                 writer.write(text)
-            else:
-                for a in range(0, n, FORMAT_BATCH):
-                    part = _slice(batch, a, min(n, a + FORMAT_BATCH))
-                    pending_text.append(pool.submit(_format_job, (part, fmt, first and a == 0)))
-                while pending_text and pending_text[0].done():
-                    writer.write(pending_text.pop(0).result())
-            if n:
-                first = False
-            written += n
-            if on_done:
-                on_done(len(c.qi))
-        for fut in pending_text:
-            with stage("format"):            # waiting for the formatting processes
-                text = fut.result()
-            writer.write(text)
-        _, tail = file_parts(fmt, job.mode, job.scoring, written)
-        writer.write(tail)
+            _, tail = file_parts(fmt, job.mode, job.scoring, written)
+            writer.write(tail)
+    finally:
+        if host:
+            runner.close()
     return written
 
 

@@ -59,6 +59,7 @@ class HostRunner:
         self.max_bytes, self.on_error = max_bytes, on_error
         self.group_cells = GROUP_CELLS
         self._codes = None
+        self._procs = None
 
     def _part(self, qi: np.ndarray, ti: np.ndarray):
         """Results of pairs ``(qi, ti)``. A pair whose query is longer than its target is
@@ -84,6 +85,31 @@ class HostRunner:
         return (score, np.where(sw, ej, ei), np.where(sw, ei, ej), np.where(sw, sj, si),
                 np.where(sw, si, sj), ops, offsets)
 
+    def _processes(self):
+        """The forked processes of this run's chunks, started at the first chunk that needs
+        them (the job is complete by then: every later chunk is indices into it) and kept
+        until :meth:`close` (a pool per chunk forked the whole process again each time)."""
+        if self._procs is None:
+            global _FORKED
+            import multiprocessing
+
+            _FORKED = self
+            try:
+                self._procs = multiprocessing.get_context("fork").Pool(
+                    self.threads, initializer=_forked_setup)
+            finally:
+                _FORKED = None
+        return self._procs
+
+    def close(self) -> None:
+        """Stop the forked processes, if any."""
+        procs, self._procs = self._procs, None
+        if procs is not None:
+            procs.terminate()
+            procs.join()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)
+
     def run(self, start: int, qi: np.ndarray, ti: np.ndarray) -> Chunk:
         job = self.job
         c = Chunk.empty(start, qi, ti)
@@ -101,14 +127,9 @@ class HostRunner:
         count = min(self.threads, per)
         parts = [p for p in np.array_split(fast, count) if len(p)] if len(fast) else []
         if forked and len(parts) > 1:        # no GIL between the walks: processes
-            global _FORKED
-            _FORKED = self
-            import multiprocessing
-
-            with stage("device"), multiprocessing.get_context("fork").Pool(
-                    min(self.threads, len(parts)), initializer=_forked_setup) as procs:
-                outs = procs.map(_forked_part, [(qi[p], ti[p]) for p in parts], chunksize=1)
-            _FORKED = None
+            with stage("device"):
+                outs = self._processes().map(_forked_part, [(qi[p], ti[p]) for p in parts],
+                                             chunksize=1)
         elif self.pool is not None and len(parts) > 1:
             outs = list(self.pool.map(lambda p: self._part(qi[p], ti[p]), parts))
         else:
