@@ -8,7 +8,8 @@ supports runs there. On a GPU host, :func:`choose` compares two estimates of the
 costs beyond what both engines spend alike (starting Python, reading and encoding the input,
 writing):
 
-* host:   ``HOST_POOL_S + cells * HOST_CELL_S[kind] / cores + letters * HOST_LETTER_S[kind] / cores``
+* host:   ``HOST_POOL_S + (cells * HOST_CELL_S[kind] + letters * HOST_LETTER_S[kind]) / e``,
+  ``e = effective_cores(cores)``
 * device: ``DEVICE_SETUP_S + cells * DEVICE_CELL_S[kind] + letters * DEVICE_LETTER_S[kind]``
 
 ``kind`` is ``"score"`` (``--score-only``) or ``"align"`` (with alignments); ``cells`` is the
@@ -16,8 +17,10 @@ sum of ``m * n`` over the pairs, ``letters`` the sum of ``m + n`` (what a pair's
 text grow with), ``cores`` the CPU cores this process may use. The host engine computes in
 one forked process per core and formats in a pool of ``cores - 1`` processes for jobs of
 20,000 pairs or more (:data:`jaxrna.align.engine.WORKERS_FROM`; below that in this process,
-where the letter term is small anyway), so both of its terms divide by the cores; the device
-engine traces back and formats on the host after the device (its per-letter term). A device whose setup has already begun (the background start while reading,
+where the letter term is small anyway), so both of its terms divide by the cores it keeps
+busy (:func:`effective_cores`: beyond 4 cores, a third of each further core); the device
+engine traces back and formats on the host after the device (its per-letter term). A
+device whose setup has already begun (the background start while reading,
 :func:`jaxrna.align.engine.prestart`) costs ``DEVICE_STARTED_S`` instead of
 ``DEVICE_SETUP_S``.
 
@@ -35,6 +38,11 @@ Where the constants come from:
   traceback, formatting and the rest on the host.
 * ``HOST_POOL_S``: forking one process per core and collecting their results (about 0.1 s
   on 16 cores).
+* :func:`effective_cores` and the device constants, again (eighth session, 2026-11-26): on
+  an H100 host and an H200 host (16 cores each), ``align_all`` took 4.6-4.9 s on the host
+  engine (about 8 of the development VM's cores' worth) and 3.9 s on the device engine
+  (setup 0.81 s, device 0.38 s, traceback 0.42 s, formatting 0.81 s, the rest 0.9 s): the
+  host engine had been chosen, on the estimate of 16 fully used cores.
 
 ``-v`` prints the choice and both estimates. ``JAXRNA_ALIGN_ENGINE=host|device`` (see
 :func:`jaxrna.align.engine.run`) and ``--backend gpu|cpu`` bypass it.
@@ -44,6 +52,8 @@ Where the constants come from:
 'device'
 >>> many = Size(pairs=90_000, cells=8.1e9, letters=5.4e7)         # align_all, local
 >>> choose(many, score_only=False, cores=16).engine
+'device'
+>>> choose(many, score_only=False, cores=64).engine
 'host'
 """
 
@@ -62,13 +72,28 @@ HOST_LETTER_S = {"score": 2e-9, "align": 1.5e-8}
 #: Forking the pool and gathering its results.
 HOST_POOL_S = 0.1
 #: JAX import, GPU start-up and program loads (warm cache) left visible after reading.
-DEVICE_SETUP_S = 1.0
+DEVICE_SETUP_S = 0.8
 #: The same once the background start has begun before reading.
 DEVICE_STARTED_S = 0.5
 #: Seconds per cell on the device (H100).
-DEVICE_CELL_S = {"score": 1 / 2.5e11, "align": 1 / 1.0e10}
+DEVICE_CELL_S = {"score": 1 / 2.5e11, "align": 1 / 2.0e10}
 #: Seconds per letter on the host after the device: traceback, formatting, the rest.
-DEVICE_LETTER_S = {"score": 2e-9, "align": 4.8e-8}
+DEVICE_LETTER_S = {"score": 2e-9, "align": 4.0e-8}
+#: Cores the host engine keeps fully busy: all of them up to this many, then a fraction of
+#: each further one (memory traffic, the formatting pool and the parent's own work share
+#: them).
+FULL_CORES = 4
+FURTHER_CORE = 1 / 3
+
+
+def effective_cores(cores: int) -> float:
+    """The development VM's cores' worth of work the host engine does at once on ``cores``.
+
+    >>> effective_cores(2), effective_cores(16)
+    (2, 8.0)
+    """
+    cores = max(1, int(cores))
+    return cores if cores <= FULL_CORES else FULL_CORES + (cores - FULL_CORES) * FURTHER_CORE
 
 
 @dataclass(frozen=True)
@@ -104,9 +129,8 @@ class Choice:
 
 def estimate_host(size: Size, score_only: bool, cores: int) -> float:
     kind = "score" if score_only else "align"
-    cores = max(1, cores)
-    return (HOST_POOL_S + size.cells * HOST_CELL_S[kind] / cores
-            + size.letters * HOST_LETTER_S[kind] / cores)
+    e = effective_cores(cores)
+    return HOST_POOL_S + (size.cells * HOST_CELL_S[kind] + size.letters * HOST_LETTER_S[kind]) / e
 
 
 def estimate_device(size: Size, score_only: bool, started: bool = False) -> float:
