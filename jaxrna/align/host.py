@@ -114,7 +114,6 @@ class HostEngine:
         # striped is parasail's fastest; with open == extend its scores and ends are off
         self.kind = "striped" if self.open > self.extend else "scan"
         self._profiles = threading.local()
-        keep_freed_memory()
 
     def _matrix(self, values: np.ndarray):
         k = values.shape[0]
@@ -482,7 +481,8 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
 def keep_freed_memory() -> bool:
-    """Let this process (and the processes it forks) reuse the memory of freed tables.
+    """Let this process (and the processes it forks) reuse the memory of freed tables
+    (:class:`jaxrna.align.host_runner.HostRunner` asks it for a run).
 
     glibc serves an allocation above its mmap threshold (128 kB at first) with fresh pages
     from the kernel and returns them on ``free``, and trims the heap's free top: every

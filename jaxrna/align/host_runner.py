@@ -49,10 +49,11 @@ class HostRunner:
     threads where forking is not safe (JAX already running)."""
 
     def __init__(self, job: Job, threads: int, max_bytes=None, on_error=None) -> None:
-        from jaxrna.align.host import GROUP_CELLS, HostEngine
+        from jaxrna.align.host import GROUP_CELLS, HostEngine, keep_freed_memory
 
         self.job = job
         self.engine = HostEngine(job.scoring, job.local)
+        keep_freed_memory()                  # before any process is forked: they inherit it
         self.threads = max(1, threads)
         self.pool = concurrent.futures.ThreadPoolExecutor(self.threads) if self.threads > 1 \
             else None
