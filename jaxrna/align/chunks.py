@@ -46,8 +46,27 @@ def gather(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
 
     >>> gather(np.arange(10), np.array([7, 2]), np.array([2, 3])).tolist()
     [7, 8, 2, 3, 4]
+    >>> gather(np.arange(10), np.array([2, 4, 4]), np.array([2, 0, 3])).tolist()
+    [2, 3, 4, 5, 6]
+
+    Stretches that follow each other in ``flat`` are one slice; long stretches are sliced and
+    concatenated; only many short ones take an index array per element (90,000 alignments of
+    ~300 ops: index arrays of 27 million entries took ~0.6 s on a GPU host).
     """
+    starts = np.asarray(starts, np.int64)
+    lengths = np.asarray(lengths, np.int64)
+    if not len(starts):
+        return flat[:0].copy()
+    ends = starts + lengths
+    if np.array_equal(starts[1:], ends[:-1]):            # already in order, contiguous
+        return flat[starts[0]:ends[-1]].copy()
+    if lengths.sum() >= GATHER_SLICES_FROM * len(lengths):
+        return np.concatenate([flat[a:b] for a, b in zip(starts.tolist(), ends.tolist())])
     return flat[np.repeat(starts, lengths) + ramp(lengths)]
+
+
+#: :func:`gather` slices stretches averaging at least this many elements.
+GATHER_SLICES_FROM = 32
 
 
 class Ragged:
