@@ -20,7 +20,7 @@ from functools import partial
 import numpy as np
 
 from jaxrna.align import classes
-from jaxrna.align.chunks import Chunk, Ragged, record_path
+from jaxrna.align.chunks import Chunk, Ragged, gather, record_path
 from jaxrna.align.jobs import Job
 from jaxrna.align.scoring import Scoring
 from jaxrna.align.text import ramp
@@ -364,8 +364,7 @@ class DeviceRunner:
         with stage("traceback"):
             si, sj = out[3][:k].astype(np.int64), out[4][:k].astype(np.int64)
             ops, length = out[5], out[6][:k].astype(np.int64)
-            flat = ops.reshape(-1)[np.repeat(np.arange(k) * ops.shape[1], length)
-                                   + ramp(length)]
+            flat = gather(ops.reshape(-1), np.arange(k) * ops.shape[1], length)
             if sw.any():                     # the target was on the rows: I and D swap
                 swap_col = np.repeat(sw, length)
                 flat = np.where(swap_col & (flat != 0), 3 - flat, flat).astype(np.uint8)
