@@ -486,14 +486,11 @@ def keep_freed_memory() -> bool:
 
     glibc serves an allocation above its mmap threshold (128 kB at first) with fresh pages
     from the kernel and returns them on ``free``, and trims the heap's free top: every
-    parasail table of a few hundred nt then costs a page fault per 4 kB, and with many forked
-    processes faulting at once the engine stopped scaling (an H100 host, 90,000 local pairs of
-    200-400 nt with alignments: 3.9x faster on 16 cores than on one). Here tables up to 32 MB
-    come from the heap, and up to 1 GB of freed heap is kept for the next ones. Once per
-    process; False where the C library is not glibc (nothing changes there).
-
-    >>> keep_freed_memory() in (True, False)
-    True
+    parasail table of a few hundred nt then cost a page fault per 4 kB. Here tables up to
+    32 MB come from the heap, and up to 1 GB of freed heap is kept for the next ones: 90,000
+    local pairs of 200-400 nt with alignments on a 16-core GPU host took 0.42 million page
+    faults instead of 2.6 million, and 2.0 s of system time instead of 7.3. Once per process;
+    True where the setting took (glibc), False elsewhere (nothing changes there).
     """
     if _KEPT:
         return _KEPT[0]
