@@ -140,7 +140,7 @@ def test_mixed_lengths_compile_a_handful_of_shapes():
     def checked(group):
         """Every sequence under 100 nt and the two shortest of each batch: each batch and
         class, in input order (the pure-Python reference is cubic: the first 20 of each call,
-        up to 500 nt, took ~80 s here)."""
+        up to 500 nt, took most of the test's 30 CPU-seconds here)."""
         lengths = np.array([len(s) for s in group])
         picked = {k for k, n in enumerate(lengths) if n < 100}
         for _, _, members in plan_batches(lengths, np.arange(len(group)), "cpu", None):
