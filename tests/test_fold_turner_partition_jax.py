@@ -74,12 +74,19 @@ def _cli(args, env=None):
                           text=True, env=full)
 
 
+@pytest.fixture(scope="module")
+def cli_cache(tmp_path_factory):
+    """One compile cache for this module's CLI runs (none of them counts programs): the JAX
+    engine's programs of class 128 are compiled once, by whichever runs first (CI time)."""
+    return str(tmp_path_factory.mktemp("cli-cache"))
+
+
 @pytest.mark.slow
-def test_cli_jax_engine_equals_vienna_engine(tmp_path):
+def test_cli_jax_engine_equals_vienna_engine(tmp_path, cli_cache):
     fasta = tmp_path / "in.fa"
     recs = _records("cli", 6, 90)
     fasta.write_text("".join(f">{r.id}\n{r.sequence}\n" for r in recs))
-    env = {"JAXRNA_CACHE_DIR": str(tmp_path / "cache")}
+    env = {"JAXRNA_CACHE_DIR": cli_cache}
     mine = _cli(["--partition", "--mea", "--backend", "cpu", "-f", "json", str(fasta)], env)
     theirs = _cli(["--partition", "--mea", "--backend", "auto", "-f", "json", str(fasta)], env)
     assert "ViennaRNA" in _cli(["--partition", "-v", "--sequence", "GGGAAACCC"], env).stderr
@@ -100,11 +107,11 @@ def test_cli_jax_engine_equals_vienna_engine(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_record_too_large_is_refused_with_its_estimate(tmp_path):
+def test_a_record_too_large_is_refused_with_its_estimate(tmp_path, cli_cache):
     fasta = tmp_path / "in.fa"
     fasta.write_text(">small\nGGGGAAACCCC\n>big\n" + "GGGAAACCC" * 30 + "\n")
     r = _cli(["--partition", "--backend", "cpu", "--max-memory", "0.2", str(fasta)],
-             {"JAXRNA_CACHE_DIR": str(tmp_path / "cache")})
+             {"JAXRNA_CACHE_DIR": cli_cache})
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "big" in r.stderr and "partition function" in r.stderr, r.stderr
     assert "1.7 GiB" in r.stderr and "small" not in r.stderr, r.stderr    # 512-nt class
