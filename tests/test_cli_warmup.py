@@ -43,7 +43,8 @@ def test_warmup_needs_a_cache_and_known_subcommands(tmp_path):
 @pytest.mark.slow
 def test_warmup_then_a_turner_job_on_new_data_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
-    warm = run_counted(["warmup", "fold", "--model", "turner", "--max-length", "150",
+    # one class (128; tests/test_compile_energy.py warms three): CI time
+    warm = run_counted(["warmup", "fold", "--model", "turner", "--max-length", "128",
                         "--backend", "cpu"], cache)
     assert warm.returncode == 0, warm.stderr
     assert warm.compiled >= 1
@@ -51,7 +52,7 @@ def test_warmup_then_a_turner_job_on_new_data_compiles_nothing(tmp_path):
     assert lines[0] == f"cache\t{cache}" and lines[2].startswith("fold turner\t")
     # the cache was created private: only its owner may write it
     assert stat.S_IMODE(os.stat(cache).st_mode) & 0o022 == 0
-    fa = _fasta(tmp_path / "new.fa", [7, 33, 80, 149, 150, 61], seed=5)
+    fa = _fasta(tmp_path / "new.fa", [7, 33, 80, 127, 128, 61], seed=5)
     job = run_counted(["fold", "--model", "turner", "--backend", "cpu", fa, "-T", "30",
                        "--dangles", "0"], cache)
     assert job.returncode == 0, job.stderr

@@ -165,15 +165,16 @@ MULTILOOPS = (("GGGGAGCGCGAAAGCGCAGCGCGAAAGCGCACCCC", (4, 5, 16, 17, 18, 30)),
 
 @pytest.mark.slow  # compiles the dangles-2 program (~30 s here); the dangles-0 tests stay in the fast subset
 def test_d2_one_hot_equals_the_partition_function():
-    """1-60 nt, both parameter sets: log E[Z] of a one-hot q is partition.py's log Z, -d2."""
+    """1-48 nt, both parameter sets: log E[Z] of a one-hot q is partition.py's log Z, -d2
+    (padded to ``LENGTH``: the dangles-2 program the other tests of this file compile)."""
     rng = random.Random("pfx-d2-onehot")
     for name in ("turner2004", "turner1999"):
-        seqs = ["".join(rng.choice("ACGU") for _ in range(n)) for n in (1, 5, 17, 33, 60)]
+        seqs = ["".join(rng.choice("ACGU") for _ in range(n)) for n in (1, 5, 17, 33, LENGTH)]
         seqs += [MULTILOOPS[0][0], MULTILOOPS[1][0]]
-        want = pf.ensemble_energies(seqs, name, dangles=2, length=64)
+        want = pf.ensemble_energies(seqs, name, dangles=2, length=LENGTH)
         with pf.x64():
             for seq, w in zip(seqs, want):
-                got = _kcal(float(expected_log_z(one_hot(seq), name, length=64, dangles=2)))
+                got = _kcal(float(expected_log_z(one_hot(seq), name, length=LENGTH, dangles=2)))
                 assert abs(got - w) <= 1e-9 * max(1.0, abs(w)), (name, seq, got, w)
 
 
@@ -260,7 +261,8 @@ def test_d2_jit_vmap_and_dangle_models():
 @pytest.mark.slow
 def test_d2_gradient_wrt_probabilities_matches_finite_differences():
     """Central differences at positions of the multiloop's shared junction bases and of its
-    stems; the outside pass equals JAX's reverse mode through the sweep."""
+    stems; the outside pass (the gradient of :func:`expected_log_z`) equals JAX's reverse mode
+    through the sweep."""
     from jaxrna.energy.partition_expected import (LEFT, expected_log_partition,
                                                   prepare_expected)
 
@@ -284,10 +286,10 @@ def test_d2_gradient_wrt_probabilities_matches_finite_differences():
             return expected_log_partition(qp, allowed, dp, spec, LENGTH, outside=outside,
                                           dangles=2, n=len(seq))
 
-        g_out = jax.jit(jax.grad(lambda q: padded(q, True)))(q)
+        # ``grad`` is the outside pass's (``expected_log_z`` runs with ``outside=True``): a
+        # jitted outside-pass gradient of ``padded`` would be the same, one more ~20 s compile
         g_rev = jax.jit(jax.grad(lambda q: padded(q, False)))(q)
-        np.testing.assert_allclose(np.asarray(g_out), np.asarray(g_rev), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(np.asarray(g_out), grad, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(g_rev), grad, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.slow  # dangles 2 (fast subset: the one-hot and junction tests)
@@ -306,10 +308,11 @@ def test_d2_target_probability_equals_vienna():
 
 @pytest.mark.slow
 def test_d2_design_raises_the_target_probability():
-    """Gradient steps with dangles 2 (a multiloop target): the objective rises, and ViennaRNA
-    -d2 gives the designed sequence's target structure most of the ensemble."""
+    """Six gradient steps with dangles 2 (a multiloop target): the objective rises, and
+    ViennaRNA -d2 gives the designed sequence's target structure most of the ensemble (0.85
+    after 5-8 steps, 0.88 after 12, 0.43 after 4; each step ~3 s here)."""
     target = "((((.((((....)))).((((....)))).))))"
-    seq, history = design(target, steps=12, seed=0, dangles=2)
+    seq, history = design(target, steps=6, seed=0, dangles=2)
     assert history[-1] > history[0] + 5, history
     fc = fold_compound(seq, 2)
     _, mfe = fc.mfe()

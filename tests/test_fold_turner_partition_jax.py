@@ -74,12 +74,19 @@ def _cli(args, env=None):
                           text=True, env=full)
 
 
+@pytest.fixture(scope="module")
+def cli_cache(tmp_path_factory):
+    """One compile cache for this module's CLI runs (none of them counts programs): the JAX
+    engine's programs of class 128 are compiled once, by whichever runs first (CI time)."""
+    return str(tmp_path_factory.mktemp("cli-cache"))
+
+
 @pytest.mark.slow
-def test_cli_jax_engine_equals_vienna_engine(tmp_path):
+def test_cli_jax_engine_equals_vienna_engine(tmp_path, cli_cache):
     fasta = tmp_path / "in.fa"
     recs = _records("cli", 6, 90)
     fasta.write_text("".join(f">{r.id}\n{r.sequence}\n" for r in recs))
-    env = {"JAXRNA_CACHE_DIR": str(tmp_path / "cache")}
+    env = {"JAXRNA_CACHE_DIR": cli_cache}
     mine = _cli(["--partition", "--mea", "--backend", "cpu", "-f", "json", str(fasta)], env)
     theirs = _cli(["--partition", "--mea", "--backend", "auto", "-f", "json", str(fasta)], env)
     assert "ViennaRNA" in _cli(["--partition", "-v", "--sequence", "GGGAAACCC"], env).stderr
@@ -100,11 +107,11 @@ def test_cli_jax_engine_equals_vienna_engine(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_record_too_large_is_refused_with_its_estimate(tmp_path):
+def test_a_record_too_large_is_refused_with_its_estimate(tmp_path, cli_cache):
     fasta = tmp_path / "in.fa"
     fasta.write_text(">small\nGGGGAAACCCC\n>big\n" + "GGGAAACCC" * 30 + "\n")
     r = _cli(["--partition", "--backend", "cpu", "--max-memory", "0.2", str(fasta)],
-             {"JAXRNA_CACHE_DIR": str(tmp_path / "cache")})
+             {"JAXRNA_CACHE_DIR": cli_cache})
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "big" in r.stderr and "partition function" in r.stderr, r.stderr
     assert "1.7 GiB" in r.stderr and "small" not in r.stderr, r.stderr    # 512-nt class
@@ -131,15 +138,30 @@ def test_gpu_engine_equals_cpu_engine_and_vienna():
 @pytest.mark.slow
 def test_structure_energies_in_worker_processes_change_nothing(monkeypatch):
     """The structures' energies and MEA computed by worker processes (hosts of many cores)
-    equal those computed here."""
+    equal those computed here. The second run takes the first one's device results (the
+    partition batches: ~13 of its 16 CPU-seconds here, CI time); its workers recompute every
+    structure energy and MEA from them."""
+    from jaxrna.energy import partition
+
+    real, device_results = partition.pair_probabilities, {}
+
+    def remembered(*args, **kwargs):
+        key = repr((args, sorted(kwargs.items())))
+        if key not in device_results:
+            device_results[key] = real(*args, **kwargs)
+        return device_results[key]
+
+    monkeypatch.setattr(partition, "pair_probabilities", remembered)
     records = _records("workers", 70, 60)
     model = EnergyModel("turner2004", 37.0, 1)
     here = list(partition_energy_records(records, model, mea_gamma=2.0, engine="jax",
                                          backend="cpu"))
+    batches = len(device_results)
+    assert batches > 1
     monkeypatch.setattr("jaxrna.pipeline.default_workers", lambda: 2)
     there = list(partition_energy_records(records, model, mea_gamma=2.0, engine="jax",
                                           backend="cpu"))
-    assert len(here) == len(there) == 70
+    assert len(here) == len(there) == 70 and len(device_results) == batches
     for a, b in zip(here, there):
         assert (a.centroid_energy, a.mfe_frequency, a.mea_structure, a.mea, a.mea_energy) == \
             (b.centroid_energy, b.mfe_frequency, b.mea_structure, b.mea, b.mea_energy)
