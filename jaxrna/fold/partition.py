@@ -71,9 +71,9 @@ from jaxrna.weights import WeightSet, parse_weights
 log = logging.getLogger("jaxrna")
 
 METHODS = ("auto", "exact", "blocked")
-#: ``method="auto"`` uses the tiled path from this length on (above the exact classes,
-#: :data:`CLASSES` 128 and 256).
-BLOCKED_FROM = 257
+#: ``method="auto"`` uses the tiled path from this length on (above the exact class,
+#: the first of :data:`CLASSES`).
+BLOCKED_FROM = 65
 #: The tiled path's bulk products are exact in float64 while the largest log-range of a
 #: table tile stays below this (see :mod:`jaxrna.fold.partition_blocked`); beyond it,
 #: ``method="auto"`` recomputes with the exact path.
@@ -320,11 +320,13 @@ def _codes(seq_or_codes) -> np.ndarray:
 
 
 #: The padded lengths (classes) of the partition programs: ``method="auto"`` runs the exact
-#: path on the first two (up to :data:`BLOCKED_FROM` - 1 nt), the tiled one on the others, so
-#: any mix of lengths up to 10,240 nt compiles at most 8 programs (plus, where the tiled path's
-#: guard trips, the exact recompute at that class: see :func:`partition`). Beyond the last
-#: class, multiples of 4,096 nt (one more program each).
-CLASSES = (128, 256, 512, 1024, 2048, 4096, 6144, 10240)
+#: path on the first (up to 64 nt), the tiled one on the others, so any mix of lengths up to
+#: 10,240 nt compiles at most 8 programs (plus, where the tiled path's guard trips, the exact
+#: recompute at that class: see :func:`partition`). Beyond the last class, multiples of 4,096
+#: nt (one more program each). The tiled path runs to the sequence's own tile count (the
+#: exact one to its own span), so a class costs memory more than work: measured on a CPU,
+#: the tiled path in the 256-nt class is as fast from 65 nt on as the exact one.
+CLASSES = (64, 256, 512, 1024, 2048, 4096, 6144, 10240)
 
 
 def padded_length(n: int) -> int:
@@ -332,8 +334,8 @@ def padded_length(n: int) -> int:
     :data:`CLASSES` that holds it, beyond them the next multiple of 4,096. The programs run to
     the sequence's own length inside its class (padding costs memory, little work).
 
-    >>> [padded_length(n) for n in (1, 128, 129, 300, 2001, 10240, 10241)]
-    [128, 128, 256, 512, 4096, 10240, 12288]
+    >>> [padded_length(n) for n in (1, 64, 65, 300, 2001, 10240, 10241)]
+    [64, 64, 256, 512, 4096, 10240, 12288]
     """
     for c in CLASSES:
         if n <= c:
@@ -345,7 +347,7 @@ def class_ladder(max_length: int) -> list[int]:
     """Every class of :func:`padded_length` a sequence of at most ``max_length`` nt can take.
 
     >>> class_ladder(3000)
-    [128, 256, 512, 1024, 2048, 4096]
+    [64, 256, 512, 1024, 2048, 4096]
     """
     top = padded_length(max(max_length, 1))
     return [c for c in CLASSES if c <= top] + list(range(12288, top + 1, 4096))
