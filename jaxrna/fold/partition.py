@@ -35,6 +35,14 @@ than :data:`GUARD_LIMIT_F64` nats, which it reports). ``"auto"``: exact below
 temperatures). The string API (:func:`partition`, :func:`log_partition`,
 :func:`pair_probabilities`) computes in float64.
 
+Programs. The string API pads a sequence to its class (:data:`CLASSES`: 64 nt on the exact
+path, 256, 512, 1,024, 2,048, 4,096, 6,144 and 10,240 nt on the tiled one) and passes its own
+length as a runtime value: the sweep stops at its span, the tiled loops at its tile diagonals
+and tiles (a CPU does them 4 at a time, :data:`SOLVE_CHUNK`), so padding costs memory, little
+work. The weights, temperature and ``min_loop`` are runtime values too: any mix of lengths up
+to 10,240 nt and any numeric options compile at most 8 programs (``jaxrna warmup fold
+--partition`` prepares them), plus one exact recompute per class where the guard trips.
+
 >>> round(log_partition("GGGAAAUCC", "unit", min_loop=3), 6)
 4.718959
 >>> P = pair_probabilities("GGGAAAUCC", "unit", min_loop=3)
@@ -334,8 +342,8 @@ def padded_length(n: int) -> int:
     :data:`CLASSES` that holds it, beyond them the next multiple of 4,096. The programs run to
     the sequence's own length inside its class (padding costs memory, little work).
 
-    >>> [padded_length(n) for n in (1, 64, 65, 300, 2001, 10240, 10241)]
-    [64, 64, 256, 512, 4096, 10240, 12288]
+    >>> [padded_length(n) for n in (1, 64, 65, 300, 2048, 2049, 10240, 10241)]
+    [64, 64, 256, 512, 2048, 4096, 10240, 12288]
     """
     for c in CLASSES:
         if n <= c:
@@ -460,7 +468,11 @@ def pair_probabilities(seq_or_codes, weights: WeightSet | str = "unit", min_loop
 def partition(sequence: str, weights: WeightSet | str = "unit", min_loop: int = 3,
               temperature: float = 1.0, method: str = "auto", id: str = "seq",
               tile: int | None = None) -> PartitionResult:
-    """``ln Z`` and the pair probabilities of one sequence in one pass (float64)."""
+    """``ln Z`` and the pair probabilities of one sequence in one pass (float64), by the program
+    of its class (:func:`padded_length`). With ``method="auto"``, a tiled result whose guard
+    trips (a tile spans more than :data:`GUARD_LIMIT_F64` nats: temperatures far below 1) is
+    recomputed by the exact path at the same class, a program of its own (so at most one more
+    program per tiled class, only where that happens)."""
     ws = _weights(weights)
     lnz, P, chosen = _run(sequence, ws, min_loop, temperature, method, tile, None)
     return PartitionResult(id=id, sequence=sequence, log_partition=lnz, probabilities=P,
