@@ -83,31 +83,35 @@ def test_warmup_prepares_exactly_the_programs_a_run_asks_for(monkeypatch):
         assert len(keys) == 1 and keys[0] in warmed, n
 
 
-def _solve(codes, n, padded, weights, T, min_loop, method, tile=None):
-    """``(ln Z, P)`` of the first ``n`` codes padded to ``padded`` by one direct program call."""
+def _solve(codes, n, padded, weights, T, min_loop, method, tile=None, platform="cpu"):
+    """``(ln Z, P)`` of the first ``n`` codes padded to ``padded`` by one direct program call
+    (with the loop shapes ``platform`` uses)."""
     full = np.full(padded, 4, np.int32)
     full[:n] = codes[:n]
     wm = np.asarray(weights.matrix(), np.float64) / weights.scale
-    static = pt.solve_static(method, tile or pt.default_tile(padded), "cpu")
+    static = pt.solve_static(method, tile or pt.default_tile(padded), platform)
     lnz, P, _ = pt.solve_jit(full, wm, np.asarray(T, np.float64), np.asarray(min_loop, np.int32),
                              np.asarray(n, np.int32), **static)
     return float(lnz), np.triu(np.asarray(P)[:n, :n], 1)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method,n,classes", [("exact", 37, (37, 64, 100)),
-                                              ("blocked", 100, (100, 256, 512))])
-def test_padding_changes_nothing(method, n, classes):
+@pytest.mark.parametrize("method,n,classes,platform", [
+    ("exact", 37, (37, 64, 100), "cpu"),
+    ("blocked", 100, (100, 256, 512), "cpu"),         # tiles 4 at a time
+    ("blocked", 100, (100, 512), "gpu")])             # every tile of the class in one step
+def test_padding_changes_nothing(method, n, classes, platform):
     """A sequence padded to its class, or to a larger one, has the ``ln Z`` and probabilities
     of the unpadded program and of McCaskill's reference, within 1e-9 (float64); the program
-    runs to the sequence's own length whatever the padding."""
+    runs to the sequence's own length whatever the padding (the GPU's loop shapes computed on
+    the CPU)."""
     rng = random.Random(f"{method}-{n}")
     seq = "".join(rng.choice("ACGUN") for _ in range(n))
     weights, T, min_loop = parse_weights("GC=2.5,AU=2,GU=0.5"), 1.7, 2
     ref_lnz, ref_P = reference_partition(seq, weights, min_loop, T)
     codes = encode(seq).astype(np.int32)
     with pt.float64():
-        results = [_solve(codes, n, padded, weights, T, min_loop, method, 16)
+        results = [_solve(codes, n, padded, weights, T, min_loop, method, 16, platform)
                    for padded in classes]
     base_lnz, base_P = results[0]                                   # no padding
     for lnz, P in results:
