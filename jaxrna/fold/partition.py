@@ -40,8 +40,8 @@ path, 256, 512, 1,024, 2,048, 4,096, 6,144 and 10,240 nt on the tiled one) and p
 length as a runtime value: the sweep stops at its span, the tiled loops at its tile diagonals
 and tiles (a CPU does them 4 at a time, :data:`SOLVE_CHUNK`), so padding costs memory, little
 work. The weights, temperature and ``min_loop`` are runtime values too: any mix of lengths up
-to 10,240 nt and any numeric options compile at most 8 programs (``jaxrna warmup fold
---partition`` prepares them), plus one exact recompute per class where the guard trips.
+to 10,240 nt and any numeric options compile at most 8 programs (``jaxrna warmup fold --model
+nussinov --partition`` prepares them), plus one exact recompute per class where the guard trips.
 
 >>> round(log_partition("GGGAAAUCC", "unit", min_loop=3), 6)
 4.718959
