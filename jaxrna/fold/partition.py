@@ -35,8 +35,8 @@ than :data:`GUARD_LIMIT_F64` nats, which it reports). ``"auto"``: exact below
 temperatures). The string API (:func:`partition`, :func:`log_partition`,
 :func:`pair_probabilities`) computes in float64.
 
-Programs. The string API pads a sequence to its class (:data:`CLASSES`: 64 nt on the exact
-path, 256, 512, 1,024, 2,048, 4,096, 6,144 and 10,240 nt on the tiled one) and passes its own
+Programs. The string API pads a sequence to its class (:data:`CLASSES`: 64 and 128 nt on the
+exact path, 512, 1,024, 2,048, 4,096, 6,144 and 10,240 nt on the tiled one) and passes its own
 length as a runtime value: the sweep stops at its span, the tiled loops at its tile diagonals
 and tiles (a CPU does them 4 at a time, :data:`SOLVE_CHUNK`), so padding costs memory, little
 work. The weights, temperature and ``min_loop`` are runtime values too: any mix of lengths up
@@ -79,9 +79,9 @@ from jaxrna.weights import WeightSet, parse_weights
 log = logging.getLogger("jaxrna")
 
 METHODS = ("auto", "exact", "blocked")
-#: ``method="auto"`` uses the tiled path from this length on (above the exact class,
-#: the first of :data:`CLASSES`).
-BLOCKED_FROM = 65
+#: ``method="auto"`` uses the tiled path from this length on (above the exact classes, 64 and
+#: 128 nt of :data:`CLASSES`).
+BLOCKED_FROM = 129
 #: The tiled path's bulk products are exact in float64 while the largest log-range of a
 #: table tile stays below this (see :mod:`jaxrna.fold.partition_blocked`); beyond it,
 #: ``method="auto"`` recomputes with the exact path.
@@ -130,9 +130,15 @@ def inside_spans(scores: jax.Array, semiring: Semiring, min_loop: int = 3,
 # ln Z with an O(n^2)-memory gradient
 
 
+def exact_blocks(n: int, length=None) -> int:
+    """Span blocks of the exact path for tables of side ``n``: :data:`EXACT_BLOCKS` for a
+    class program (``length`` given), else :func:`sweep_blocks`."""
+    return EXACT_BLOCKS.get(n, sweep_blocks(n)) if length is not None else sweep_blocks(n)
+
+
 def _exact_forward(lw: jax.Array, length=None):
     n = lw.shape[0]
-    blocks = sweep_blocks(n)
+    blocks = exact_blocks(n, length)
     sr = log_semiring(1.0)
     lws = skew_pair_weights(lw, sr, 0, skew_size(n, blocks))     # lw is already masked
     rows = inside_from_skew(lws, n, sr, blocks, length)
@@ -156,7 +162,7 @@ def _backward(lw, res, lnz, method, tile, groups=None, length=None, chunk=None):
     n = lw.shape[0]
     if method == "exact":
         rows, lws = res
-        return outside_probabilities(rows, lws, n, sweep_blocks(n), length)
+        return outside_probabilities(rows, lws, n, exact_blocks(n, length), length)
     return blocked_outside(lw, res, lnz, tile, groups, length, chunk)
 
 
@@ -194,7 +200,10 @@ def check_method(method: str, n: int) -> str:
 def default_tile(n: int) -> int:
     """The tile side of the blocked path for length ``n``: about sqrt(n), a power of two
     between 16 and 64 (balances the in-tile sweeps, ~n^2 t exponentials, against the bulk's
-    ~n^3 / t; measured on a CPU: 32 for 1,000 nt, 64 for 4,000)."""
+    ~n^3 / t; measured on a CPU: 16 up to 512 nt, 32 for 1,000 nt, 64 for 4,000; in the 512-nt
+    class, 256 nt take 46 ms with 16, 58 ms with 32)."""
+    if n <= 512:
+        return 16
     t = 16
     while t < 64 and t * t < n:
         t *= 2
@@ -328,13 +337,19 @@ def _codes(seq_or_codes) -> np.ndarray:
 
 
 #: The padded lengths (classes) of the partition programs: ``method="auto"`` runs the exact
-#: path on the first (up to 64 nt), the tiled one on the others, so any mix of lengths up to
-#: 10,240 nt compiles at most 8 programs (plus, where the tiled path's guard trips, the exact
-#: recompute at that class: see :func:`partition`). Beyond the last class, multiples of 4,096
-#: nt (one more program each). The tiled path runs to the sequence's own tile count (the
-#: exact one to its own span), so a class costs memory more than work: measured on a CPU,
-#: the tiled path in the 256-nt class is as fast from 65 nt on as the exact one.
-CLASSES = (64, 256, 512, 1024, 2048, 4096, 6144, 10240)
+#: path on the first two (up to 128 nt), the tiled one on the others, so any mix of lengths up
+#: to 10,240 nt compiles at most 8 programs (plus, where the tiled path's guard trips, the
+#: exact recompute at that class: see :func:`partition`). Beyond the last class, multiples of
+#: 4,096 nt (one more program each). The tiled path runs to the sequence's own tile count and
+#: tiles (the exact one to its own span), so a class costs memory more than work: measured on
+#: a CPU, 150 nt in the 512-nt class take 20 ms, 300 nt 57 ms (the former programs padded to
+#: 160 and 384 nt: 51 and 91 ms).
+CLASSES = (64, 128, 512, 1024, 2048, 4096, 6144, 10240)
+#: Span blocks of the exact classes' programs (each block one loop body whose slices are as
+#: wide as its longest span and as tall as its shortest one's cells): more blocks waste less
+#: work on a sequence shorter than its class but compile longer. Measured on a CPU, 128-nt
+#: class: 80 nt in 5.1 ms with 8 blocks, 6.0 ms with 4 (the former 80-nt program: 5.1 ms).
+EXACT_BLOCKS = {64: 2, 128: 8}
 
 
 def padded_length(n: int) -> int:
@@ -342,8 +357,8 @@ def padded_length(n: int) -> int:
     :data:`CLASSES` that holds it, beyond them the next multiple of 4,096. The programs run to
     the sequence's own length inside its class (padding costs memory, little work).
 
-    >>> [padded_length(n) for n in (1, 64, 65, 300, 2048, 2049, 10240, 10241)]
-    [64, 64, 256, 512, 2048, 4096, 10240, 12288]
+    >>> [padded_length(n) for n in (1, 64, 65, 129, 2048, 2049, 10240, 10241)]
+    [64, 64, 128, 512, 2048, 4096, 10240, 12288]
     """
     for c in CLASSES:
         if n <= c:
@@ -355,7 +370,7 @@ def class_ladder(max_length: int) -> list[int]:
     """Every class of :func:`padded_length` a sequence of at most ``max_length`` nt can take.
 
     >>> class_ladder(3000)
-    [64, 256, 512, 1024, 2048, 4096]
+    [64, 128, 512, 1024, 2048, 4096]
     """
     top = padded_length(max(max_length, 1))
     return [c for c in CLASSES if c <= top] + list(range(12288, top + 1, 4096))
