@@ -43,7 +43,7 @@ def test_bound_for_every_length_up_to_10240(platform):
         assert seen.setdefault(padded, static) == static            # one program per class
     assert len(seen) == 8
     assert sorted(seen) == list(pt.CLASSES) == warmup.partition_lengths(10_240)
-    assert warmup.partition_lengths(300) == [64, 128, 512]
+    assert warmup.partition_lengths(300) == [80, 128, 512]
     assert _static(10_241, platform)[0] == 12_288                   # then one per 4,096 nt
 
 
@@ -72,7 +72,7 @@ def test_warmup_prepares_exactly_the_programs_a_run_asks_for(monkeypatch):
 
     monkeypatch.setattr(programs, "program", asking)
     rng = random.Random(5)
-    lengths = [2, 3, 64, 65, 128, 129, 512, 513, 1000, 2049, 6144, 6145, 10_240]
+    lengths = [2, 3, 80, 81, 128, 129, 512, 513, 1000, 2049, 6144, 6145, 10_240]
     lengths += [rng.randint(2, 10_240) for _ in range(30)]
     for n in lengths:
         keys.clear()
@@ -97,7 +97,7 @@ def _solve(codes, n, padded, weights, T, min_loop, method, tile=None, platform="
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method,n,classes,platform", [
-    ("exact", 37, (37, 64, 128), "cpu"),
+    ("exact", 37, (37, 80, 128), "cpu"),
     ("blocked", 100, (100, 256, 512), "cpu"),         # tiles 4 at a time
     ("blocked", 100, (100, 512), "gpu")])             # every tile of the class in one step
 def test_padding_changes_nothing(method, n, classes, platform):
@@ -124,10 +124,10 @@ def test_padding_changes_nothing(method, n, classes, platform):
 
 @pytest.mark.slow
 def test_partition_by_class_equals_the_reference():
-    """The string API (classes 64, 128, 512; lengths on both sides of each boundary) against
+    """The string API (classes 80, 128, 512; lengths on both sides of each boundary) against
     McCaskill's reference, with several weights, temperatures and ``min_loop``."""
     rng = random.Random(26)
-    for n in (2, 5, 64, 65, 100, 128, 129, 200, 300):
+    for n in (2, 5, 80, 81, 100, 128, 129, 200, 300):
         seq = "".join(rng.choice("ACGU") for _ in range(n))
         w = parse_weights(rng.choice(["unit", "bpmax", "integer", "GC=3,AU=2,GU=0.5"]))
         T, ml = rng.choice([0.5, 1.0, 2.0]), rng.randint(0, 4)
@@ -140,10 +140,10 @@ def test_partition_by_class_equals_the_reference():
 
 @pytest.mark.slow
 def test_other_lengths_and_options_compile_nothing_more(tmp_path):
-    """One run over a mix of lengths (classes 64, 128 and 512: 3 programs), then another mix
+    """One run over a mix of lengths (classes 80, 128 and 512: 3 programs), then another mix
     with other weights, temperature and min loop on the same cache: nothing compiled."""
     cache = str(tmp_path / "cache")
-    a = write_fasta(tmp_path / "a.fa", [12, 40, 64, 65, 130, 256, 300], 1)
+    a = write_fasta(tmp_path / "a.fa", [12, 40, 80, 81, 130, 256, 300], 1)
     b = write_fasta(tmp_path / "b.fa", [3, 29, 63, 90, 201, 257, 420, 512], 2)
     first = run_counted(["fold", "--model", "nussinov", a, "--partition", "-f", "json"], cache)
     assert first.returncode == 0, first.stderr
@@ -163,7 +163,7 @@ def test_warmup_then_new_lengths_compile_nothing(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["3"]                              # classes 64, 128, 512
+    assert proc.stdout.split() == ["3"]                              # classes 80, 128, 512
     fa = write_fasta(tmp_path / "c.fa", [7, 50, 77, 199, 299], 3)
     run = run_counted(["fold", "--model", "nussinov", fa, "--partition", "-f", "json",
                        "--weights", "bpmax", "--temperature", "1.5", "--min-loop", "2"], cache)

@@ -35,7 +35,7 @@ than :data:`GUARD_LIMIT_F64` nats, which it reports). ``"auto"``: exact below
 temperatures). The string API (:func:`partition`, :func:`log_partition`,
 :func:`pair_probabilities`) computes in float64.
 
-Programs. The string API pads a sequence to its class (:data:`CLASSES`: 64 and 128 nt on the
+Programs. The string API pads a sequence to its class (:data:`CLASSES`: 80 and 128 nt on the
 exact path, 512, 1,024, 2,048, 4,096, 6,144 and 10,240 nt on the tiled one) and passes its own
 length as a runtime value: the sweep stops at its span, the tiled loops at its tile diagonals
 and tiles (a CPU does them 4 at a time, :data:`SOLVE_CHUNK`), so padding costs memory, little
@@ -79,7 +79,7 @@ from jaxrna.weights import WeightSet, parse_weights
 log = logging.getLogger("jaxrna")
 
 METHODS = ("auto", "exact", "blocked")
-#: ``method="auto"`` uses the tiled path from this length on (above the exact classes, 64 and
+#: ``method="auto"`` uses the tiled path from this length on (above the exact classes, 80 and
 #: 128 nt of :data:`CLASSES`).
 BLOCKED_FROM = 129
 #: The tiled path's bulk products are exact in float64 while the largest log-range of a
@@ -344,12 +344,13 @@ def _codes(seq_or_codes) -> np.ndarray:
 #: tiles (the exact one to its own span), so a class costs memory more than work: measured on
 #: a CPU, 150 nt in the 512-nt class take 20 ms, 300 nt 57 ms (the former programs padded to
 #: 160 and 384 nt: 51 and 91 ms).
-CLASSES = (64, 128, 512, 1024, 2048, 4096, 6144, 10240)
+CLASSES = (80, 128, 512, 1024, 2048, 4096, 6144, 10240)
 #: Span blocks of the exact classes' programs (each block one loop body whose slices are as
 #: wide as its longest span and as tall as its shortest one's cells): more blocks waste less
-#: work on a sequence shorter than its class but compile longer. Measured on a CPU, 128-nt
-#: class: 80 nt in 5.1 ms with 8 blocks, 6.0 ms with 4 (the former 80-nt program: 5.1 ms).
-EXACT_BLOCKS = {64: 2, 128: 8}
+#: work on a sequence shorter than its class but compile longer. Measured on a CPU: 80 nt in
+#: the 80-nt class 2.6 ms with 3 blocks, 2.9 ms with 2 (the former one-block program: 4.5
+#: ms); in the 128-nt class, 100 nt 5.9 ms with 8 blocks, 6.2 ms with 4.
+EXACT_BLOCKS = {80: 3, 128: 8}
 
 
 def padded_length(n: int) -> int:
@@ -357,8 +358,8 @@ def padded_length(n: int) -> int:
     :data:`CLASSES` that holds it, beyond them the next multiple of 4,096. The programs run to
     the sequence's own length inside its class (padding costs memory, little work).
 
-    >>> [padded_length(n) for n in (1, 64, 65, 129, 2048, 2049, 10240, 10241)]
-    [64, 64, 128, 512, 2048, 4096, 10240, 12288]
+    >>> [padded_length(n) for n in (1, 80, 81, 129, 2048, 2049, 10240, 10241)]
+    [80, 80, 128, 512, 2048, 4096, 10240, 12288]
     """
     for c in CLASSES:
         if n <= c:
@@ -370,7 +371,7 @@ def class_ladder(max_length: int) -> list[int]:
     """Every class of :func:`padded_length` a sequence of at most ``max_length`` nt can take.
 
     >>> class_ladder(3000)
-    [64, 128, 512, 1024, 2048, 4096]
+    [80, 128, 512, 1024, 2048, 4096]
     """
     top = padded_length(max(max_length, 1))
     return [c for c in CLASSES if c <= top] + list(range(12288, top + 1, 4096))

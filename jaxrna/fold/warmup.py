@@ -13,7 +13,7 @@ Lengths, weights and ``--min-loop`` are runtime values of the same program; ``--
 (no traceback) is a program of its own per class, so a run uses either set, never both.
 
 ``--partition`` compiles one program per class of :func:`jaxrna.fold.partition.padded_length`
-(:data:`~jaxrna.fold.partition.CLASSES`: 64 and 128 nt on the exact path, 512, 1,024, 2,048,
+(:data:`~jaxrna.fold.partition.CLASSES`: 80 and 128 nt on the exact path, 512, 1,024, 2,048,
 4,096, 6,144 and 10,240 nt on the tiled one; the sequence's length, weights,
 temperature and ``min_loop`` are runtime values): at most 8 programs up to 10,240 nt, the
 same on a CPU and a GPU. Only where the tiled path's guard trips (temperatures far below 1)
@@ -67,7 +67,7 @@ def partition_lengths(max_length: int) -> list[int]:
     """The padded lengths (classes) of the ``--partition`` programs up to ``max_length`` nt.
 
     >>> partition_lengths(10_240)
-    [64, 128, 512, 1024, 2048, 4096, 6144, 10240]
+    [80, 128, 512, 1024, 2048, 4096, 6144, 10240]
     """
     from jaxrna.fold.partition import class_ladder
 
