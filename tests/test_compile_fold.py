@@ -130,7 +130,7 @@ def test_partition_options_are_runtime_values(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["3"]                         # padded 16, 32, 48
+    assert proc.stdout.split() == ["1"]                         # the 80-nt class
     seqs = ">x\nGGGAAAUCCCGCGCAAAGCGCAUAUGGC\n>y\nGCGCAAAGCGCAUAUGG\n"
     for extra in ([], ["--temperature", "2", "--min-loop", "1", "--weights", "integer"]):
         run = run_counted(["fold", "--model", "nussinov", "-", "--partition", "-f", "json", *extra], cache, stdin=seqs)

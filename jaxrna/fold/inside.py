@@ -34,6 +34,14 @@ def range_blocks(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
     return [(a, min(a + size, hi)) for a in range(lo, hi, size)]
 
 
+def runtime_length(length):
+    """``length`` as an index of JAX's default integer type (int64 under x64), so loop counters
+    and slice starts built from it agree with those built from Python ints; None stays None."""
+    if length is None:
+        return None
+    return jnp.asarray(length).astype(jax.dtypes.canonicalize_dtype(jnp.int64))
+
+
 def semiring_zero(dtype) -> float | int:
     return NEG_INT if jnp.issubdtype(dtype, jnp.integer) else NEG_FLOAT
 
@@ -54,16 +62,22 @@ def skew_pair_weights(scores: jax.Array, semiring: Semiring, min_loop: int, size
     return jnp.where(valid, semiring.weight(vals), zero).astype(dtype)
 
 
-def inside_from_skew(lws: jax.Array, n: int, semiring: Semiring, blocks: int = 16) -> jax.Array:
+def inside_from_skew(lws: jax.Array, n: int, semiring: Semiring, blocks: int = 16,
+                     length=None) -> jax.Array:
     """The sweep over spans given skewed pair weights (:func:`skew_pair_weights`).
 
     Returns ``rows`` with ``rows[d, i] = Z[i, i + d]`` (``0 <= d <= n``), shape of ``lws``.
+    ``length``: the sequence's own length ``m <= n`` as a runtime value (the rest of the ``n``
+    positions padding that never pairs): the sweep stops at span ``m`` (``rows[m, 0]`` is the
+    result, longer spans stay the semiring zero), so one program serves every ``m``; None:
+    ``m = n``, the loops' bounds static (plain autodiff works through them).
     """
     size = lws.shape[0]
     dtype = lws.dtype
     zero = semiring.zero(dtype)
     one = semiring.one(dtype)
     N = n + 1
+    length = runtime_length(length)
     rows = jnp.full((size, size), zero, dtype).at[0:2, :].set(one)   # Z[i,i] = Z[i,i+1] = 1
     # pcol[n - e, j] = P[j - e, j]: the split terms of cell (i, i + d) are rows[t, i] (x)
     # pcol[n - d + t, i + d], t = 0, 1, ...: one rectangular slice per span.
@@ -83,7 +97,8 @@ def inside_from_skew(lws: jax.Array, n: int, semiring: Semiring, blocks: int = 1
             val = semiring.plus(prev, split)
             return jax.lax.dynamic_update_slice(rows, val[None, :], (d, 0)), pcol
 
-        rows, pcol = jax.lax.fori_loop(d0, d1, body, (rows, pcol))
+        hi = d1 if length is None else jnp.clip(length + 1, d0, d1)
+        rows, pcol = jax.lax.fori_loop(d0, hi, body, (rows, pcol))
     return rows
 
 

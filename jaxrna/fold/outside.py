@@ -34,7 +34,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from jaxrna.fold.inside import range_blocks, skew_size, sweep_blocks
+from jaxrna.fold.inside import range_blocks, runtime_length, skew_size, sweep_blocks
 from jaxrna.semiring import NEG_FLOAT, log_semiring
 
 _SR = log_semiring(1.0)
@@ -47,11 +47,13 @@ def _lse(*xs):
 
 @partial(jax.jit, static_argnames=("n", "blocks"))
 def outside_probabilities(rows: jax.Array, lws: jax.Array, n: int,
-                          blocks: int | None = None) -> jax.Array:
+                          blocks: int | None = None, length=None) -> jax.Array:
     """The ``(n, n)`` pair probabilities from the inside table ``rows`` (``rows[d, i] =
     ln Z[i, i+d]``) and the skewed log pair weights ``lws`` (``lws[e, k]`` for pair
     ``(k, k+e)``) of :func:`jaxrna.fold.partition.inside_from_skew`; both ``(M, M)`` with
-    ``M >= skew_size(n, blocks)`` (``blocks`` defaults to :func:`sweep_blocks`)."""
+    ``M >= skew_size(n, blocks)`` (``blocks`` defaults to :func:`sweep_blocks`). ``length``: the
+    sequence's own length ``m <= n`` as a runtime value, as in ``inside_from_skew`` (the root is
+    ``Zbar[0, m]``, spans above ``m`` are skipped); None: ``n``."""
     M = rows.shape[0]
     blocks = blocks or sweep_blocks(n)
     if M < skew_size(n, blocks):
@@ -59,7 +61,9 @@ def outside_probabilities(rows: jax.Array, lws: jax.Array, n: int,
     dtype = rows.dtype
     NEG = jnp.asarray(NEG_FLOAT, dtype)
     N = n + 1
-    lnz = rows[n, 0]
+    length = runtime_length(length)
+    m = n if length is None else length
+    lnz = rows[m, 0]
     a = jnp.arange(M)[:, None]
     b = jnp.arange(M)[None, :]
     cl = lambda x: jnp.clip(x, 0, M - 1)  # noqa: E731
@@ -75,17 +79,19 @@ def outside_probabilities(rows: jax.Array, lws: jax.Array, n: int,
         wp = n - d0 + 1
         i = jnp.arange(H)
 
-        def body(step, carry, d1=d1, H=H, w2=w2, wp=wp, i=i):
+        top = d1 if length is None else jnp.clip(length + 1, d0, d1)
+
+        def body(step, carry, top=top, H=H, w2=w2, wp=wp, i=i):
             zb, zbc, pbs = carry
-            d = d1 - 1 - step
-            valid = i <= n - d
+            d = top - 1 - step
+            valid = i <= m - d
             t1 = jax.lax.dynamic_slice(zb, (d + 1, 0), (1, H))[0]                # Zbar[i, j+1]
             t2 = _SR.sum(jax.lax.dynamic_slice(zb, (d + 2, 0), (w2, H))
                          + jax.lax.dynamic_slice(prow, (2, d), (w2, H)), axis=0)
             pw = jax.lax.dynamic_slice(lws, (d + 1, 0), (1, H))[0]               # pair (i, i+d+1)
             pb_up = jax.lax.dynamic_slice(pbs, (d + 2, 0), (1, H))[0]            # Pbar[i, i+d+2]
             t3 = jnp.concatenate([NEG[None], (pw + pb_up)[:-1]])                 # shifted to i+1
-            root = jnp.where((i == 0) & (d == n), jnp.zeros((), dtype), NEG)
+            root = jnp.where((i == 0) & (d == m), jnp.zeros((), dtype), NEG)
             z = jnp.where(valid, _lse(t1, t2, t3, root), NEG)
             zb = jax.lax.dynamic_update_slice(zb, z[None, :], (d, 0))
             zbc = jax.lax.dynamic_update_slice(zbc, z[None, :], (d, d))
@@ -94,7 +100,7 @@ def outside_probabilities(rows: jax.Array, lws: jax.Array, n: int,
             pbs = jax.lax.dynamic_update_slice(pbs, pb[None, :], (d, 0))
             return zb, zbc, pbs
 
-        zb, zbc, pbs = jax.lax.fori_loop(0, d1 - d0, body, (zb, zbc, pbs))
+        zb, zbc, pbs = jax.lax.fori_loop(0, top - d0, body, (zb, zbc, pbs))
     # pair (k, l) is P[k, l+1]: skew span e = l - k + 1
     k = jnp.arange(n)[:, None]
     l = jnp.arange(n)[None, :]

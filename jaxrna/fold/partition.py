@@ -35,6 +35,14 @@ than :data:`GUARD_LIMIT_F64` nats, which it reports). ``"auto"``: exact below
 temperatures). The string API (:func:`partition`, :func:`log_partition`,
 :func:`pair_probabilities`) computes in float64.
 
+Programs. The string API pads a sequence to its class (:data:`CLASSES`: 80 and 128 nt on the
+exact path, 512, 1,024, 2,048, 4,096, 6,144 and 10,240 nt on the tiled one) and passes its own
+length as a runtime value: the sweep stops at its span, the tiled loops at its tile diagonals
+and tiles (a CPU does them 4 at a time, :data:`SOLVE_CHUNK`), so padding costs memory, little
+work. The weights, temperature and ``min_loop`` are runtime values too: any mix of lengths up
+to 10,240 nt and any numeric options compile at most 8 programs (``jaxrna warmup fold --model
+nussinov --partition`` prepares them), plus one exact recompute per class where the guard trips.
+
 >>> round(log_partition("GGGAAAUCC", "unit", min_loop=3), 6)
 4.718959
 >>> P = pair_probabilities("GGGAAAUCC", "unit", min_loop=3)
@@ -61,8 +69,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.fold.inside import (inside_from_skew, range_blocks, semiring_zero,  # noqa: F401
-                                skew_pair_weights, skew_size, sweep_blocks)
+from jaxrna.fold.inside import (inside_from_skew, range_blocks, runtime_length,  # noqa: F401
+                                semiring_zero, skew_pair_weights, skew_size, sweep_blocks)
 from jaxrna.fold.outside import outside_probabilities
 from jaxrna.fold.partition_blocked import blocked_bytes, blocked_inside, blocked_outside
 from jaxrna.semiring import NEG_FLOAT, NEG_INT, Semiring, log_semiring
@@ -71,8 +79,9 @@ from jaxrna.weights import WeightSet, parse_weights
 log = logging.getLogger("jaxrna")
 
 METHODS = ("auto", "exact", "blocked")
-#: ``method="auto"`` uses the tiled path from this length on.
-BLOCKED_FROM = 256
+#: ``method="auto"`` uses the tiled path from this length on (above the exact classes, 80 and
+#: 128 nt of :data:`CLASSES`).
+BLOCKED_FROM = 129
 #: The tiled path's bulk products are exact in float64 while the largest log-range of a
 #: table tile stays below this (see :mod:`jaxrna.fold.partition_blocked`); beyond it,
 #: ``method="auto"`` recomputes with the exact path.
@@ -121,32 +130,40 @@ def inside_spans(scores: jax.Array, semiring: Semiring, min_loop: int = 3,
 # ln Z with an O(n^2)-memory gradient
 
 
-def _exact_forward(lw: jax.Array):
+def exact_blocks(n: int, length=None) -> int:
+    """Span blocks of the exact path for tables of side ``n``: :data:`EXACT_BLOCKS` for a
+    class program (``length`` given), else :func:`sweep_blocks`."""
+    return EXACT_BLOCKS.get(n, sweep_blocks(n)) if length is not None else sweep_blocks(n)
+
+
+def _exact_forward(lw: jax.Array, length=None):
     n = lw.shape[0]
-    blocks = sweep_blocks(n)
+    blocks = exact_blocks(n, length)
     sr = log_semiring(1.0)
     lws = skew_pair_weights(lw, sr, 0, skew_size(n, blocks))     # lw is already masked
-    rows = inside_from_skew(lws, n, sr, blocks)
-    return rows[n, 0], (rows, lws)
+    rows = inside_from_skew(lws, n, sr, blocks, length)
+    return rows[n if length is None else runtime_length(length), 0], (rows, lws)
 
 
-def _forward(lw, method, tile, groups=None):
+def _forward(lw, method, tile, groups=None, length=None, chunk=None):
     """``(ln Z, guard, residuals)`` for the masked log weights ``lw`` (``guard`` is 0 on the
-    exact path). ``groups``: block-diagonal groups of the tiled path (None: its default)."""
+    exact path). ``groups``: block-diagonal groups of the tiled path (None: its default).
+    ``length``: the sequence's own length, a runtime value (the rest of ``lw`` padding that
+    never pairs; None: all of it); ``chunk``: the tiled path's tiles per step."""
     if method == "exact":
-        lnz, res = _exact_forward(lw)
+        lnz, res = _exact_forward(lw, length)
         return lnz, jnp.zeros((), lw.dtype), res
-    lnz, guard, res = blocked_inside(lw, tile, groups)
+    lnz, guard, res = blocked_inside(lw, tile, groups, length, chunk)
     return lnz, guard, res
 
 
-def _backward(lw, res, lnz, method, tile, groups=None):
+def _backward(lw, res, lnz, method, tile, groups=None, length=None, chunk=None):
     """The ``(n, n)`` pair probabilities (= d ln Z / d lw)."""
     n = lw.shape[0]
     if method == "exact":
         rows, lws = res
-        return outside_probabilities(rows, lws, n, sweep_blocks(n))
-    return blocked_outside(lw, res, lnz, tile, groups)
+        return outside_probabilities(rows, lws, n, exact_blocks(n, length), length)
+    return blocked_outside(lw, res, lnz, tile, groups, length, chunk)
 
 
 # Compiled once per shape, method and tile; shared by the custom_vjp and the one-shot API.
@@ -183,7 +200,10 @@ def check_method(method: str, n: int) -> str:
 def default_tile(n: int) -> int:
     """The tile side of the blocked path for length ``n``: about sqrt(n), a power of two
     between 16 and 64 (balances the in-tile sweeps, ~n^2 t exponentials, against the bulk's
-    ~n^3 / t; measured on a CPU: 32 for 1,000 nt, 64 for 4,000)."""
+    ~n^3 / t; measured on a CPU: 16 up to 512 nt, 32 for 1,000 nt, 64 for 4,000; in the 512-nt
+    class, 256 nt take 46 ms with 16, 58 ms with 32)."""
+    if n <= 512:
+        return 16
     t = 16
     while t < 64 and t * t < n:
         t *= 2
@@ -231,34 +251,50 @@ def partition_and_probabilities(lw: jax.Array, method: str = "exact", tile: int 
     return lnz, _backward_jit(lw, res, lnz, method, tile), guard
 
 
-def _solve_program(codes, weight_matrix, temperature, min_loop, *, method: str, tile: int,
-                   groups: int | None):
-    """``(ln Z, P, guard)`` of one padded sequence from its codes: the pair weights, the
-    forward and the outside pass as one program (what :func:`partition` runs). The weights,
-    temperature and ``min_loop`` are traced (arguments: one program serves every value)."""
+def _solve_program(codes, weight_matrix, temperature, min_loop, length, *, method: str,
+                   tile: int, groups: int | None, chunk: int | None = None):
+    """``(ln Z, P, guard)`` of one sequence padded to its class (:func:`padded_length`) from
+    its codes: the pair weights, the forward and the outside pass as one program (what
+    :func:`partition` runs). The weights, temperature, ``min_loop`` and the sequence's own
+    ``length`` are traced (arguments: one program serves every value); the loops over spans
+    and tile diagonals stop where ``length`` needs."""
     lw = masked_log_weights(pair_score_matrix(codes, weight_matrix, min_loop), temperature,
                             min_loop)
-    lnz, guard, res = _forward(lw, method, tile, groups)
-    return lnz, _backward(lw, res, lnz, method, tile, groups), guard
+    lnz, guard, res = _forward(lw, method, tile, groups, length, chunk)
+    return lnz, _backward(lw, res, lnz, method, tile, groups, length, chunk), guard
 
 
-solve_jit = jax.jit(_solve_program, static_argnames=("method", "tile", "groups"))
-#: Block-diagonal groups of the tiled path per platform: one loop body compiles fastest and a
-#: GPU runs it as fast (its steps are latency-bound); on a CPU three do less work on padding
-#: tiles (2,000 nt, CPU seconds: compile 7.5 and run 5.8, against 19.5 and 5.0 with eight).
+solve_jit = jax.jit(_solve_program, static_argnames=("method", "tile", "groups", "chunk"))
+#: Block-diagonal groups of the tiled path per platform (each one loop body with static bulk
+#: widths): one compiles fastest and a GPU runs it as fast (its steps are latency-bound); on a
+#: CPU three do less work on the bulk (2,000 nt, CPU seconds: compile 7.5 and run 5.8, against
+#: 19.5 and 5.0 with eight).
 SOLVE_GROUPS = {"gpu": 1, "cpu": 3}
+#: Tiles of one block diagonal per step of the tiled path, per platform: a CPU loops over
+#: chunks of this many, as many as the runtime length needs (a short sequence in a long class
+#: costs little more than in its own); a GPU does every tile of the class in one step (None:
+#: fewer, wider steps; its steps are latency-bound).
+SOLVE_CHUNK = {"gpu": None, "cpu": 4}
+
+
+def solve_static(method: str, tile: int, platform: str) -> dict:
+    """The static arguments of :func:`solve_jit` for ``method`` and ``tile`` on ``platform``."""
+    blocked = method == "blocked"
+    return dict(method=method, tile=tile if blocked else None,     # the exact path has no tiles
+                groups=SOLVE_GROUPS.get(platform) if blocked else None,
+                chunk=SOLVE_CHUNK.get(platform) if blocked else None)
 
 
 def _solve_call(codes: np.ndarray, wm: np.ndarray, temperature: np.ndarray, min_loop: int,
-                method: str, tile: int):
+                length: int, method: str, tile: int):
     """Run :func:`_solve_program` on JAX's default device, through the stored executables
     (:mod:`jaxrna.programs`)."""
     from jaxrna import programs
 
     device = programs.default_device()
-    groups = SOLVE_GROUPS.get(device.platform) if method == "blocked" else None
-    static = dict(method=method, tile=tile, groups=groups)
-    args = (codes, wm, temperature, np.asarray(min_loop, np.int32))
+    static = solve_static(method, tile, device.platform)
+    args = (codes, wm, temperature, np.asarray(min_loop, np.int32),
+            np.asarray(length, np.int32))
     run = programs.program("fold.partition", solve_jit, args, static, device)
     from jaxrna import stages
 
@@ -300,11 +336,51 @@ def _codes(seq_or_codes) -> np.ndarray:
     return codes.astype(np.int32)
 
 
-def padded_length(n: int) -> int:
-    """Lengths are padded (code 4, never pairs) to a few sizes so runs reuse compilations."""
-    from jaxrna.batching import bucket_length
+#: The padded lengths (classes) of the partition programs: ``method="auto"`` runs the exact
+#: path on the first two (up to 128 nt), the tiled one on the others, so any mix of lengths up
+#: to 10,240 nt compiles at most 8 programs (plus, where the tiled path's guard trips, the
+#: exact recompute at that class: see :func:`partition`). Beyond the last class, multiples of
+#: 4,096 nt (one more program each). The tiled path runs to the sequence's own tile count and
+#: tiles (the exact one to its own span), so a class costs memory more than work: measured on
+#: a CPU, 150 nt in the 512-nt class take 20 ms, 300 nt 57 ms (the former programs padded to
+#: 160 and 384 nt: 51 and 91 ms).
+CLASSES = (80, 128, 512, 1024, 2048, 4096, 6144, 10240)
+#: Span blocks of the exact classes' programs (each block one loop body whose slices are as
+#: wide as its longest span and as tall as its shortest one's cells): more blocks waste less
+#: work on a sequence shorter than its class but compile longer. Measured on a CPU: 80 nt in
+#: the 80-nt class 2.6 ms with 3 blocks, 2.9 ms with 2 (the former one-block program: 4.5
+#: ms); in the 128-nt class, 100 nt 5.9 ms with 8 blocks, 6.2 ms with 4.
+EXACT_BLOCKS = {80: 3, 128: 8}
 
-    return max(16, -(-n // 16) * 16) if n <= 256 else bucket_length(n)
+
+def padded_length(n: int) -> int:
+    """The class a sequence of ``n`` nt is padded to (code 4, never pairs): the smallest of
+    :data:`CLASSES` that holds it, beyond them the next multiple of 4,096. The programs run to
+    the sequence's own length inside its class (padding costs memory, little work).
+
+    >>> [padded_length(n) for n in (1, 80, 81, 129, 2048, 2049, 10240, 10241)]
+    [80, 80, 128, 512, 2048, 4096, 10240, 12288]
+    """
+    for c in CLASSES:
+        if n <= c:
+            return c
+    return -(-n // 4096) * 4096
+
+
+def class_ladder(max_length: int) -> list[int]:
+    """Every class of :func:`padded_length` a sequence of at most ``max_length`` nt can take.
+
+    >>> class_ladder(3000)
+    [80, 128, 512, 1024, 2048, 4096]
+    """
+    top = padded_length(max(max_length, 1))
+    return [c for c in CLASSES if c <= top] + list(range(12288, top + 1, 4096))
+
+
+def class_method(padded: int) -> str:
+    """The path ``method="auto"`` takes in the class ``padded``: exact below
+    :data:`BLOCKED_FROM` nt, tiled from it (every length of a class takes the same path)."""
+    return check_method("auto", padded)
 
 
 @dataclass(frozen=True)
@@ -361,7 +437,7 @@ def _solve(codes: np.ndarray, weights: WeightSet, min_loop: int, temperature: fl
     temp = np.asarray(temperature, dtype)
     limit = GUARD_LIMIT_F64 if dtype == jnp.float64 else GUARD_LIMIT_F32
     t = tile or default_tile(padded)
-    out = _solve_call(full, wm, temp, min_loop, chosen, t)
+    out = _solve_call(full, wm, temp, min_loop, n, chosen, t)
     with stages.stage("device"):
         lnz, P, guard = jax.device_get(out)
     suspect = not (float(guard) <= limit and np.isfinite(float(lnz)))   # NaN counts as over
@@ -371,7 +447,7 @@ def _solve(codes: np.ndarray, weights: WeightSet, min_loop: int, temperature: fl
                         "results may lose accuracy, use method='exact'", float(guard), limit)
         else:
             chosen = "exact"
-            out = _solve_call(full, wm, temp, min_loop, "exact", t)
+            out = _solve_call(full, wm, temp, min_loop, n, "exact", t)
             with stages.stage("device"):
                 lnz, P, _ = jax.device_get(out)
     P = np.asarray(P, np.float64)[:n, :n]
@@ -408,7 +484,11 @@ def pair_probabilities(seq_or_codes, weights: WeightSet | str = "unit", min_loop
 def partition(sequence: str, weights: WeightSet | str = "unit", min_loop: int = 3,
               temperature: float = 1.0, method: str = "auto", id: str = "seq",
               tile: int | None = None) -> PartitionResult:
-    """``ln Z`` and the pair probabilities of one sequence in one pass (float64)."""
+    """``ln Z`` and the pair probabilities of one sequence in one pass (float64), by the program
+    of its class (:func:`padded_length`). With ``method="auto"``, a tiled result whose guard
+    trips (a tile spans more than :data:`GUARD_LIMIT_F64` nats: temperatures far below 1) is
+    recomputed by the exact path at the same class, a program of its own (so at most one more
+    program per tiled class, only where that happens)."""
     ws = _weights(weights)
     lnz, P, chosen = _run(sequence, ws, min_loop, temperature, method, tile, None)
     return PartitionResult(id=id, sequence=sequence, log_partition=lnz, probabilities=P,

@@ -59,7 +59,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.fold.inside import range_blocks, inside_from_skew, skew_pair_weights, skew_size
+from jaxrna.fold.inside import (inside_from_skew, range_blocks, runtime_length, skew_pair_weights,
+                                skew_size)
 from jaxrna.semiring import NEG_FLOAT, log_semiring
 
 _SR = log_semiring(1.0)
@@ -205,17 +206,43 @@ def finish_inside(x: jax.Array, lpx: jax.Array, zdi: jax.Array, pdj: jax.Array) 
     return xp[:, t:2 * t + 1]
 
 
-@partial(jax.jit, static_argnames=("tile", "groups"))
-def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None):
+def _runtime_tiles(length, n: int, t: int):
+    """``(m, nbr)``: the sequence's own length (``n`` where ``length`` is None) and the tile
+    count it needs, ``ceil((m + 1) / t)`` (a runtime value where ``length`` is one)."""
+    m = n if length is None else runtime_length(length)
+    return m, (m + t) // t
+
+
+def _chunked(carry, count, nt: int, chunk: int | None, body):
+    """Run ``body(ids, carry)`` over the ``count`` (runtime) tiles of one block diagonal,
+    ``chunk`` at a time (``ids``: the chunk's tile numbers; None or >= ``nt``: all ``nt`` at
+    once, in one step)."""
+    if not chunk or chunk >= nt:
+        return body(jnp.arange(nt), carry)
+    steps = (count + chunk - 1) // chunk
+    return jax.lax.fori_loop(0, steps, lambda q, c: body(q * chunk + jnp.arange(chunk), c),
+                             carry)
+
+
+@partial(jax.jit, static_argnames=("tile", "groups", "chunk"))
+def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None, length=None,
+                   chunk: int | None = None):
     """``(ln Z, guard, tables)`` for the ``(n, n)`` masked log pair weights ``lw``
     (:func:`jaxrna.fold.partition.masked_log_weights`). ``tables`` (for
     :func:`blocked_outside`) are dense, with their margins: ``Z``, ``P``, ``LP`` (``LP[k, j] =
     lw[k, j - 1]``) in log space and ``ZL``, each off-diagonal tile of ``Z`` in linear space
     divided by its first row (the bulk products' left factors). ``guard`` is the largest
-    log-range of ``Z`` within one off-diagonal tile."""
+    log-range of ``Z`` within one off-diagonal tile.
+
+    ``length``: the sequence's own length ``m <= n`` as a runtime value (positions from ``m``
+    on are padding that never pairs): only the tiles up to the one holding column ``m`` are
+    computed, ``ln Z = Z[0, m]``. ``chunk``: tiles of one block diagonal done at a time (a loop
+    over as many chunks as the runtime length needs; None: every tile of the padded length in
+    one step)."""
     n = lw.shape[0]
     t = tile
     nb, Np, S = _layout(n, t)
+    m, nbr = _runtime_tiles(length, n, t)
     o = t
     dtype = lw.dtype
     neg = jnp.asarray(NEG_FLOAT, dtype)
@@ -235,9 +262,9 @@ def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None):
         nt = nb - d0
         width = (d1 - 2) * t                                                 # widest bulk
 
-        def block_diagonal(D, carry, nt=nt, width=width):
+        def tiles(ids, carry, D, width=width):
             Z, P, ZL, guard = carry
-            ie = jnp.minimum(jnp.arange(nt), nb - 1 - D)
+            ie = jnp.minimum(ids, nbr - 1 - D)                               # clamped copies
             r0 = o + ie * t
             c0 = o + (ie + D) * t
             x = _take(Z, r0, c0 - 1, t + 1, t + 1)
@@ -262,18 +289,23 @@ def blocked_inside(lw: jax.Array, tile: int = 32, groups: int | None = None):
             return (_put(Z, r0, c0, zt), _put(P, r0, c0, pt),
                     _put(ZL, r0, c0, jnp.exp(zt - zt[:, :1, :])), jnp.maximum(guard, spread))
 
-        Z, P, ZL, guard = jax.lax.fori_loop(d0, d1, block_diagonal, (Z, P, ZL, guard))
-    return Z[o, o + Np - 1], guard, (Z, P, lp, ZL)
+        def block_diagonal(D, carry, nt=nt, tiles=tiles):
+            return _chunked(carry, nbr - D, nt, chunk, partial(tiles, D=D))
+
+        hi = d1 if length is None else jnp.clip(nbr, d0, d1)
+        Z, P, ZL, guard = jax.lax.fori_loop(d0, hi, block_diagonal, (Z, P, ZL, guard))
+    return Z[o, o + m], guard, (Z, P, lp, ZL)
 
 
-def finish_outside(yb, pbx, lwc, zdi, pdj, root, offset):
+def finish_outside(yb, pbx, lwc, zdi, pdj, root, offset, root_col=None):
     """Complete tile ``(I, J)`` of ``ln Zbar`` and ``ln Pbar`` given their bulk.
 
     ``yb[r, c] = ln Zbar[I*t + r - 1, J*t + c]`` and ``pbx`` likewise for ``Pbar``
     (``(t + 1, t + 1)``): row 0 and column ``t`` are the finished neighbours, the rest holds
     the accumulated pushes. ``lwc[r - 1, c] = lw[i - 1, j]`` for cell ``(r, c)``; ``zdi``,
     ``pdj`` the diagonal tiles of ``Z`` (``I``) and ``P`` (``J``); ``root`` marks the tile
-    holding ``Zbar[0, m] = 1``; ``offset = (J - I) * t``. Cells go by decreasing tile diagonal;
+    holding ``Zbar[0, m] = 1``, in its column ``root_col`` (default ``t - 1``); ``offset = (J -
+    I) * t``. Cells go by decreasing tile diagonal;
     on each, ``Zbar`` first, then ``Pbar``, whose ``i = k`` term is that same ``Zbar``.
     """
     t = zdi.shape[0]
@@ -283,6 +315,7 @@ def finish_outside(yb, pbx, lwc, zdi, pdj, root, offset):
     pbp = jnp.full((t + 1, 3 * t + 1), neg).at[:, t:2 * t + 1].set(pbx)
     pdp = jnp.full((3 * t, t), neg).at[t:2 * t, :].set(pdj)                # pdp[t+a, b] = pdj[a, b]
     r = jnp.arange(1, t + 1)
+    root_col = t - 1 if root_col is None else root_col
 
     def step(k, carry):
         ybp, pbp = carry
@@ -294,7 +327,7 @@ def finish_outside(yb, pbx, lwc, zdi, pdj, root, offset):
         rows_p = jax.lax.dynamic_slice(pdp, (t + u + 1, 0), (t, t))          # [r-1, c'] = pdj[c, c']
         t2 = _SR.sum(ybp[1:, t:2 * t] + rows_p, axis=1)
         t3 = lwc[r - 1, cc] + pbp[r - 1, t + cc + 1]                         # w(i-1, j) Pbar[i-1, j+1]
-        seed = jnp.where(root & (r == 1) & (cc == t - 1), jnp.zeros((), dtype), neg)
+        seed = jnp.where(root & (r == 1) & (cc == root_col), jnp.zeros((), dtype), neg)
         old = ybp[r, t + cc]
         z = jnp.where(valid, _lse(old, t1, t2, t3, seed), old)
         ybp = ybp.at[r, t + cc].set(z)
@@ -319,19 +352,23 @@ def _row_normalised(P: jax.Array, t: int, o: int, nb: int):
     return jnp.where(P > NEG_FLOAT / 2, jnp.exp(P - m), 0.0), m
 
 
-@partial(jax.jit, static_argnames=("tile", "groups"))
+@partial(jax.jit, static_argnames=("tile", "groups", "chunk"))
 def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
-                    groups: int | None = None) -> jax.Array:
+                    groups: int | None = None, length=None,
+                    chunk: int | None = None) -> jax.Array:
     """The ``(n, n)`` pair probabilities from :func:`blocked_inside`'s tables.
 
     The pushes accumulate in linear space in probability units: the bulk of ``Zbar[i, j]``
     times ``Z[i, j] / Z`` (the probability that the derivation passes through ``Z[i, j]``,
     at most 1) and the bulk of ``Pbar[k, j]`` times ``P[k, j] / Z`` (at most the probability
-    of the pair); contributions below ~1e-308 in those units are dropped.
+    of the pair); contributions below ~1e-308 in those units are dropped. ``length``,
+    ``chunk``: as :func:`blocked_inside` (the root is ``Zbar[0, m]``, tiles beyond it skipped).
     """
     n = lw.shape[0]
     t = tile
     nb, Np, S = _layout(n, t)
+    m, nbr = _runtime_tiles(length, n, t)
+    root_col = m - (nbr - 1) * t
     o = t
     Z, P, lp, ZL = res
     dtype = Z.dtype
@@ -341,7 +378,7 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
     PB = jnp.full((S, S), neg)
     AZ = jnp.zeros((S, S), dtype)
     AP = jnp.zeros((S, S), dtype)
-    finish = jax.vmap(finish_outside, in_axes=(0, 0, 0, 0, 0, 0, None))
+    finish = jax.vmap(finish_outside, in_axes=(0, 0, 0, 0, 0, 0, None, None))
 
     def to_log(acc, scale):
         ok = (acc > 0) & (scale > NEG_FLOAT / 2)
@@ -357,12 +394,10 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
         nt = nb - d0
         width = (d1 - 1) * t                                                 # widest push
 
-        def block_diagonal(step, carry, nt=nt, width=width, d1=d1):
+        def tiles(ids, carry, D, width=width):
             ZB, PB, AZ, AP = carry
-            D = d1 - 1 - step
-            ids = jnp.arange(nt)
-            ie = jnp.minimum(ids, nb - 1 - D)
-            real = (ids < nb - D)[:, None]                                   # not a clamped copy
+            ie = jnp.minimum(ids, nbr - 1 - D)
+            real = (ids < nbr - D)[:, None]                                  # not a clamped copy
             r0 = o + ie * t
             c0 = o + (ie + D) * t
             bz = to_log(_take(AZ, r0, c0, t, t), _take(Z, r0, c0, t, t))
@@ -370,9 +405,9 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
             yb = _take(ZB, r0 - 1, c0, t + 1, t + 1).at[:, 1:, :t].set(bz)
             pbx = _take(PB, r0 - 1, c0, t + 1, t + 1).at[:, 1:, :t].set(bp)
             lwc = _take(lp, r0 - 1, c0 + 1, t, t)
-            root = (ie == 0) & (ie + D == nb - 1)
+            root = (ie == 0) & (ie + D == nbr - 1)
             ybf, pbf = finish(yb, pbx, lwc, _take(Z, r0, r0, t, t), _take(P, c0, c0, t, t),
-                              root, D * t)
+                              root, D * t, root_col)
             zbt = ybf[:, 1:, :t]
             ZB = _put(ZB, r0, c0, zbt)
             PB = _put(PB, r0, c0, pbf[:, 1:, :t])
@@ -400,7 +435,13 @@ def blocked_outside(lw: jax.Array, res, lnz: jax.Array, tile: int = 32,
                 AP = _add(AP, k0, c0, to_units(acc, arg, keep[:, :, None] & (pw > NEG_FLOAT / 2)))
             return ZB, PB, AZ, AP
 
-        ZB, PB, AZ, AP = jax.lax.fori_loop(0, d1 - d0, block_diagonal, (ZB, PB, AZ, AP))
+        top = d1 if length is None else jnp.clip(nbr, d0, d1)
+
+        def block_diagonal(step, carry, nt=nt, tiles=tiles, top=top):
+            D = top - 1 - step
+            return _chunked(carry, nbr - D, nt, chunk, partial(tiles, D=D))
+
+        ZB, PB, AZ, AP = jax.lax.fori_loop(0, top - d0, block_diagonal, (ZB, PB, AZ, AP))
     logp = PB[o:o + n, o + 1:o + 1 + n] + P[o:o + n, o + 1:o + 1 + n] - lnz
     k = jnp.arange(n)
     return jnp.where(k[None, :] > k[:, None], jnp.exp(logp), jnp.zeros((), dtype))

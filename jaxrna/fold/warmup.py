@@ -12,10 +12,12 @@ most 8 programs up to 10,240 nt on a GPU too.
 Lengths, weights and ``--min-loop`` are runtime values of the same program; ``--score-only``
 (no traceback) is a program of its own per class, so a run uses either set, never both.
 
-``--partition`` compiles one program per padded length of :func:`jaxrna.fold.partition.
-padded_length` (multiples of 16 to 256 nt, then :func:`jaxrna.batching.bucket_length`'s
-ladder; weights, temperature and ``min_loop`` are runtime values): that set is not reduced
-yet (about 30 programs up to 10,000 nt).
+``--partition`` compiles one program per class of :func:`jaxrna.fold.partition.padded_length`
+(:data:`~jaxrna.fold.partition.CLASSES`: 80 and 128 nt on the exact path, 512, 1,024, 2,048,
+4,096, 6,144 and 10,240 nt on the tiled one; the sequence's length, weights,
+temperature and ``min_loop`` are runtime values): at most 8 programs up to 10,240 nt, the
+same on a CPU and a GPU. Only where the tiled path's guard trips (temperatures far below 1)
+does a class compile one more program, its exact recompute; :func:`warm` does not prepare it.
 
 :func:`warm` compiles the programs through the code path the CLI uses (the persistent cache
 of ``JAXRNA_CACHE_DIR`` keeps them), without running them: a later ``jaxrna fold`` on any
@@ -62,15 +64,14 @@ def packed_lengths(max_length: int) -> list[int]:
 
 
 def partition_lengths(max_length: int) -> list[int]:
-    """The padded lengths of the ``--partition`` programs up to ``max_length`` nt."""
-    from jaxrna.fold.partition import padded_length
+    """The padded lengths (classes) of the ``--partition`` programs up to ``max_length`` nt.
 
-    out, n = [], 2
-    while n <= max_length:
-        c = padded_length(n)
-        out.append(c)
-        n = c + 1
-    return out
+    >>> partition_lengths(10_240)
+    [80, 128, 512, 1024, 2048, 4096, 6144, 10240]
+    """
+    from jaxrna.fold.partition import class_ladder
+
+    return class_ladder(max_length) if max_length >= 2 else []
 
 
 def warm(backend: str = "cpu", max_length: int = 10_000, *, partition: bool = False,
@@ -96,13 +97,11 @@ def warm(backend: str = "cpu", max_length: int = 10_000, *, partition: bool = Fa
 
         with part.float64():
             for padded in partition_lengths(max_length):
-                method = part.check_method("auto", padded)
-                tile = part.default_tile(padded)
-                groups = part.SOLVE_GROUPS.get(device.platform) if method == "blocked" else None
+                static = part.solve_static(part.class_method(padded), part.default_tile(padded),
+                                           device.platform)
                 args = (np.full(padded, 4, np.int32), np.zeros((5, 5), np.float64),
-                        np.asarray(1.0), np.asarray(3, np.int32))
-                programs.program("fold.partition", part.solve_jit, args,
-                                 dict(method=method, tile=tile, groups=groups), device)
+                        np.asarray(1.0), np.asarray(3, np.int32), np.asarray(2, np.int32))
+                programs.program("fold.partition", part.solve_jit, args, static, device)
                 count += 1
         return count
     from jaxrna.fold import api
