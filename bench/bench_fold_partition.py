@@ -12,6 +12,7 @@ when not installed.
 
     PYTHONPATH=. python3 bench/bench_fold_partition.py --lengths 1000 4000 10000
     PYTHONPATH=. python3 bench/bench_fold_partition.py --lengths 1000 --check-up-to 1000 --json out.json
+    PYTHONPATH=. python3 bench/bench_fold_partition.py --api --lengths 100 300 700 2000
 
 `--check-up-to N` also runs the exact log-space path for lengths <= N (default 1000) and
 reports the largest difference of the two paths' probabilities. Measured on this project's
@@ -123,6 +124,36 @@ def peak_memory(backend: str) -> float | None:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def api_times(lengths: list[int], repeats: int, json_path: str | None) -> None:
+    """Warm time of :func:`jaxrna.fold.partition.partition` for single random sequences on
+    JAX's default device: the first call (compile or cache load) apart, then the best of
+    ``repeats`` calls in this process. Only the public string API is called, so the same
+    script times any jaxrna tree (``PYTHONPATH=that_tree``): run two trees on one machine to
+    compare them (issue 26: warm runs no more than 10% slower)."""
+    import jaxrna
+
+    rows = []
+    print(f"# {jaxrna.__file__} on {jax.devices()[0]}")
+    print("length\tfirst_s\twarm_s\tlog_partition")
+    for n in lengths:
+        seq = rand_seq(n)
+        start = time.perf_counter()
+        r = pt.partition(seq)
+        first = time.perf_counter() - start
+        warm = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            r = pt.partition(seq)
+            warm.append(time.perf_counter() - start)
+        rows.append(dict(length=n, first_s=first, warm_s=min(warm),
+                         log_partition=r.log_partition))
+        print(f"{n}\t{first:.2f}\t{min(warm):.4f}\t{r.log_partition:.10f}", flush=True)
+    if json_path:
+        with open(json_path, "w") as fh:
+            json.dump(dict(tree=jaxrna.__file__, device=str(jax.devices()[0]), rows=rows), fh,
+                      indent=1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[1000, 4000])
@@ -139,7 +170,12 @@ def main() -> None:
     ap.add_argument("--no-vienna", action="store_true")
     ap.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto")
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    ap.add_argument("--api", action="store_true",
+                    help="time the string API instead (what the CLI runs per record, padded "
+                         "to its class): first call and best of --repeats warm calls")
     args = ap.parse_args()
+    if args.api:
+        return api_times(args.lengths, args.repeats or 3, args.json)
 
     from jaxrna.runtime import resolve_backend
 
