@@ -71,6 +71,19 @@ def run_counted(args: list[str], cache_dir: str, *, env: dict | None = None,
     return CountedRun(r.returncode, r.stdout, r.stderr, counts)
 
 
+def warm_counted(module: str, cache_dir: str, **options) -> int:
+    """Run ``jaxrna.<module>.warmup.warm(**options)`` in a fresh CPU process with
+    ``JAXRNA_CACHE_DIR=cache_dir``; returns the number of programs it prepared."""
+    code = (f"from jaxrna.{module}.warmup import warm; "
+            f"print(warm(**{options!r}))")
+    env = dict(os.environ, JAXRNA_CACHE_DIR=cache_dir, JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout)                  # its only output: the count
+
+
 def write_fasta(path, lengths, seed) -> str:
     """A FASTA file of random RNA records ``r0, r1, ...`` of the given lengths (``random.Random
     (seed)``); returns its path."""

@@ -6,14 +6,11 @@ Whole processes are counted (:mod:`compile_count`), on the CPU, sharing one cach
 across this module (three programs compiled in all: classes 128, 256 and 512).
 """
 
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
-from compile_count import ROOT, run_counted, write_fasta
+from compile_count import run_counted, warm_counted, write_fasta
 from jaxrna.batching import energy_length_class
 from jaxrna.energy.warmup import classes
 
@@ -53,13 +50,7 @@ def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
 
 @pytest.mark.slow
 def test_after_warm_a_run_compiles_nothing(cache, tmp_path):
-    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
-    r = subprocess.run([sys.executable, "-c", "from jaxrna.energy.warmup import warm; "
-                        "print(warm('cpu', max_length=300))"], env=env, capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr
-    assert int(r.stdout.split()[-1]) == len(classes(300)) == 3
+    assert warm_counted("energy", cache, backend="cpu", max_length=300) == len(classes(300)) == 3
     lengths = [300, 299, 257, 12, 140, 3, 64]
     run = run_counted(["fold", "--model", "turner", "--backend", "cpu", "-T", "25",
                        write_fasta(tmp_path / "w.fa", lengths, 3)], cache)

@@ -3,15 +3,12 @@ lengths and numeric options (counted in whole processes, :mod:`compile_count`)."
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from compile_count import ROOT, run_counted
+from compile_count import run_counted, warm_counted
 
 JAX_ENGINE = {"JAXRNA_FOLD_HOST_WORK": "0"}        # JAX's CPU, not the NumPy engine
 
@@ -105,14 +102,9 @@ def test_score_only_is_its_own_program_per_class(tmp_path):
 @pytest.mark.slow
 def test_warm_then_any_run_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
-    code = ("from jaxrna.fold.warmup import warm; "
-            "print(warm('cpu', max_length=300), warm('cpu', max_length=300, score_only=True))")
-    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr
     # classes 256 and 512 (up to 600 nt, 1,024 as well: two more programs, CI time)
-    assert proc.stdout.split() == ["2", "2"]
+    assert warm_counted("fold", cache, backend="cpu", max_length=300) == 2
+    assert warm_counted("fold", cache, backend="cpu", max_length=300, score_only=True) == 2
     a = _fasta(tmp_path / "a.fa", 12, 3, 300, 5)
     run = run_counted(["fold", "--model", "nussinov", a, "--backend", "cpu", "--weights", "integer", "--min-loop", "4"],
                       cache, env=JAX_ENGINE)
@@ -125,12 +117,8 @@ def test_warm_then_any_run_compiles_nothing(tmp_path):
 @pytest.mark.slow
 def test_partition_options_are_runtime_values(tmp_path):
     cache = str(tmp_path / "cache")
-    code = "from jaxrna.fold.warmup import warm; print(warm('cpu', max_length=40, partition=True))"
-    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["1"]                         # the 80-nt class
+    assert warm_counted("fold", cache, backend="cpu", max_length=40, partition=True) == 1
+    # (the 80-nt class)
     seqs = ">x\nGGGAAAUCCCGCGCAAAGCGCAUAUGGC\n>y\nGCGCAAAGCGCAUAUGG\n"
     for extra in ([], ["--temperature", "2", "--min-loop", "1", "--weights", "integer"]):
         run = run_counted(["fold", "--model", "nussinov", "-", "--partition", "-f", "json", *extra], cache, stdin=seqs)

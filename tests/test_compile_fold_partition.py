@@ -7,15 +7,12 @@ reference, float64)."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from compile_count import ROOT, run_counted, write_fasta
+from compile_count import run_counted, warm_counted, write_fasta
 from jaxrna import programs
 from jaxrna.alphabet import encode
 from jaxrna.fold import partition as pt
@@ -158,12 +155,8 @@ def test_other_lengths_and_options_compile_nothing_more(tmp_path):
 @pytest.mark.slow
 def test_warmup_then_new_lengths_compile_nothing(tmp_path):
     cache = str(tmp_path / "cache")
-    code = "from jaxrna.fold.warmup import warm; print(warm('cpu', max_length=300, partition=True))"
-    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["3"]                              # classes 80, 128, 512
+    assert warm_counted("fold", cache, backend="cpu", max_length=300,
+                        partition=True) == 3                         # classes 80, 128, 512
     fa = write_fasta(tmp_path / "c.fa", [7, 50, 77, 199, 299], 3)
     run = run_counted(["fold", "--model", "nussinov", fa, "--partition", "-f", "json",
                        "--weights", "bpmax", "--temperature", "1.5", "--min-loop", "2"], cache)

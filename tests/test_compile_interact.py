@@ -5,14 +5,11 @@ Whole processes on the CPU, counted with :func:`compile_count.run_counted`."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
-from compile_count import ROOT, run_counted
+from compile_count import run_counted, warm_counted
 
 from jaxrna.interact.api import make_problem
 from jaxrna.io.fasta import Record
@@ -77,12 +74,8 @@ def test_programs_of_a_run_within_the_bound(tmp_path):
 @pytest.mark.slow
 def test_after_warm_a_cli_run_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
-    env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
-    out = subprocess.run([sys.executable, "-c", "from jaxrna.interact.warmup import warm; "
-                          "print(warm(max_length=45))"], env=env, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert int(out.stdout.split()[-1]) == 4     # (32, 32), (16, 64), (32, 64), (64, 64)
+    # (32, 32), (16, 64), (32, 64), (64, 64)
+    assert warm_counted("interact", cache, max_length=45) == 4
     (a, b), _ = write_pairs(tmp_path, 28, 30, (1, 30), (1, 45))
     run = run_counted(["interact", a, b, "--pairs", "zip", "--window1", "12", "--window2", "9",
                        "-o", str(tmp_path / "o.tsv")], cache)
