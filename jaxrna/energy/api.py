@@ -454,8 +454,14 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
         if host_help:                       # cold batches the host folds meanwhile
             from jaxrna.energy import host_help as helping
 
-            taken = helping.choose(plan, lengths, lambda b: program_available(
-                b[0], b[1], params, used[0]), host_help.processes)
+            known: dict[tuple[int, int], bool] = {}      # per class, not per batch
+
+            def ready(batch) -> bool:
+                if batch[:2] not in known:
+                    known[batch[:2]] = program_available(batch[0], batch[1], params, used[0])
+                return known[batch[:2]]
+
+            taken = helping.choose(plan, lengths, ready, host_help.processes)
             host = [plan[i] for i in taken]
             plan = [b for i, b in enumerate(plan) if i not in set(taken)]
             if host:
