@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from jaxrna.energy import api, host_help, vienna
+from jaxrna.energy import api, host_help
 from jaxrna.energy.api import EnergyModel, fold_energy_records
 from jaxrna.io.fasta import Record
 
@@ -20,9 +20,8 @@ def _records(rng, count, lo, hi):
 
 
 def _fold(records, model, help_processes, unpaired=None):
-    helper = vienna.HostHelper(help_processes) if help_processes else None
     return [(r.id, r.energy, r.pairs) for r in fold_energy_records(
-        records, model, backend="cpu", unpaired=unpaired, host_help=helper)]
+        records, model, backend="cpu", unpaired=unpaired, host_help=help_processes)]
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -59,7 +58,7 @@ def test_no_help_where_every_program_is_ready_or_none_is_asked(monkeypatch):
     rng = random.Random(5)
     records = _records(rng, 6, 10, 100)
     started = []
-    monkeypatch.setattr(vienna.HostHelper, "start", lambda self, *a: started.append(a))
+    monkeypatch.setattr(host_help.HostFold, "start", lambda self: started.append(self))
     monkeypatch.setattr(api, "program_available", lambda *a: True)
     assert len(_fold(records, EnergyModel(), 2)) == 6
     assert started == []                             # everything ready: the device's
@@ -78,10 +77,12 @@ def test_choice_budget_and_host_processes(monkeypatch):
     assert host_help.choose(plan, lengths, cold, 4, 0.1) == [0, 1, 2]
     assert host_help.choose(plan, lengths, lambda b: b[0] == 256, 4, 10) == [0, 2]
     assert host_help.vienna_seconds(400) > 4 * host_help.vienna_seconds(200)
+    from jaxrna.energy import vienna
+
     monkeypatch.setattr(vienna, "cpu_count", lambda: 4)
-    assert vienna.host_helper() is None              # few cores: they compile
+    assert host_help.host_processes() == 0          # few cores: they compile
     monkeypatch.setattr(vienna, "cpu_count", lambda: 16)
     monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "6")
-    assert vienna.host_helper().processes == 9
+    assert host_help.host_processes() == 9
     monkeypatch.setenv("JAXRNA_ENERGY_ENGINE", "jax")
-    assert vienna.host_helper() is None              # jaxrna's engine forced: no ViennaRNA
+    assert host_help.host_processes() == 0          # jaxrna's engine forced: no ViennaRNA

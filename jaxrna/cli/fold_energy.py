@@ -215,14 +215,9 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
 
             enable_compilation_cache()
             backend = resolve_backend(args.backend)
-            helper = None
-            if backend != "cpu":          # cold batches folded by ViennaRNA meanwhile
-                from jaxrna.energy.vienna import host_helper
-
-                helper = host_helper()
             results = fold_energy_records(records, model, with_pairs=not args.score_only,
                                           max_bytes=max_bytes, on_done=bar.update,
-                                          backend=backend, host_help=helper,
+                                          backend=backend,
                                           on_error=lambda rec, exc: summary.skip(rec.id, exc))
         with atomic_output(args.output) as out:
             WRITERS[args.format](summary.count(results), out)

@@ -403,7 +403,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                         max_bytes: int | None = None, batch_budget: int | None = None,
                         on_done=None, backend: str = "cpu",
                         on_error=None, unpaired: dict | None = None,
-                        host_help=None) -> Iterator[EnergyFoldResult]:
+                        host_help: int | None = None) -> Iterator[EnergyFoldResult]:
     """Fold a stream of records with the energy model, yielding results in input order.
 
     As :func:`jaxrna.fold.api.fold_records`: ``chunk`` records are read at a time (default
@@ -413,10 +413,10 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     (:func:`jaxrna.runtime.devices`, :func:`jaxrna.pipeline.schedule`), the next batch
     prepared while one runs; ``on_done(k)`` reports progress; a record too large for the memory
     limit raises :class:`ResourceError` or, with ``on_error(record, error)``, is skipped.
-    ``unpaired``: ``{record id: 0-based positions that must not pair}``. ``host_help``: a
-    helper that folds, beside the device, the batches whose programs are still to be compiled
-    (:mod:`jaxrna.energy.host_help`; :func:`jaxrna.energy.vienna.host_helper` gives
-    ViennaRNA's; None: none); the same results.
+    ``unpaired``: ``{record id: 0-based positions that must not pair}``. ``host_help``:
+    ViennaRNA processes that fold the batches whose programs are still to be compiled,
+    beside the device (:mod:`jaxrna.energy.host_help`; None: its choice on a GPU, none on a
+    CPU; 0: none); the same results.
     """
     import jax
 
@@ -446,6 +446,11 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
             on_done(len(batch[2]))
         return out
 
+    if host_help is None:
+        from jaxrna.energy import host_help as helping
+
+        host_help = helping.host_processes() if gpu else 0
+
     def flush() -> Iterator[EnergyFoldResult]:
         lengths = [len(r) for r in buffer]
         results: dict[int, tuple] = {}
@@ -454,20 +459,14 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
         if host_help:                       # cold batches the host folds meanwhile
             from jaxrna.energy import host_help as helping
 
-            known: dict[tuple[int, int], bool] = {}      # per class, not per batch
-
-            def ready(batch) -> bool:
-                if batch[:2] not in known:
-                    known[batch[:2]] = program_available(batch[0], batch[1], params, used[0])
-                return known[batch[:2]]
-
-            taken = helping.choose(plan, lengths, ready, host_help.processes)
+            taken = helping.choose(plan, lengths, lambda b: program_available(
+                b[0], b[1], params, used[0]), host_help)
             host = [plan[i] for i in taken]
             plan = [b for i, b in enumerate(plan) if i not in set(taken)]
             if host:
                 host_members = [k for _, _, m in host for k in m]
-                helper = host_help.start([buffer[k] for k in host_members], model, with_pairs,
-                                         unpaired, on_done)
+                helper = helping.HostFold([buffer[k] for k in host_members], model, with_pairs,
+                                          unpaired, host_help, on_done)
         for device in used:
             prefetch_programs([(padded, rows) for padded, rows, _ in plan + host], params,
                               device)

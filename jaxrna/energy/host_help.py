@@ -12,10 +12,9 @@ time), the host folds it, beside the device's work, and the device runs the othe
 programs of the batches the host took still compile and are stored (the run waits for them:
 a later run finds every program ready and runs everything on the device, as before).
 
-Used by :func:`jaxrna.energy.api.fold_energy_records` when given a helper (``host_help``:
-:func:`jaxrna.energy.vienna.host_helper`, which ``jaxrna fold --model turner`` passes on a GPU:
-hosts with at least :data:`MIN_CORES` cores, ViennaRNA installed, ``JAXRNA_ENERGY_ENGINE`` not
-forcing jaxrna's engine). This module imports no engine: the helper brings ViennaRNA.
+Used by :func:`jaxrna.energy.api.fold_energy_records` on a GPU (``host_help=None``) on hosts
+with at least :data:`MIN_CORES` cores when ViennaRNA is installed and ``JAXRNA_ENERGY_ENGINE``
+does not force jaxrna's engine.
 
 >>> round(vienna_seconds(200) * 1e3)              # one 200-nt sequence on one core, ms
 30
@@ -62,21 +61,37 @@ def choose(plan: Sequence[tuple], lengths: Sequence[int], ready: Callable[[tuple
     return sorted(chosen)
 
 
-class HostFold(threading.Thread):
-    """``fold(records)`` (an iterator of results with ``energy`` and ``pairs``, in order: e.g.
-    :func:`jaxrna.energy.vienna.fold_records` on a pool) in the background; :meth:`results`
-    waits and returns ``(energy, pairs)`` per record, or raises what failed."""
+def host_processes() -> int:
+    """ViennaRNA processes beside the compile workers (0: no help on this host)."""
+    from jaxrna.compile_workers import workers
+    from jaxrna.energy import vienna
 
-    def __init__(self, fold: Callable, records: list) -> None:
+    cores = vienna.cpu_count()
+    if cores < MIN_CORES or not vienna.available() or vienna.engine_choice() == "jax":
+        return 0
+    return max(1, cores - workers() - 1)
+
+
+class HostFold(threading.Thread):
+    """ViennaRNA folding ``records`` (in order) on ``processes`` processes in the background;
+    :meth:`results` waits and returns ``(energy, pairs)`` per record, or raises what failed."""
+
+    def __init__(self, records: list, model, with_pairs: bool, unpaired: dict | None,
+                 processes: int, on_done=None) -> None:
         super().__init__(name="jaxrna-host-fold", daemon=True)
-        self.fold, self.records = fold, records
+        self.args = (records, model, with_pairs, unpaired, processes, on_done)
         self.out: list[tuple] = []
         self.error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
+        from jaxrna.energy import vienna
+
+        records, model, with_pairs, unpaired, processes, on_done = self.args
         try:
-            self.out = [(r.energy, r.pairs) for r in self.fold(self.records)]
+            self.out = [(r.energy, r.pairs) for r in vienna.fold_records(
+                records, model, with_pairs=with_pairs, on_done=on_done, unpaired=unpaired,
+                processes=processes)]
         except BaseException as exc:  # noqa: BLE001 - raised again by results()
             self.error = exc
 

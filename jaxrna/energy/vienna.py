@@ -367,36 +367,3 @@ def _in_pool(items, remote, results, worker_init, init_args, workers: int, on_do
         raise
     finally:
         pool.join()
-
-
-class HostHelper:
-    """ViennaRNA on ``processes`` processes for :func:`jaxrna.energy.api.fold_energy_records`'s
-    ``host_help`` (:mod:`jaxrna.energy.host_help`): :meth:`start` folds records in the
-    background."""
-
-    def __init__(self, processes: int) -> None:
-        self.processes = max(1, int(processes))
-
-    def start(self, records: list[Record], model: EnergyModel, with_pairs: bool,
-              unpaired: dict | None, on_done=None):
-        from functools import partial
-
-        from jaxrna.energy.host_help import HostFold
-
-        return HostFold(partial(fold_records, model=model, with_pairs=with_pairs,
-                                on_done=on_done, unpaired=unpaired,
-                                processes=self.processes), records)
-
-
-def host_helper() -> HostHelper | None:
-    """The helper of a GPU run on this host: ViennaRNA on the cores the compile workers leave
-    (:func:`jaxrna.compile_workers.workers`), or None on hosts with fewer than
-    :data:`jaxrna.energy.host_help.MIN_CORES` cores, without ViennaRNA, or where
-    ``JAXRNA_ENERGY_ENGINE`` forces jaxrna's engine (``tests/test_energy_host_help.py``)."""
-    from jaxrna.compile_workers import workers
-    from jaxrna.energy.host_help import MIN_CORES
-
-    cores = cpu_count()
-    if cores < MIN_CORES or not available() or engine_choice() == "jax":
-        return None
-    return HostHelper(max(1, cores - workers() - 1))
