@@ -546,19 +546,6 @@ def _wait(key: str):
     return future.result()
 
 
-def available(name: str, args: tuple, static: dict | None, device,
-              cpu_store: bool = False) -> bool:
-    """Whether :func:`program` would find the program without compiling it: in this process,
-    or kept in the store (not checked further: a stored program that does not load is
-    compiled then, as always)."""
-    key = program_key(name, args, dict(static or {}), device)
-    with _lock:
-        if key in _memo:
-            return True
-    path = store_path(key, device, cpu_store)
-    return bool(path) and os.path.exists(path)
-
-
 def ready(name: str, args: tuple, static: dict | None, device) -> bool:
     """Whether :func:`program` would return at once (the program is in this process)."""
     key = program_key(name, args, dict(static or {}), device)

@@ -270,44 +270,21 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     >>> prefetch_programs([], load_params(), None)
     0
     """
+    import jax
+
     from jaxrna import compile_workers
+    from jaxrna.energy.fill import prepare_batch
 
     count = 0
     for length, rows in dict.fromkeys(classes):
-        specs, static = _class_program(length, rows, params, device)
+        # the shapes of a batch of empty rows are those of every batch of the class
+        args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
+        specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
         compile_workers.prefetch("energy.fold_batch", "jaxrna.energy.api:batch_jitted", specs,
-                                 static, device, cpu_store=True)
+                                 {"interior": interior_for(device.platform, length)}, device,
+                                 cpu_store=True)
         count += 1
     return count
-
-
-def _class_program(length: int, rows: int, params: EnergyParams, device) -> tuple:
-    """``(argument shapes, static arguments)`` of the batch program of a class on ``device``:
-    the shapes of a batch of empty rows are those of every batch of the class."""
-    import jax
-
-    from jaxrna.energy.fill import prepare_batch
-
-    args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
-    specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
-    return specs, {"interior": interior_for(device.platform, length)}
-
-
-def program_available(length: int, rows: int, params: EnergyParams, device) -> bool:
-    """Whether the batch program of a class is in this process or in the store."""
-    from jaxrna import programs
-
-    specs, static = _class_program(length, rows, params, device)
-    return programs.available("energy.fold_batch", specs, static, device, cpu_store=True)
-
-
-def ensure_program(length: int, rows: int, params: EnergyParams, device) -> None:
-    """Wait until the batch program of a class is compiled and stored (a compile worker's
-    under way: wait for it; else compile it here)."""
-    from jaxrna import programs
-
-    specs, static = _class_program(length, rows, params, device)
-    programs.program("energy.fold_batch", batch_jitted(), specs, static, device, cpu_store=True)
 
 
 def _collect(launched: tuple, as_pairs: bool = False) -> list[tuple[int, object]]:
@@ -402,8 +379,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                         with_pairs: bool = True, chunk: int | None = None,
                         max_bytes: int | None = None, batch_budget: int | None = None,
                         on_done=None, backend: str = "cpu",
-                        on_error=None, unpaired: dict | None = None,
-                        host_help: int | None = None) -> Iterator[EnergyFoldResult]:
+                        on_error=None, unpaired: dict | None = None) -> Iterator[EnergyFoldResult]:
     """Fold a stream of records with the energy model, yielding results in input order.
 
     As :func:`jaxrna.fold.api.fold_records`: ``chunk`` records are read at a time (default
@@ -413,10 +389,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     (:func:`jaxrna.runtime.devices`, :func:`jaxrna.pipeline.schedule`), the next batch
     prepared while one runs; ``on_done(k)`` reports progress; a record too large for the memory
     limit raises :class:`ResourceError` or, with ``on_error(record, error)``, is skipped.
-    ``unpaired``: ``{record id: 0-based positions that must not pair}``. ``host_help``:
-    ViennaRNA processes that fold the batches whose programs are still to be compiled,
-    beside the device (:mod:`jaxrna.energy.host_help`; None: its choice on a GPU, none on a
-    CPU; 0: none); the same results.
+    ``unpaired``: ``{record id: 0-based positions that must not pair}``.
     """
     import jax
 
@@ -446,38 +419,15 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
             on_done(len(batch[2]))
         return out
 
-    if host_help is None:
-        from jaxrna.energy import host_help as helping
-
-        host_help = helping.host_processes() if gpu else 0
-
     def flush() -> Iterator[EnergyFoldResult]:
         lengths = [len(r) for r in buffer]
         results: dict[int, tuple] = {}
         plan = _device_batches(lengths, backend, batch_budget)
-        host, helper = [], None
-        if host_help:                       # cold batches the host folds meanwhile
-            from jaxrna.energy import host_help as helping
-
-            taken = helping.choose(plan, lengths, lambda b: program_available(
-                b[0], b[1], params, used[0]), host_help)
-            host = [plan[i] for i in taken]
-            plan = [b for i, b in enumerate(plan) if i not in set(taken)]
-            if host:
-                host_members = [k for _, _, m in host for k in m]
-                helper = helping.HostFold([buffer[k] for k in host_members], model, with_pairs,
-                                          unpaired, host_help, on_done)
         for device in used:
-            prefetch_programs([(padded, rows) for padded, rows, _ in plan + host], params,
-                              device)
+            prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device)
         # one batch ahead per device: the next is prepared while one runs
         for (_, _, members), out in schedule(plan, run, collect, used, depth=1):
             results.update(zip(members, out))
-        if helper is not None:
-            results.update(zip(host_members, helper.results()))
-            for device in used:             # stored for the next run, which needs no help
-                for padded, rows in dict.fromkeys((p, r) for p, r, _ in host):
-                    ensure_program(padded, rows, params, device)
         for k, rec in enumerate(buffer):
             energy, pairs = results[k]
             yield EnergyFoldResult(id=rec.id, sequence=rec.sequence, energy=energy, model=model,
