@@ -191,3 +191,33 @@ def test_a_reloaded_cpu_program_that_fails_is_compiled_afresh():
     calls.clear()
     run = programs._checked_first_call("t", lambda x: x * 10, fresh)
     assert run(1) == 10 and run(3) == 30 and calls == []
+
+
+def _gpu_band_plan(cases, dangles, length, batch):
+    """Fold ``cases`` with a GPU's programs' sweep bands (:func:`jaxrna.energy.fill.bands_for`),
+    here on the CPU (the interior loop is the rolled loop where no CUDA GPU builds the kernels)."""
+    from jaxrna.energy.api import _collect, _launch
+
+    params = load_params()
+    return _collect(_launch([s for s, _ in cases], params, dangles, [u for _, u in cases], True,
+                            length, batch, platform="gpu"))
+
+
+@pytest.mark.parametrize("length,count,lo,hi", [
+    (128, 8, 40, 120),
+    pytest.param(1536, 1, 1100, 1500, marks=pytest.mark.slow),
+])
+def test_the_gpus_fewer_bands_give_the_cpus_results(length, count, lo, hi):
+    """A GPU's programs sweep in fewer, larger bands (one up to 1,024 nt, two up to 4,096):
+    the same energies as ViennaRNA and the same structures as the CPU's band plan."""
+    from jaxrna.energy.fill import bands_for, sweep_bands
+
+    assert len(sweep_bands(length, bands_for("gpu", length))) < len(sweep_bands(length))
+    rng = random.Random(f"bands{length}")
+    cases = [random_case(rng, lo, hi) for _ in range(count)]
+    got = _gpu_band_plan(cases, 2, length, count)
+    cpu = fold_batch([s for s, _ in cases], load_params(), 2, unpaired=[u for _, u in cases],
+                     length=length, batch=count)
+    for (seq, up), (energy, partner), (e_cpu, p_cpu) in zip(cases, got, cpu):
+        assert energy == vienna_mfe(seq, 2, 37.0, up)[0] == e_cpu
+        assert np.array_equal(partner, p_cpu)

@@ -141,23 +141,25 @@ def check_memory(length: int, max_bytes: int | None = None) -> None:
             "--max-memory")
 
 
-def _one(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax"):
+def _one(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax",
+         bands: int | None = None):
     from jaxrna.energy.fill import fill
     from jaxrna.energy.traceback import traceback
 
-    tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior)
+    tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior, bands=bands)
     energy = tables["F"][n]
     partner, ok = traceback(tables, s, allowed, special, n, dp, dangles, enabled=with_pairs)
     return energy, partner, ok
 
 
-def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax"):
+def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax",
+           bands: int | None = None):
     """:func:`_one` ``vmap``-ped over a batch (one program per shape, see :func:`_program`);
     ``with_pairs`` (a traced bool) runs the traceback or skips it (its partner rows are then
     meaningless)."""
     import jax
 
-    fn = functools.partial(_one, interior=interior)
+    fn = functools.partial(_one, interior=interior, bands=bands)
     return jax.vmap(fn, in_axes=(0, 0, 0, 0, None, None, None, None))(
         s, allowed, special, n, dp, dangles, stop, with_pairs)
 
@@ -166,10 +168,11 @@ def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str 
 def _program():
     """The batch program, kept by :mod:`jaxrna.programs` (a warm run loads it from disk instead
     of tracing the energy model again; on CPUs too, where tracing it is most of a small run).
-    Its only static argument is ``interior`` (fixed by the platform and the class)."""
+    Its static arguments are ``interior`` and ``bands`` (fixed by the platform and the class:
+    :func:`static_for`)."""
     from jaxrna.programs import stored_jit
 
-    return stored_jit("energy.fold_batch", static_argnames=("interior",),
+    return stored_jit("energy.fold_batch", static_argnames=("interior", "bands"),
                       cpu_store=True)(_batch)
 
 
@@ -217,8 +220,9 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     length = length or energy_length_class(max(len(s) for s in sequences))
     stack = prepare_batch(sequences, params, length, unpaired)
     args = _program_args(stack, params, length, dangles, with_pairs)
-    interior = interior_for(platform or default_device().platform, length)
-    run = functools.partial(_program().bind, *args)
+    static = static_for(platform or default_device().platform, length)
+    interior = static["interior"]
+    run = functools.partial(_program().bind, *args, bands=static["bands"])
     if interior in ("pallas", "interpret"):     # a kernel that does not build: the loop
         out = compile_or_fallback(INTERIOR_KERNEL, lambda: run(interior=interior),
                                   lambda: run(interior="loop"))()
@@ -230,6 +234,19 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
 #: The fill's Pallas kernels (:mod:`jaxrna.kernels.shifted_min`), as
 #: :mod:`jaxrna.kernels.fallback` names them; their pure-JAX path is ``interior="loop"``.
 INTERIOR_KERNEL = "energy.shifted_min"
+
+
+def static_for(platform: str, length: int) -> dict:
+    """The batch program's static arguments for a class of padded ``length`` on ``platform``:
+    the interior loop (:func:`interior_for`) and the sweep's bands
+    (:func:`jaxrna.energy.fill.bands_for`).
+
+    >>> static_for("cpu", 128)
+    {'interior': 'loop', 'bands': 2}
+    """
+    from jaxrna.energy.fill import bands_for
+
+    return {"interior": interior_for(platform, length), "bands": bands_for(platform, length)}
 
 
 def interior_for(platform: str, length: int, probe: bool = False) -> str:
@@ -281,7 +298,7 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
         args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
         compile_workers.prefetch("energy.fold_batch", "jaxrna.energy.api:batch_jitted", specs,
-                                 {"interior": interior_for(device.platform, length)}, device,
+                                 static_for(device.platform, length), device,
                                  cpu_store=True)
         count += 1
     return count

@@ -78,20 +78,49 @@ def band_bounds(length: int, bands: int, first: int = 4) -> list[tuple[int, int]
     return [(d0, min(d0 + size, length)) for d0 in range(first, length, size)]
 
 
-def sweep_bands(length: int) -> list[tuple[int, int]]:
-    """The bands of the sweep, diagonals 4 .. length-1 in ranges of equal size: two up to
-    512 nt, four beyond. Each band compiles its own loop body (most of a program's size and
-    compile time), and computes its diagonals over the static height of its first one, so
-    fewer bands mean smaller programs but more cells computed: two bands compute 0.75 L^2
-    cells against the triangle's 0.5 L^2, four 0.63 L^2 (issue 26: six bands before, two of
-    them for the first 32 diagonals, 0.72 L^2 at 512 nt, 0.63 at 1,024).
+def sweep_bands(length: int, count: int | None = None) -> list[tuple[int, int]]:
+    """The bands of the sweep, diagonals 4 .. length-1 in ``count`` ranges of equal size
+    (default :func:`bands_for` a CPU: two up to 512 nt, four beyond). Each band compiles its
+    own loop body (most of a program's size and compile time), and computes its diagonals over
+    the static height of its first one, so fewer bands mean smaller programs but more cells
+    computed: one band computes L^2 cells, two 0.75 L^2, four 0.63 L^2 against the triangle's
+    0.5 L^2 (issue 26: six bands before, two of them for the first 32 diagonals, 0.72 L^2 at
+    512 nt, 0.63 at 1,024).
 
     >>> sweep_bands(64)
     [(4, 34), (34, 64)]
     >>> sweep_bands(1024)
     [(4, 259), (259, 514), (514, 769), (769, 1024)]
+    >>> sweep_bands(1024, 1)
+    [(4, 1024)]
     """
-    return band_bounds(length, 2 if length <= 512 else 4, first=4)
+    return band_bounds(length, count or bands_for("cpu", length), first=4)
+
+
+#: A GPU's programs of padded length up to this sweep in one band, up to
+#: :data:`GPU_TWO_BANDS_MAX` in two (:func:`bands_for`).
+GPU_ONE_BAND_MAX = 1024
+GPU_TWO_BANDS_MAX = 4096
+
+
+def bands_for(platform: str, length: int) -> int:
+    """How many sweep bands (:func:`sweep_bands`) a program of padded ``length`` has on
+    ``platform``. A GPU's diagonal steps are bound by their chain of dependent launches, not by
+    the cells they compute, so it takes fewer, larger bands: one up to 1,024 nt and two up to
+    4,096 (issue 26, H100, one program of the batch: 1,024 nt, 128 rows, compiled in 14.2 s
+    with four bands, 8.8 with two, 7.0 with one, running 0.60-0.70 s each way; 4,096 nt, 16
+    rows, 12.5 s with four, 8.1 with two, running 2.43 -> 2.57 s). A CPU computes every cell it
+    is given: two bands up to 512 nt, four beyond.
+
+    >>> bands_for("cpu", 512), bands_for("cpu", 1024), bands_for("gpu", 1024), bands_for("gpu", 4096)
+    (2, 4, 1, 2)
+    """
+    if platform == "gpu":
+        if length <= GPU_ONE_BAND_MAX:
+            return 1
+        if length <= GPU_TWO_BANDS_MAX:
+            return 2
+    return 2 if length <= 512 else 4
 
 
 def along(x, ref):
@@ -480,7 +509,8 @@ def check_band(length: int, d0: int, d1: int, max_loop: int) -> None:
 
 
 def fill(s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array, dp: dict,
-         dangles, stop, precompute: bool | None = None, interior: str = "jax") -> dict:
+         dangles, stop, precompute: bool | None = None, interior: str = "jax",
+         bands: int | None = None) -> dict:
     """All tables of one sequence (see :func:`prepare` for the inputs; ``dp`` from
     :func:`jaxrna.energy.terms.device_params` for the same padded length). ``stop`` (compute
     diagonals and prefixes up to ``stop``, at least the sequence length; under ``vmap`` the
@@ -488,12 +518,13 @@ def fill(s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array, dp:
     ``interior`` (static): how the interior loops' window is reduced, "jax" (slices, every
     platform), "pallas" (the GPU kernel :mod:`jaxrna.kernels.shifted_min`) or "interpret"
     (that kernel in Pallas' interpret mode, for tests); see :func:`interior_mode`.
+    ``bands`` (static): the sweep's band count (:func:`sweep_bands`; default the CPU's).
     Returns ``{"T": tables, "F": exterior loop}``; ``F[n]`` is the minimum free energy."""
     length = special.shape[1] - COL_PAD
     if precompute is None:
         precompute = length <= PRECOMPUTE_MAX
     pre = all_pair_terms(s, allowed, special, n, dp, dangles, length) if precompute else None
-    bands = sweep_bands(length)
+    bands = sweep_bands(length, bands)
     width = max(max(b - a for a, b in split_bands_for(length, d0, d1)) for d0, d1 in bands)
     T = along(jnp.full((ROW_PAD + length, len(TABLES), length + COL_PAD), INF, jnp.int32), n)
     # MC[L - 1 - d, d + i]: rows up to L + band width, columns up to d + row length < 2L
