@@ -50,7 +50,8 @@ class Batch:
     rows: int                  # padded batch size: the class's, whatever the pair count
     swapped: np.ndarray        # per pair: the target is on the lanes / rows
     transposed: bool           # the scores of swapped pairs (an asymmetric matrix)
-    kind: str                  # "scores", "align" (CPU), "lanes" (GPU alignments)
+    kind: str                  # "scores", "align" (the sweep), "lanes" (GPU alignments)
+    small: bool | None = None  # the run's variant (int16 / packed) or None: the batch's own
 
 
 def kernel_scoring(job: Job) -> Scoring:
@@ -147,6 +148,7 @@ class DeviceRunner:
         self.params, self.params_t = self.params_on(self.device)
         self.limit = _memory_limit(backend, max_bytes)
         self._plan_shapes()
+        self.run_plan = self._plan_run()
 
     # -- planning -----------------------------------------------------------------------------
     def _plan_shapes(self) -> None:
@@ -162,6 +164,30 @@ class DeviceRunner:
             fits = side * side * self.kernel.get("lanes", 128) <= GPU_DIRS_BYTES
             if fits and job.n_pairs * side * side <= max(GPU_WASTE * real, GPU_MERGE_CELLS):
                 self.side = side             # one shape for the whole job
+
+    def _rule(self):
+        from jaxrna.align.budget import Rule
+
+        return Rule(self.kscoring, self.pallas, (self.kernel.get("min_side", 128),
+                                                 self.kernel.get("rows", 8)))
+
+    def _plan_run(self):
+        """The run's programs (:func:`jaxrna.align.budget.plan_run`): every pair of the job
+        looked at once, by distinct length pair; over :data:`jaxrna.align.budget.PROGRAM_BUDGET`
+        programs, a map of each pair's class and variant to the one serving it."""
+        from jaxrna.align import budget
+
+        job = self.job
+        m, n, count = budget.length_pairs(job.qlen, job.tlen, job.zip)
+        if not len(m):
+            return budget.RunPlan(0, None, [])
+        kind, h, w, _, old = self.classes_of(m, n)
+        keep = ~old
+        s, l = np.minimum(m, n)[keep], np.maximum(m, n)[keep]
+        cost = budget.Cost("gpu" if self.pallas else "cpu")
+        self._rule_ = self._rule()
+        return budget.plan_run(kind[keep], h[keep], w[keep], s, l, count[keep], self._rule_,
+                               cost, budget.PROGRAM_BUDGET)
 
     def params_on(self, device) -> tuple:
         """The scheme's scalars on ``device``, and those of the transposed scheme."""
@@ -199,35 +225,47 @@ class DeviceRunner:
         lanes = self.kernel.get("lanes", classes.GPU_LANES_PER_PROGRAM)
         if kind == "lanes":
             return classes.gpu_lanes_rows(h, lanes, self.limit)
-        if self.pallas:
+        if self.pallas and kind == "scores":
             return classes.gpu_score_rows(h, w, self.limit, lanes)
         return self.cpu_rows(h, w, kind == "scores")
 
     def classes_of(self, m: np.ndarray, n: np.ndarray) -> tuple:
         """``(kind, h, w, transposed, old)`` of pairs of lengths ``m`` x ``n``: their class
-        (kind, padded shorter and longer side; see :mod:`jaxrna.align.classes`), whether the
-        scores are transposed (the target on the rows, an asymmetric matrix), and whether the
-        batches do not take them (the record path does)."""
+        (kind per pair, padded shorter and longer side; see :mod:`jaxrna.align.classes`),
+        whether the scores are transposed (the target on the rows, an asymmetric matrix), and
+        whether the batches do not take them (the record path does). GPU alignments: pairs
+        whose square's direction bits do not fit a batch take the CPU classes of the pure-JAX
+        ``batch_align`` (kind ``"align"``), as the record path did."""
         from jaxrna.align.api import TABLE_BYTES
 
         job = self.job
+        m, n = np.asarray(m), np.asarray(n)
         short, long_ = np.minimum(m, n), np.maximum(m, n)
         trans = (m > n) & (not self.symmetric)
+        kind = np.full(len(m), "scores" if job.score_only else "align", "<U6")
         if not self.pallas:                  # CPU: the vmapped sweep's classes
             h, w = self.cpu_class(short, long_, job.score_only)
             old = np.zeros(len(m), bool) if job.score_only else (h + w) * h > TABLE_BYTES
-            return ("scores" if job.score_only else "align"), h, w, trans, old
+            return kind, h, w, trans, old
         if job.score_only:
             h, w = classes.gpu_score_class(short, long_)
-            return "scores", h, w, trans, np.zeros(len(m), bool)
+            return kind, h, w, trans, np.zeros(len(m), bool)
         lanes = self.kernel.get("lanes", classes.GPU_LANES_PER_PROGRAM)
         if self.side:
             side = np.full(len(m), self.side, np.int64)
         else:
             values, at = np.unique(long_, return_inverse=True)
-            side = np.array([self._square(v) for v in values.tolist()], np.int64)[at]
-        old = side * side * lanes > classes.GPU_DIRS_BYTES     # not classes.gpu_lanes_fit
-        return "lanes", side, side, trans, old
+            side = np.array([self._square(v) for v in values.tolist()], np.int64)[
+                np.asarray(at).reshape(-1)]
+        longer = side * side * lanes > classes.GPU_DIRS_BYTES  # not classes.gpu_lanes_fit
+        h, w = side.copy(), side.copy()
+        kind[~longer] = "lanes"
+        old = np.zeros(len(m), bool)
+        if longer.any():
+            hh, ww = self.cpu_class(short[longer], long_[longer], False)
+            h[longer], w[longer] = hh, ww
+            old[longer] = (hh + ww) * hh > TABLE_BYTES
+        return kind, h, w, trans, old
 
     def plan(self, ci: int, qi: np.ndarray, ti: np.ndarray, c: Chunk,
              ragged: Ragged | None) -> list[Batch]:
@@ -242,11 +280,26 @@ class DeviceRunner:
         positions = np.arange(len(qi))
         swapped = m > n
         kind, h, w, trans, old = self.classes_of(m, n)
+        small = np.zeros(len(m), np.int8) - 1          # -1: the batch's own variant
+        serve = self.run_plan.serve
+        if serve is not None:                # over the budget: the programs serving them
+            from jaxrna.align.budget import split_small
+
+            own = split_small(self._rule_, kind, h, np.maximum(m, n))
+            k0, h0, w0 = kind.copy(), h.copy(), w.copy()
+            for key in set(zip(k0[~old].tolist(), h0[~old].tolist(), w0[~old].tolist(),
+                               own[~old].tolist())):
+                # (a pair the run's plan saw only rounded up to 16: its class's int32 program)
+                to = serve.get(key) or serve.get(key[:3] + (False,)) or key[:3] + (False,)
+                sel = (k0 == key[0]) & (h0 == key[1]) & (w0 == key[2]) & (own == key[3]) & ~old
+                kind[sel], h[sel], w[sel], small[sel] = to[0], to[1], to[2], int(to[3])
         size = np.minimum(m, n) + np.maximum(m, n)
-        keys = sorted(set(zip(h[~old].tolist(), w[~old].tolist(), trans[~old].tolist())))
+        keys = sorted(set(zip(kind[~old].tolist(), h[~old].tolist(), w[~old].tolist(),
+                              small[~old].tolist(), trans[~old].tolist())))
         batches: list[Batch] = []
-        for hh, ww, tt in keys:
-            members = positions[(h == hh) & (w == ww) & (trans == tt) & ~old]
+        for kk, hh, ww, ss, tt in keys:
+            members = positions[(kind == kk) & (h == hh) & (w == ww) & (small == ss)
+                                & (trans == tt) & ~old]
             if self.gpu and job.score_only:  # few long pairs: the tile wavefront
                 long_pairs = np.minimum(m, n)[members] >= TILED_MIN_LENGTH
                 if 0 < long_pairs.sum() < TILED_MAX_PAIRS:
@@ -256,10 +309,11 @@ class DeviceRunner:
                     continue
             if (np.diff(size[members]) < 0).any():   # like lengths in each program
                 members = members[np.argsort(size[members], kind="stable")]
-            rows = self.rows(kind, hh, ww)
+            rows = self.rows(kk, hh, ww)
             for a in range(0, len(members), rows):
                 part = members[a:a + rows]
-                batches.append(Batch(ci, part, hh, ww, rows, swapped[part], tt, kind))
+                batches.append(Batch(ci, part, hh, ww, rows, swapped[part], tt, kk,
+                                     None if ss < 0 else bool(ss)))
         if old.any():
             record_path(job, positions[old], qi[old], ti[old], backend=self.backend,
                         max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
@@ -326,7 +380,7 @@ class DeviceRunner:
 
                 opts = {key: v for key, v in self.kernel.items() if key in ("rows", "lanes",
                                                                              "num_warps")}
-                if self.packed(m, n):
+                if self.packed(m, n) if b.small is None else b.small:
                     return pallas_or("align.packed_scores", lambda: packed_scores.bind(
                         q, t, m, n, params, local=job.local, interpret=self.interpret, **opts,
                         **ends), swept)()[:3]
@@ -340,6 +394,8 @@ class DeviceRunner:
         computes (up to its longest row) fits (:func:`~jaxrna.align.recurrence.fits_int16`)."""
         from jaxrna.align.recurrence import fits_int16
 
+        if b.small is not None:              # the run's variant (jaxrna.align.budget)
+            return b.small
         return fits_int16(self.kscoring, b.h, int(n.max(initial=1)))
 
     def collect(self, b: Batch, pending, c: Chunk, ragged: Ragged | None) -> None:

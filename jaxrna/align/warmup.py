@@ -130,15 +130,36 @@ def gpu_programs(runner, max_length: int) -> list[tuple[str, int, int, int]]:
     """``(kind, h, w, rows)`` of every GPU batch shape the plan of ``runner`` (a
     :class:`~jaxrna.align.device_runner.DeviceRunner` on the GPU, or in interpret mode) may
     launch for pairs of up to ``max_length`` nt (score only, each in two variants at most:
-    :meth:`~jaxrna.align.device_runner.DeviceRunner.packed`)."""
+    :meth:`~jaxrna.align.device_runner.DeviceRunner.packed`; with alignments, the squares and
+    the CPU classes of longer pairs, ``"align"``: pure-JAX ``batch_align``)."""
     from jaxrna.align import classes as cl
 
     k = runner.kernel
     score_only = runner.job.score_only
     kind = "scores" if score_only else "lanes"
-    return [(kind, h, w, runner.rows(kind, h, w)) for h, w in cl.gpu_classes(
+    out = [(kind, h, w, runner.rows(kind, h, w)) for h, w in cl.gpu_classes(
         max_length, score_only, k.get("min_side", 128), k.get("rows", 8),
         k.get("lanes", cl.GPU_LANES_PER_PROGRAM))]
+    if not score_only:
+        for h, w in _longer_classes(max_length, k):
+            out.append(("align", h, w, runner.rows("align", h, w)))
+    return out
+
+
+def _longer_classes(max_length: int, kernel: dict | None) -> list[tuple[int, int]]:
+    """GPU alignments: the CPU classes of pairs whose square's direction bits do not fit a
+    batch (:func:`jaxrna.align.classes.gpu_lanes_fit`)."""
+    from jaxrna.align import classes as cl
+
+    k = kernel or {}
+    lanes = k.get("lanes", cl.GPU_LANES_PER_PROGRAM)
+    out = []
+    for a, b in _pairs(max_length, True):
+        if not cl.gpu_lanes_fit(cl.gpu_square(b, k.get("min_side", 128), k.get("rows", 8)),
+                                lanes):
+            h, w = cl.cpu_class(np.array([a]), np.array([b]), False)
+            out.append((int(h[0]), int(w[0])))
+    return out
 
 
 def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix: bool,

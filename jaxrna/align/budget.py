@@ -1,0 +1,243 @@
+"""A bulk alignment run's programs: at most :data:`PROGRAM_BUDGET` for any input (issue 26).
+
+:class:`~jaxrna.align.device_runner.DeviceRunner` puts each pair in a fixed length class of
+:mod:`jaxrna.align.classes` and a variant (CPU score only: int16 or int32 lanes; GPU score only:
+two pairs per 32-bit lane, "packed", or one); each (kind, class, variant) is one program. Before
+the first chunk, :func:`plan_run` looks at every pair of the run (their lengths, counted once
+per distinct length pair) and counts the programs today's per-batch choices could use
+(:func:`programs_possible`, an upper bound: a class whose every batch fits the small variant
+counts one, one whose every batch does not counts one, else two). A run within the budget keeps
+them all, unchanged. A run over it gets a *serving map*: every pair's (kind, class, variant) is
+served by one of at most :data:`PROGRAM_BUDGET` programs, chosen by
+:func:`jaxrna.class_budget.merge_to_budget` (greedy joins of least extra cost) over keys
+
+    ``(kind, h, w, small, smax, lmax)``
+
+where ``small`` is the run-level variant of the key's pairs (it holds for a whole class only
+if every batch of it fits: :func:`_fits`, on the key's longest sides ``smax`` x ``lmax``) and
+the join of two keys is the class of the longest sides of both (:func:`_join`: on the class
+ladders, so :mod:`jaxrna.align.warmup` still prepares every program a run can use), small only
+if both were and the joined sides still fit. Results are unchanged: inside a class the lengths
+are runtime values, and the int32 program computes what the small one would.
+
+The cost of a join is the extra work it adds, per path (:class:`Cost`):
+
+* CPU (the vmapped pure-JAX sweep, and ``batch_align`` of longer pairs on a GPU): every step
+  of the sweep computes the class's ``h`` lanes of a pair and runs to the batch's needed
+  antidiagonals (about the pair's own ``m + n``, batches being sorted by size), so a pair's
+  compute is ``h * (m + n)`` lane steps (halved in int16: twice the lanes per vector); its
+  memory is the class's bytes: ``h + w`` codes, with alignments ``(h + w) * h`` direction
+  bytes written and read back. Weight: the pairs' ``m + n``; one byte counts
+  :data:`CPU_BYTE` lane steps.
+* GPU (the Pallas lane kernels, one pair per lane, which run to each program's longest pair):
+  padding costs no steps; a pair's compute is its own ``m * n`` cells (halved when packed) and
+  its class costs bytes: ``h + w`` codes copied to the device, or with alignments ``s * s``
+  direction bytes of the square (which also bound the rows per batch). Weight: the pairs'
+  cells; one byte counts :data:`GPU_BYTE` cells (H100: about 2.5e11 cells/s against 2.5e10
+  bytes/s to the device).
+
+>>> from jaxrna.align.scoring import match_mismatch
+>>> rule = Rule(match_mismatch(1, -1, 2, 1), pallas=False)
+>>> keys = [("scores", 64, 10240, True, 60, 60, 5, 600, 18000),
+...         ("scores", 128, 10240, True, 100, 100, 5, 1000, 50000),
+...         ("scores", 256, 10240, False, 200, 9000, 1, 9200, 1800000)]
+>>> m = merge_keys(keys, 2, rule, Cost("cpu"))
+>>> sorted(set(k[:4] for k in m.values()))
+[('scores', 128, 10240, True), ('scores', 256, 10240, False)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from jaxrna.class_budget import merge_to_budget
+
+#: Programs one run compiles at most (issue 26), whatever the lengths and numeric options.
+PROGRAM_BUDGET = 8
+#: CPU: lane steps one byte of a class's arrays costs (a lane step of the sweep is a few int32
+#: operations on three states; a byte is written once and read once).
+CPU_BYTE = 1 / 8
+#: GPU: cells one byte costs (device cells per second over host-to-device bytes per second).
+GPU_BYTE = 10.0
+#: Distinct (query, target) length pairs looked at exactly; beyond, lengths are rounded up to a
+#: multiple of 16 (every class edge is one), which only makes the variants more cautious.
+EXACT_COMBOS = 1 << 22
+
+KINDS = ("scores", "align", "lanes")
+
+
+def length_pairs(qlen: np.ndarray, tlen: np.ndarray, zip_pairs: bool
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(m, n, count)``: the distinct (query, target) length pairs of a run and how many pairs
+    have them (all pairs, or the i-th with the i-th).
+
+    >>> m, n, c = length_pairs(np.array([3, 5, 3]), np.array([7, 7]), False)
+    >>> m.tolist(), n.tolist(), c.tolist()
+    ([3, 5], [7, 7], [4, 2])
+    """
+    qlen, tlen = np.asarray(qlen, np.int64), np.asarray(tlen, np.int64)
+    if zip_pairs:
+        k = min(len(qlen), len(tlen))
+        both = np.stack([qlen[:k], tlen[:k]], axis=1)
+        if not k:
+            return (np.zeros(0, np.int64),) * 3
+        uniq, count = np.unique(both, axis=0, return_counts=True)
+        return uniq[:, 0], uniq[:, 1], count.astype(np.int64)
+    uq, cq = np.unique(qlen, return_counts=True)
+    ut, ct = np.unique(tlen, return_counts=True)
+    if len(uq) * len(ut) > EXACT_COMBOS:
+        return length_pairs(-(-qlen // 16) * 16, -(-tlen // 16) * 16, False)
+    m, n = np.meshgrid(uq, ut, indexing="ij")
+    return m.reshape(-1), n.reshape(-1), np.outer(cq, ct).reshape(-1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The per-pair cost of a key ``(kind, h, w, small, smax, lmax, pairs, steps, cells)``
+    (``steps``, ``cells``: the sums of ``m + n`` and ``m * n`` over its pairs; see the module
+    docstring). :func:`~jaxrna.class_budget.merge_to_budget` weighs it by the pairs of each
+    group joined, so a join's extra cost is exact: the class's bytes per pair, and the
+    compute of the pairs it serves (their steps or cells, over its lanes and variant)."""
+
+    backend: str                 # "cpu" (the pure-JAX sweep) or "gpu" (the Pallas plan)
+
+    def __call__(self, key: tuple) -> float:
+        kind, h, w, small = key[:4]
+        pairs, steps, cells = max(key[6], 1), key[7], key[8]
+        half = 0.5 if small else 1.0
+        if self.backend == "cpu":
+            nbytes = (h + w) * (h if kind == "align" else 1)
+            return h * half * steps / pairs + CPU_BYTE * nbytes
+        if kind == "lanes":
+            return cells / pairs + GPU_BYTE * h * w
+        if kind == "align":             # the pure-JAX sweep on the device: h lanes per step
+            return h * steps / pairs + GPU_BYTE * (h + w) * h
+        return half * cells / pairs + GPU_BYTE * (h + w)
+
+
+class Rule:
+    """The classes and variants of one run's plan: ``pallas`` (the GPU plan: score-only
+    classes :func:`~jaxrna.align.classes.gpu_score_class`, alignments squares
+    :func:`~jaxrna.align.classes.gpu_square` of ``square`` options and the CPU classes of
+    longer pairs) or the CPU's (:func:`~jaxrna.align.classes.cpu_class`); the small variant of
+    a class for pairs whose longest sides ``smax`` x ``lmax`` fit: CPU score only, int16 where
+    :func:`~jaxrna.align.recurrence.fits_int16` holds for the class's lanes, GPU score only,
+    two pairs per lane where :func:`~jaxrna.kernels.wavefront_packed.packed_ok` holds (a
+    batch's kernel checks its own longest sides, at most these)."""
+
+    def __init__(self, scoring, pallas: bool, square: tuple[int, int] = (128, 8)) -> None:
+        self.scoring, self.pallas, self.square = scoring, pallas, square
+
+    def cls(self, kind: str, smax: int, lmax: int) -> tuple[int, int]:
+        from jaxrna.align import classes as cl
+
+        if kind == "lanes":
+            s = cl.gpu_square(lmax, *self.square)
+            return s, s
+        if kind == "scores" and self.pallas:
+            h, w = cl.gpu_score_class(np.array([smax]), np.array([lmax]))
+        else:
+            h, w = cl.cpu_class(np.array([smax]), np.array([lmax]), kind == "scores")
+        return int(h[0]), int(w[0])
+
+    def fits(self, kind: str, h: int, smax: int, lmax: int) -> bool:
+        if kind != "scores":
+            return False
+        smax, lmax = max(int(smax), 1), max(int(lmax), 1)
+        if self.pallas:
+            from jaxrna.kernels.wavefront_packed import packed_ok
+
+            return packed_ok(self.scoring, smax + 64, lmax)
+        from jaxrna.align.recurrence import fits_int16
+
+        return fits_int16(self.scoring, h, lmax)
+
+
+def _join(rule: Rule, a: tuple, b: tuple) -> tuple:
+    """The key serving the pairs of keys ``a`` and ``b``: the class of their longest sides
+    (a CPU class serves GPU square pairs too, not the other way round), small if both were and
+    still fit."""
+    smax, lmax = max(a[4], b[4]), max(a[5], b[5])
+    kind = a[0] if a[0] == b[0] else "align"
+    h, w = rule.cls(kind, smax, lmax)
+    small = bool(a[3] and b[3] and rule.fits(kind, h, smax, lmax))
+    return (kind, h, w, small, smax, lmax, a[6] + b[6], a[7] + b[7], a[8] + b[8])
+
+
+def merge_keys(keys: list, budget: int, rule, cost: Cost) -> dict:
+    """:func:`~jaxrna.class_budget.merge_to_budget` over keys ``(kind, h, w, small, smax,
+    lmax, pairs, steps, cells)`` weighed by their pairs; returns key -> serving key."""
+    order = {k: float(k[6]) for k in sorted(keys)}
+    return merge_to_budget(order, budget, lambda a, b: _join(rule, a, b), cost)
+
+
+def split_small(rule: Rule, kind: np.ndarray, h: np.ndarray, l: np.ndarray) -> np.ndarray:
+    """Per pair (kind, lanes class ``h``, longer side ``l``): whether it goes to its class's
+    small variant when the run is over budget: its class's lanes (at most ``h``, at most
+    ``l``) and its longer side fit, so any batch of such pairs fits."""
+    kind, h, l = np.asarray(kind), np.asarray(h, np.int64), np.maximum(np.asarray(l, np.int64), 1)
+    out = np.zeros(len(h), bool)
+    scores = kind == "scores"
+    if not scores.any():
+        return out
+    trip = np.stack([h[scores], l[scores]], axis=1)
+    uniq, at = np.unique(trip, axis=0, return_inverse=True)
+    ok = np.array([rule.fits("scores", int(a), min(int(a), int(b)), int(b)) for a, b in uniq])
+    out[scores] = ok[np.asarray(at).reshape(-1)]
+    return out
+
+
+@dataclass
+class RunPlan:
+    """What a run's plan may compile: ``possible``, the programs today's per-batch variants
+    could use; ``serve`` None (within the budget: per-batch variants, as always) or
+    (kind, h, w, small) -> the (kind, h, w, small) program serving those pairs; ``programs``:
+    the (kind, h, w, small) the run may use (``small`` None: either, per batch)."""
+
+    possible: int
+    serve: dict | None
+    programs: list
+
+
+def plan_run(kind: np.ndarray, h: np.ndarray, w: np.ndarray, s: np.ndarray, l: np.ndarray,
+             count: np.ndarray, rule: Rule, cost: Cost, budget: int = PROGRAM_BUDGET
+             ) -> RunPlan:
+    """The plan of a run whose distinct pairs (shorter side ``s``, longer ``l``, ``count``
+    pairs each) have classes ``(kind, h, w)`` (see the module docstring)."""
+    kind = np.asarray(kind)
+    s, l = np.maximum(np.asarray(s, np.int64), 1), np.maximum(np.asarray(l, np.int64), 1)
+    cls = {}
+    for k in range(len(h)):
+        key = (str(kind[k]), int(h[k]), int(w[k]))
+        cls.setdefault(key, []).append(k)
+    possible = 0
+    for (kd, hh, _), idx in cls.items():
+        idx = np.array(idx)
+        if kd != "scores":
+            possible += 1
+            continue
+        order = s[idx] + l[idx] if rule.pallas else l[idx]
+        a = idx[int(np.argmin(order))]
+        any_small = rule.fits(kd, hh, int(s[a]), int(l[a]))
+        joint = rule.fits(kd, hh, int(s[idx].max()), int(l[idx].max()))
+        possible += int(any_small) + int(not joint)
+    if possible <= budget:
+        return RunPlan(possible, None, [(k[0], k[1], k[2], None) for k in sorted(cls)])
+    small = split_small(rule, kind, h, l)
+    count = np.asarray(count, np.int64)
+    stats: dict = {}
+    for k in range(len(h)):
+        key = (str(kind[k]), int(h[k]), int(w[k]), bool(small[k]))
+        sm, lm, n, st, ce = stats.get(key, (0, 0, 0, 0, 0))
+        c = int(count[k])
+        stats[key] = (max(sm, int(s[k])), max(lm, int(l[k])), n + c,
+                      st + c * int(s[k] + l[k]), ce + c * int(s[k]) * int(l[k]))
+    served = merge_keys([key + v for key, v in stats.items()], budget, rule, cost)
+    serve = {k[:4]: v[:4] for k, v in served.items()}
+    return RunPlan(possible, serve, sorted(set(serve.values())))
+
+
+__all__ = ["PROGRAM_BUDGET", "Cost", "Rule", "RunPlan", "length_pairs", "merge_keys", "plan_run",
+           "split_small"]
