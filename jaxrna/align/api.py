@@ -335,13 +335,15 @@ def _tiled(bind):
 
 
 def _run_long(job: _Job, params, scoring: Scoring, local: bool, block: int,
-              tiles: dict | None, score_only: bool = False) -> Alignment:
+              tiles: dict | None, score_only: bool = False,
+              shape: tuple[int, int] | None = None) -> Alignment:
     """A long pair: block-edge checkpoints from one forward pass, then only the blocks on the
-    traceback's path are recomputed (memory O((m + n)^2 / block + block^2))."""
+    traceback's path are recomputed (memory O((m + n)^2 / block + block^2)). ``shape``: the
+    padded table (multiples of the tile; default: each side's bucket)."""
     mode = "local" if local else "global"
     m, n = job.q.size, job.t.size
     grain = tiles["tile"] if tiles else 16
-    h, w = (-(-_bucket(x) // grain) * grain for x in (m, n))
+    h, w = shape or (-(-_bucket(x) // grain) * grain for x in (m, n))
     q, _ = _pad([job.q], h, 1)
     t, _ = _pad([job.t], w, 1)
     q, t = q[0], t[0]

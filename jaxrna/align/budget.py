@@ -114,7 +114,14 @@ class Cost:
             return cells / pairs + GPU_BYTE * h * w
         if kind == "align":             # the pure-JAX sweep on the device: h lanes per step
             return h * steps / pairs + GPU_BYTE * (h + w) * h
-        return half * cells / pairs + GPU_BYTE * (h + w)
+        if kind == "tile":              # one pair at a time over the whole device
+            return cells / pairs + GPU_BYTE * (h + w)
+        # one pair per lane: fewer long pairs than TILED_MAX_PAIRS leave the device idle
+        from jaxrna.align.api import TILED_MAX_PAIRS, TILED_MIN_LENGTH
+
+        idle = TILED_MAX_PAIRS / pairs if key[4] >= TILED_MIN_LENGTH and \
+            pairs < TILED_MAX_PAIRS else 1.0
+        return half * cells / pairs * idle + GPU_BYTE * (h + w)
 
 
 class Rule:
@@ -136,7 +143,7 @@ class Rule:
         if kind == "lanes":
             s = cl.gpu_square(lmax, *self.square)
             return s, s
-        if kind == "scores" and self.pallas:
+        if kind in ("scores", "tile") and self.pallas:
             h, w = cl.gpu_score_class(np.array([smax]), np.array([lmax]))
         else:
             h, w = cl.cpu_class(np.array([smax]), np.array([lmax]), kind == "scores")
@@ -160,7 +167,7 @@ def _join(rule: Rule, a: tuple, b: tuple) -> tuple:
     (a CPU class serves GPU square pairs too, not the other way round), small if both were and
     still fit."""
     smax, lmax = max(a[4], b[4]), max(a[5], b[5])
-    kind = a[0] if a[0] == b[0] else "align"
+    kind = a[0] if a[0] == b[0] else "scores" if "scores" in (a[0], b[0]) else "align"
     h, w = rule.cls(kind, smax, lmax)
     small = bool(a[3] and b[3] and rule.fits(kind, h, smax, lmax))
     return (kind, h, w, small, smax, lmax, a[6] + b[6], a[7] + b[7], a[8] + b[8])
@@ -168,9 +175,17 @@ def _join(rule: Rule, a: tuple, b: tuple) -> tuple:
 
 def merge_keys(keys: list, budget: int, rule, cost: Cost) -> dict:
     """:func:`~jaxrna.class_budget.merge_to_budget` over keys ``(kind, h, w, small, smax,
-    lmax, pairs, steps, cells)`` weighed by their pairs; returns key -> serving key."""
+    lmax, pairs, steps, cells)`` weighed by their pairs; returns key -> serving key, with at
+    most ``budget`` distinct programs ``key[:4]``. Groups that end on the same program count
+    once: the least merging (the most groups) that still fits the budget is kept."""
     order = {k: float(k[6]) for k in sorted(keys)}
-    return merge_to_budget(order, budget, lambda a, b: _join(rule, a, b), cost)
+    join = lambda a, b: _join(rule, a, b)  # noqa: E731
+    best = merge_to_budget(order, budget, join, cost)
+    for groups in range(budget + 1, len(order)):
+        serve = merge_to_budget(order, groups, join, cost)
+        if len({v[:4] for v in serve.values()}) <= budget:
+            best = serve
+    return best
 
 
 def split_small(rule: Rule, kind: np.ndarray, h: np.ndarray, l: np.ndarray) -> np.ndarray:
@@ -202,19 +217,24 @@ class RunPlan:
 
 
 def plan_run(kind: np.ndarray, h: np.ndarray, w: np.ndarray, s: np.ndarray, l: np.ndarray,
-             count: np.ndarray, rule: Rule, cost: Cost, budget: int = PROGRAM_BUDGET
-             ) -> RunPlan:
+             count: np.ndarray, rule: Rule, cost: Cost, budget: int = PROGRAM_BUDGET,
+             tile_shapes: int = 0) -> RunPlan:
     """The plan of a run whose distinct pairs (shorter side ``s``, longer ``l``, ``count``
-    pairs each) have classes ``(kind, h, w)`` (see the module docstring)."""
+    pairs each) have classes ``(kind, h, w)`` (see the module docstring). Kind ``"tile"``:
+    few long pairs of a GPU class, one at a time through the tile wavefront, whose programs
+    within the budget are ``tile_shapes`` (one per padded shape of its pairs), over it one per
+    class."""
     kind = np.asarray(kind)
     s, l = np.maximum(np.asarray(s, np.int64), 1), np.maximum(np.asarray(l, np.int64), 1)
     cls = {}
     for k in range(len(h)):
         key = (str(kind[k]), int(h[k]), int(w[k]))
         cls.setdefault(key, []).append(k)
-    possible = 0
+    possible = tile_shapes
     for (kd, hh, _), idx in cls.items():
         idx = np.array(idx)
+        if kd == "tile":
+            continue
         if kd != "scores":
             possible += 1
             continue

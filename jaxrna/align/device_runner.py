@@ -147,6 +147,8 @@ class DeviceRunner:
         self._params: dict = {}              # per device: (params, transposed params)
         self.params, self.params_t = self.params_on(self.device)
         self.limit = _memory_limit(backend, max_bytes)
+        # score only on a GPU: few long pairs of a class through the tile wavefront
+        self.tiles = job.score_only and (self.gpu or bool(self.kernel.get("tiles")))
         self._plan_shapes()
         self.run_plan = self._plan_run()
 
@@ -184,10 +186,26 @@ class DeviceRunner:
         kind, h, w, _, old = self.classes_of(m, n)
         keep = ~old
         s, l = np.minimum(m, n)[keep], np.maximum(m, n)[keep]
+        kind, h, w, count = kind[keep], h[keep], w[keep], count[keep]
+        shapes = 0
+        self.tiled = set()
+        if self.tiles:                       # few long pairs of a class: the tile wavefront
+            from jaxrna.align.api import TILE, TILED_MAX_PAIRS, TILED_MIN_LENGTH, _bucket
+
+            long_ = s >= TILED_MIN_LENGTH
+            per: dict = {}
+            for a, b, c in zip(h[long_].tolist(), w[long_].tolist(), count[long_].tolist()):
+                per[(a, b)] = per.get((a, b), 0) + c
+            self.tiled = {k for k, v in per.items() if 0 < v < TILED_MAX_PAIRS}
+            tile = long_ & np.array([(a, b) in self.tiled for a, b in zip(h.tolist(),
+                                                                          w.tolist())], bool)
+            kind[tile] = "tile"
+            shapes = len({(-(-_bucket(a) // TILE) * TILE, -(-_bucket(b) // TILE) * TILE)
+                          for a, b in zip(s[tile].tolist(), l[tile].tolist())})
         cost = budget.Cost("gpu" if self.pallas else "cpu")
         self._rule_ = self._rule()
-        return budget.plan_run(kind[keep], h[keep], w[keep], s, l, count[keep], self._rule_,
-                               cost, budget.PROGRAM_BUDGET)
+        return budget.plan_run(kind, h, w, s, l, count, self._rule_, cost,
+                               budget.PROGRAM_BUDGET, shapes)
 
     def params_on(self, device) -> tuple:
         """The scheme's scalars on ``device``, and those of the transposed scheme."""
@@ -273,7 +291,7 @@ class DeviceRunner:
         inside a class (each program's loops run to its longest pair), in batches of the
         class's fixed rows (:meth:`rows`); pairs the batches do not take go through the record
         path now."""
-        from jaxrna.align.api import TILED_MAX_PAIRS, TILED_MIN_LENGTH
+        from jaxrna.align.api import TILED_MIN_LENGTH
 
         job = self.job
         m, n = job.qlen[qi], job.tlen[ti]
@@ -282,6 +300,12 @@ class DeviceRunner:
         kind, h, w, trans, old = self.classes_of(m, n)
         small = np.zeros(len(m), np.int8) - 1          # -1: the batch's own variant
         serve = self.run_plan.serve
+        if self.tiled:                       # the run's few long pairs of a class
+            tile = (np.minimum(m, n) >= TILED_MIN_LENGTH) & np.array(
+                [(a, b) in self.tiled for a, b in zip(h.tolist(), w.tolist())], bool) & ~old
+            kind[tile] = "tile"
+            if serve is None:                # within the budget: each at its own shape
+                old |= tile
         if serve is not None:                # over the budget: the programs serving them
             from jaxrna.align.budget import split_small
 
@@ -300,13 +324,9 @@ class DeviceRunner:
         for kk, hh, ww, ss, tt in keys:
             members = positions[(kind == kk) & (h == hh) & (w == ww) & (small == ss)
                                 & (trans == tt) & ~old]
-            if self.gpu and job.score_only:  # few long pairs: the tile wavefront
-                long_pairs = np.minimum(m, n)[members] >= TILED_MIN_LENGTH
-                if 0 < long_pairs.sum() < TILED_MAX_PAIRS:
-                    old[members[long_pairs]] = True
-                    members = members[~long_pairs]
-                if not len(members):
-                    continue
+            if kk == "tile":                 # over the budget: at the serving class's shape
+                self._tiles(members, qi, ti, hh, ww, c)
+                continue
             if (np.diff(size[members]) < 0).any():   # like lengths in each program
                 members = members[np.argsort(size[members], kind="stable")]
             rows = self.rows(kk, hh, ww)
@@ -319,6 +339,32 @@ class DeviceRunner:
                         max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
                         use_pallas=self.pallas or None)
         return batches
+
+    def _tiles(self, positions: np.ndarray, qi: np.ndarray, ti: np.ndarray, h: int, w: int,
+               c: Chunk) -> None:
+        """Score only, over the budget: few long pairs one at a time through the tile
+        wavefront (:func:`jaxrna.align.api._run_long`) padded to their serving class
+        ``h`` x ``w`` (one program per class, not per pair's shape), results into ``c``."""
+        from jaxrna.align import api
+
+        job = self.job
+        opts = {k: v for k, v in self.kernel.items() if k in ("rows", "lanes", "num_warps")}
+        tiles = {"tile": api.TILE, **opts, "interpret": self.interpret}
+        for p in positions.tolist():
+            a, b = int(qi[p]), int(ti[p])
+            qc = job.qcodes[job.qoff[a]:job.qoff[a + 1]].astype(np.int32)
+            tc = job.tcodes[job.toff[b]:job.toff[b + 1]].astype(np.int32)
+            sw = qc.size > tc.size
+            pair = api._Job(p, job.queries.record(a), job.targets.record(b),
+                            tc if sw else qc, qc if sw else tc, sw)
+            params, params_t = self.params_on(self.device)
+            with self.jax.default_device(self.device):
+                r = api._run_long(pair, params_t if sw else params, self.kscoring, job.local,
+                                  api.BLOCK, tiles, score_only=True, shape=(h, w))
+            c.score[p] = r.score_units
+            c.ei[p], c.ej[p] = r.query_end, r.target_end
+            c.si[p] = -1 if r.query_start is None else r.query_start
+            c.sj[p] = -1 if r.target_start is None else r.target_start
 
     # -- running ------------------------------------------------------------------------------
     def retry_in_pieces(self, b: Batch, qi_all: np.ndarray, ti_all: np.ndarray, c: Chunk,
