@@ -2,7 +2,9 @@
 of :mod:`jaxrna.align.classes` (:meth:`DeviceRunner.plan`; on the CPU those of the vmapped
 sweep, on the GPU those of the Pallas lane kernels), each class with a fixed batch row count (a
 last batch topped up with empty rows), so a job's programs are those of its classes, known in
-advance (:mod:`jaxrna.align.warmup`), never of its pair count or the mix of its lengths; each
+advance (:mod:`jaxrna.align.warmup`), never of its pair count or the mix of its lengths, and at
+most :data:`jaxrna.align.budget.PROGRAM_BUDGET` of them in one run (:meth:`DeviceRunner._plan_run`
+looks at every pair of the job before the first chunk); each
 batch's codes padded into arrays and its JAX program dispatched on a device without waiting
 (:meth:`DeviceRunner.launch`), and its results (scores, ends, and with alignments the
 traced-back ops) copied into the chunk (:meth:`DeviceRunner.collect`). A batch that runs out of

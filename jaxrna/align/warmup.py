@@ -7,10 +7,14 @@ and the gap penalties are runtime values):
 * on the CPU (the vmapped sweep) the shorter side picks the lanes, the longer side the width;
   scoring only, an int16 variant of a class for batches whose longest path fits int16 under the
   job's scores;
-* on the GPU (the Pallas lane kernels) score only: at most 15 classes up to 10,240 nt, each
+* on the GPU (the Pallas lane kernels) score only: 15 classes up to 10,240 nt, each
   with two variants at most (two pairs per 32-bit lane for batches whose values fit int16
-  under the job's scores, else one); with alignments: at most 5 square classes up to 2,048 nt, longer pairs
-  on the record path's CPU classes (pure-JAX ``batch_align``).
+  under the job's scores, else one); with alignments: 5 square classes up to 2,048 nt,
+  longer pairs in the CPU classes of pure-JAX ``batch_align``.
+
+One run uses at most 8 of them (:mod:`jaxrna.align.budget`); a run over that joins its
+classes onto larger ones of the same ladders (and folds small variants into int32), so the
+programs it uses are among those prepared here.
 
 What stays static is the *option class*: the mode (``global``, ``local``, or ``semi-global``:
 global with end gaps scored apart, free or with penalties of their own), alignments or scores
@@ -27,8 +31,9 @@ the JAX programs of pairs too large for parasail's traceback are made. On the GP
 one batch of every class (:func:`gpu_programs`) through the runner of a run
 (:class:`jaxrna.align.device_runner.DeviceRunner`), one real pair and the rest empty rows.
 Not prepared: the long-pair paths, whose shapes follow each pair (score only on a GPU: fewer
-than 512 pairs of a class whose shorter side is 2,048 nt or more, through the tile wavefront;
-with alignments: pairs whose traceback table exceeds 256 MiB, checkpointed).
+than 512 pairs of a class whose shorter side is 2,048 nt or more, through the tile wavefront,
+at each pair's shape, or its class's in a run over the budget; with alignments: pairs whose
+traceback table exceeds 256 MiB, beyond 10,240 nt, checkpointed).
 
 >>> [(int(h), int(w)) for h, w in classes(300, alignments=True)]
 [(64, 512), (128, 1024), (256, 2048), (512, 4096)]
@@ -165,7 +170,7 @@ def _longer_classes(max_length: int, kernel: dict | None) -> list[tuple[int, int
 def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix: bool,
               interpret: bool, kernel: dict | None, seed: int) -> None:
     """The GPU plan's programs of one option class: one batch of each (see the module
-    docstring); with alignments, then the record path's classes of longer pairs."""
+    docstring); with alignments, then the ``batch_align`` classes of longer pairs."""
     import jax
 
     from jaxrna.align import classes as cl
