@@ -184,12 +184,14 @@ def test_adversarial_score_mix_compiles_at_most_8_then_nothing(tmp_path):
 
 @pytest.mark.slow
 def test_adversarial_alignment_mix_compiles_at_most_8(tmp_path):
-    """With alignments: a pair of every CPU class up to 2,048 nt (10 classes before the
+    """With alignments: a pair of every CPU class up to 4,096 nt (10 classes before the
     budget) compiles at most 8 programs, and its alignments are the host engine's (parasail,
-    where installed: the same bytes as the JAX path, tests/test_align_cpu_engine.py)."""
+    where installed: the same bytes as the JAX path, tests/test_align_cpu_engine.py); then
+    warm-up prepares all 10 (in runs within the budget) and another mix with other scores
+    compiles nothing."""
     cache = str(tmp_path / "cache")
-    pairs = warmup._pairs(2048, alignments=True)
-    assert len(pairs) == 10
+    pairs = warmup._pairs(4096, alignments=True)
+    assert len(pairs) == len(warmup.classes(4096, alignments=True)) == 10
     q = _fasta(tmp_path / "q.fa", [a for a, _ in pairs], 15)
     t = _fasta(tmp_path / "t.fa", [b for _, b in pairs], 16)
     first = run_counted(["align", q, t, "--pairs", "zip", "-f", "tsv", "-q"], cache, env=DEVICE)
@@ -197,6 +199,14 @@ def test_adversarial_alignment_mix_compiles_at_most_8(tmp_path):
     assert 0 < first.compiled <= 8, first.counts
     assert first.stdout.count("\n") == len(pairs) + 1
     pytest.importorskip("parasail")
-    host = run_counted(["align", q, t, "--pairs", "zip", "-f", "tsv", "-q"], cache,
-                       env={"JAXRNA_ALIGN_ENGINE": "host"})
-    assert host.returncode == 0 and host.stdout == first.stdout
+    if importlib.util.find_spec("parasail"):
+        host = run_counted(["align", q, t, "--pairs", "zip", "-f", "tsv", "-q"], cache,
+                           env={"JAXRNA_ALIGN_ENGINE": "host"})
+        assert host.returncode == 0 and host.stdout == first.stdout
+    assert _warm(tmp_path, cache, "'cpu', 4096, mode='global'") == 10
+    rng = random.Random(19)
+    q2 = _fasta(tmp_path / "q2.fa", [rng.randint(1, 4096) for _ in range(7)], 20)
+    t2 = _fasta(tmp_path / "t2.fa", [rng.randint(1, 4096) for _ in range(3)] + [1, 4096], 21)
+    second = run_counted(["align", q2, t2, "-f", "tsv", "-q", *SMALL_SCORES], cache, env=DEVICE)
+    assert second.returncode == 0, second.stderr
+    assert second.compiled == 0, second.counts

@@ -226,34 +226,57 @@ def plan_run(kind: np.ndarray, h: np.ndarray, w: np.ndarray, s: np.ndarray, l: n
     class."""
     kind = np.asarray(kind)
     s, l = np.maximum(np.asarray(s, np.int64), 1), np.maximum(np.asarray(l, np.int64), 1)
-    cls = {}
-    for k in range(len(h)):
-        key = (str(kind[k]), int(h[k]), int(w[k]))
-        cls.setdefault(key, []).append(k)
-    possible = tile_shapes
-    for (kd, hh, _), idx in cls.items():
-        idx = np.array(idx)
-        if kd == "tile":
-            continue
-        if kd != "scores":
-            possible += 1
-            continue
-        order = s[idx] + l[idx] if rule.pallas else l[idx]
-        a = idx[int(np.argmin(order))]
-        any_small = rule.fits(kd, hh, int(s[a]), int(l[a]))
-        joint = rule.fits(kd, hh, int(s[idx].max()), int(l[idx].max()))
-        possible += int(any_small) + int(not joint)
-    if possible <= budget:
-        return RunPlan(possible, None, [(k[0], k[1], k[2], None) for k in sorted(cls)])
-    small = split_small(rule, kind, h, l)
+    h, w = np.asarray(h, np.int64), np.asarray(w, np.int64)
     count = np.asarray(count, np.int64)
-    stats: dict = {}
-    for k in range(len(h)):
-        key = (str(kind[k]), int(h[k]), int(w[k]), bool(small[k]))
-        sm, lm, n, st, ce = stats.get(key, (0, 0, 0, 0, 0))
-        c = int(count[k])
-        stats[key] = (max(sm, int(s[k])), max(lm, int(l[k])), n + c,
-                      st + c * int(s[k] + l[k]), ce + c * int(s[k]) * int(l[k]))
+    names = KINDS + ("tile",)
+    code = np.zeros(len(h), np.int64)
+    for i, name in enumerate(names):
+        code[kind == name] = i
+
+    def groups(*cols):
+        """The distinct rows of ``cols`` and, per element, its row."""
+        uniq, at = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        return uniq, np.asarray(at).reshape(-1)
+
+    possible = tile_shapes
+    if len(h):
+        cls, at = groups(code, h, w)
+        k = len(cls)
+        smax, lmax = np.zeros(k, np.int64), np.zeros(k, np.int64)
+        np.maximum.at(smax, at, s)
+        np.maximum.at(lmax, at, l)
+        order = s + l if rule.pallas else l          # what a pair's small variant grows with
+        first = np.full(k, -1, np.int64)             # the pair of least ``order`` per class
+        by = np.lexsort((order, at))
+        first[at[by[::-1]]] = by[::-1]
+        for c in range(k):
+            kd, hh = names[int(cls[c, 0])], int(cls[c, 1])
+            if kd == "tile":
+                continue
+            if kd != "scores":
+                possible += 1
+                continue
+            a = int(first[c])
+            any_small = rule.fits(kd, hh, int(s[a]), int(l[a]))
+            joint = rule.fits(kd, hh, int(smax[c]), int(lmax[c]))
+            possible += int(any_small) + int(not joint)
+    if possible <= budget:
+        seen = sorted({(names[int(c)], int(a), int(b)) for c, a, b in
+                       (groups(code, h, w)[0] if len(h) else [])})
+        return RunPlan(possible, None, [key + (None,) for key in seen])
+    small = split_small(rule, kind, h, l)
+    keys, at = groups(code, h, w, small.astype(np.int64))
+    k = len(keys)
+    smax, lmax = np.zeros(k, np.int64), np.zeros(k, np.int64)
+    np.maximum.at(smax, at, s)
+    np.maximum.at(lmax, at, l)
+    pairs = np.bincount(at, count, k)
+    steps = np.bincount(at, count * (s + l), k)
+    cells = np.bincount(at, count.astype(np.float64) * s * l, k)
+    stats = {(names[int(c)], int(a), int(b), bool(x)): (int(sm), int(lm), int(n), int(st),
+                                                        float(ce))
+             for (c, a, b, x), sm, lm, n, st, ce in zip(keys.tolist(), smax, lmax, pairs,
+                                                        steps, cells)}
     served = merge_keys([key + v for key, v in stats.items()], budget, rule, cost)
     serve = {k[:4]: v[:4] for k, v in served.items()}
     return RunPlan(possible, serve, sorted(set(serve.values())))

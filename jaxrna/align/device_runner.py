@@ -199,8 +199,7 @@ class DeviceRunner:
             for a, b, c in zip(h[long_].tolist(), w[long_].tolist(), count[long_].tolist()):
                 per[(a, b)] = per.get((a, b), 0) + c
             self.tiled = {k for k, v in per.items() if 0 < v < TILED_MAX_PAIRS}
-            tile = long_ & np.array([(a, b) in self.tiled for a, b in zip(h.tolist(),
-                                                                          w.tolist())], bool)
+            tile = long_ & self._in_tiled(h, w)
             kind[tile] = "tile"
             shapes = len({(-(-_bucket(a) // TILE) * TILE, -(-_bucket(b) // TILE) * TILE)
                           for a, b in zip(s[tile].tolist(), l[tile].tolist())})
@@ -208,6 +207,11 @@ class DeviceRunner:
         self._rule_ = self._rule()
         return budget.plan_run(kind, h, w, s, l, count, self._rule_, cost,
                                budget.PROGRAM_BUDGET, shapes)
+
+    def _in_tiled(self, h: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Per pair: whether its class ``(h, w)`` sends its long pairs to the tile wavefront."""
+        keys = np.array([a * (1 << 32) + b for a, b in self.tiled], np.int64)
+        return np.isin(np.asarray(h, np.int64) * (1 << 32) + np.asarray(w, np.int64), keys)
 
     def params_on(self, device) -> tuple:
         """The scheme's scalars on ``device``, and those of the transposed scheme."""
@@ -303,8 +307,7 @@ class DeviceRunner:
         small = np.zeros(len(m), np.int8) - 1          # -1: the batch's own variant
         serve = self.run_plan.serve
         if self.tiled:                       # the run's few long pairs of a class
-            tile = (np.minimum(m, n) >= TILED_MIN_LENGTH) & np.array(
-                [(a, b) in self.tiled for a, b in zip(h.tolist(), w.tolist())], bool) & ~old
+            tile = (np.minimum(m, n) >= TILED_MIN_LENGTH) & self._in_tiled(h, w) & ~old
             kind[tile] = "tile"
             if serve is None:                # within the budget: each at its own shape
                 old |= tile

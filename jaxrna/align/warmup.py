@@ -47,6 +47,8 @@ import io
 
 import numpy as np
 
+from jaxrna.align.budget import PROGRAM_BUDGET
+
 MODES = ("global", "local", "semi-global")
 
 
@@ -194,9 +196,10 @@ def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix
         lanes = k.get("lanes", cl.GPU_LANES_PER_PROGRAM)
         longer = [(a, b) for a, b in _pairs(max_length, True)
                   if not cl.gpu_lanes_fit(side(b), lanes)]
-        if longer:
-            job = engine.Job(_batch("q", [a for a, _ in longer], "ACGT", seed + 2),
-                             _batch("t", [b for _, b in longer], "ACGT", seed + 3),
+        for k in range(0, len(longer), PROGRAM_BUDGET):   # runs within the budget
+            part = longer[k:k + PROGRAM_BUDGET]
+            job = engine.Job(_batch("q", [a for a, _ in part], "ACGT", seed + 2),
+                             _batch("t", [b for _, b in part], "ACGT", seed + 3),
                              _scoring(mode, matrix, True), mode == "local", True, False)
             engine.run(job, "tsv", io.StringIO(), backend=backend, workers=0,
                        engine="device", interpret=interpret, kernel=kernel)
@@ -240,13 +243,15 @@ def warm(backend: str = "cpu", max_length: int = 10_000, mode: str = "global",
                 runs = [(_pairs(max_length, align_), True)]
                 if not align_:
                     runs.append((_small_pairs(max_length), False))
-                for pairs, big in runs:
-                    if not pairs:
-                        continue
-                    seed += 1
-                    queries = _batch("q", [a for a, _ in pairs], "ACGT", seed)
-                    targets = _batch("t", [b for _, b in pairs], "ACGT", seed + 1000)
-                    job = engine.Job(queries, targets, _scoring(m, mat, big), m == "local",
-                                     True, not align_)
-                    engine.run(job, "tsv", io.StringIO(), backend=backend, workers=0)
+                for every, big in runs:
+                    # one pair per class, in runs of at most a run's program budget (a run
+                    # over it would join classes: jaxrna.align.budget)
+                    for a in range(0, len(every), PROGRAM_BUDGET):
+                        pairs = every[a:a + PROGRAM_BUDGET]
+                        seed += 1
+                        queries = _batch("q", [a for a, _ in pairs], "ACGT", seed)
+                        targets = _batch("t", [b for _, b in pairs], "ACGT", seed + 1000)
+                        job = engine.Job(queries, targets, _scoring(m, mat, big),
+                                         m == "local", True, not align_)
+                        engine.run(job, "tsv", io.StringIO(), backend=backend, workers=0)
     return programs.memo_size() - before
