@@ -144,15 +144,19 @@ def _plan_of(q, t, score_only, scoring, zip_pairs=True):
 
 @pytest.mark.slow
 def test_adversarial_score_mix_compiles_at_most_8_then_nothing(tmp_path):
-    """Score only, |scores| = 1 (int16 fits every lanes class up to 4,096): a pair of every
-    CPU class up to 10,240 nt in both variants (15 programs before the budget) compiles at
+    """Score only, |scores| = 1 (int16 fits every lanes class up to 4,096): batches of every
+    CPU class up to 10,240 nt in both variants (15 programs before the budget) compile at
     most 8; a second run over another mix, all pairs, other scores (int32 only), compiles
     nothing."""
     from jaxrna.align.scoring import make_scoring
 
     cache = str(tmp_path / "cache")
-    lows = [1] + [h + 1 for h in cl.CPU_LANES[:-1]]          # the shortest of each class
-    pairs = [(lo, lo) for lo in lows[:-1]] + [(h, 10_240) for h in cl.CPU_LANES]
+    # per lanes class up to 4,096: a batch (its fixed rows) of its shortest pairs, int16, and
+    # a batch with one pair of 10,240 nt, int32; and one pair of the last class
+    lows = [1] + [h + 1 for h in cl.CPU_LANES[:-1]]
+    pairs = [p for h, lo in zip(cl.CPU_LANES[:-1], lows)
+             for p in [(lo, lo)] * (cl.cpu_rows(h, 10_240, True) + 1) + [(h, 10_240)]]
+    pairs.append((10_240, 10_240))
     q = _fasta(tmp_path / "q.fa", [a for a, _ in pairs], 11)
     t = _fasta(tmp_path / "t.fa", [b for _, b in pairs], 12)
     small = make_scoring(1, -1, None, 1, 1)

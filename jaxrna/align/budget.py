@@ -218,12 +218,13 @@ class RunPlan:
 
 def plan_run(kind: np.ndarray, h: np.ndarray, w: np.ndarray, s: np.ndarray, l: np.ndarray,
              count: np.ndarray, rule: Rule, cost: Cost, budget: int = PROGRAM_BUDGET,
-             tile_shapes: int = 0) -> RunPlan:
+             tile_shapes: int = 0, exact=None) -> RunPlan:
     """The plan of a run whose distinct pairs (shorter side ``s``, longer ``l``, ``count``
     pairs each) have classes ``(kind, h, w)`` (see the module docstring). Kind ``"tile"``:
     few long pairs of a GPU class, one at a time through the tile wavefront, whose programs
     within the budget are ``tile_shapes`` (one per padded shape of its pairs), over it one per
-    class."""
+    class. ``exact(kind, h, w)``: where given, the variants (a set of bools) the batches of a
+    class whose pairs may go either way will use (the runner's batches, simulated)."""
     kind = np.asarray(kind)
     s, l = np.maximum(np.asarray(s, np.int64), 1), np.maximum(np.asarray(l, np.int64), 1)
     h, w = np.asarray(h, np.int64), np.asarray(w, np.int64)
@@ -259,7 +260,10 @@ def plan_run(kind: np.ndarray, h: np.ndarray, w: np.ndarray, s: np.ndarray, l: n
             a = int(first[c])
             any_small = rule.fits(kd, hh, int(s[a]), int(l[a]))
             joint = rule.fits(kd, hh, int(smax[c]), int(lmax[c]))
-            possible += int(any_small) + int(not joint)
+            if any_small and not joint and exact is not None:
+                possible += len(exact(kd, hh, int(cls[c, 2])))
+            else:
+                possible += int(any_small) + int(not joint)
     if possible <= budget:
         seen = sorted({(names[int(c)], int(a), int(b)) for c, a, b in
                        (groups(code, h, w)[0] if len(h) else [])})

@@ -205,8 +205,41 @@ class DeviceRunner:
                           for a, b in zip(s[tile].tolist(), l[tile].tolist())})
         cost = budget.Cost("gpu" if self.pallas else "cpu")
         self._rule_ = self._rule()
-        return budget.plan_run(kind, h, w, s, l, count, self._rule_, cost,
-                               budget.PROGRAM_BUDGET, shapes)
+        from jaxrna.align.engine import CHUNK_SCORES
+
+        exact = self._variants_of if job.n_pairs <= CHUNK_SCORES else None   # one chunk
+        self._all = None
+        try:
+            return budget.plan_run(kind, h, w, s, l, count, self._rule_, cost,
+                                   budget.PROGRAM_BUDGET, shapes, exact)
+        finally:
+            self._all = None
+
+    def _variants_of(self, kind: str, h: int, w: int) -> set:
+        """Score only, a job of one chunk: the variants the batches of class ``(h, w)`` use,
+        as :meth:`plan` makes them and :meth:`launch` picks them (each batch its own)."""
+        from jaxrna.align.api import TILED_MIN_LENGTH
+
+        job = self.job
+        if self._all is None:
+            qi, ti = job.pairs(0, job.n_pairs)
+            m, n = job.qlen[qi], job.tlen[ti]
+            _, hh, ww, trans, _ = self.classes_of(m, n)
+            tile = (np.minimum(m, n) >= TILED_MIN_LENGTH) & self._in_tiled(hh, ww)
+            self._all = (m, n, hh, ww, trans, tile)
+        m, n, hh, ww, trans, tile = self._all
+        rows = self.rows(kind, h, w)
+        out = set()
+        for tt in (False, True):
+            members = np.flatnonzero((hh == h) & (ww == w) & (trans == tt) & ~tile)
+            short, long_ = np.minimum(m, n)[members], np.maximum(m, n)[members]
+            order = np.argsort(short + long_, kind="stable")   # as plan() sorts them
+            short, long_ = np.maximum(short[order], 1), np.maximum(long_[order], 1)
+            for a in range(0, len(members), rows):
+                b = Batch(0, members[a:a + rows], h, w, rows, None, tt, kind)
+                sb, lb = short[a:a + rows], long_[a:a + rows]
+                out.add(bool(self.packed(sb, lb) if self.pallas else self._small(b, sb, lb)))
+        return out
 
     def _in_tiled(self, h: np.ndarray, w: np.ndarray) -> np.ndarray:
         """Per pair: whether its class ``(h, w)`` sends its long pairs to the tile wavefront."""
