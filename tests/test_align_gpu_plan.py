@@ -326,3 +326,34 @@ def test_gpu_classes_on_gpu_equal_cpu():
         got = packed_scores(q1, t1, m1, n1, p, local=local)
         for a, b in zip(want, got):
             np.testing.assert_array_equal(a, np.asarray(b)[real1])
+
+
+@pytest.mark.gpu
+def test_gpu_cold_runs_compile_at_most_8(tmp_path):
+    """On a GPU, cold CLI runs over adversarial mixes up to 10,240 nt (every score-only class
+    in both variants and few long pairs for the tile wavefront; every alignment square and
+    longer pairs in batch_align classes) compile at most 8 programs each, and give the CPU's
+    bytes (parasail where installed, else the JAX path)."""
+    from compile_count import run_counted, write_fasta
+
+    rng = np.random.default_rng(26)
+    edges = sorted({1, 10_240} | {v for h in cl.CPU_LANES for v in (h, h + 1, 4 * h + 1)
+                                  if v <= 10_240})
+    ql = edges + rng.integers(1, 3000, 40).tolist()
+    tl = edges[::2] + rng.integers(1, 600, 30).tolist()
+    scores = (write_fasta(tmp_path / "q.fa", ql, 1), write_fasta(tmp_path / "t.fa", tl, 2))
+    ql = [1, 100, 200, 400, 900, 1500, 2049, 3000, 10_240] + rng.integers(1, 300, 20).tolist()
+    tl = [5, 120, 300, 700, 2048, 4097, 9000] + rng.integers(1, 300, 10).tolist()
+    aligned = (write_fasta(tmp_path / "qa.fa", ql, 3), write_fasta(tmp_path / "ta.fa", tl, 4))
+    gpu = {"JAX_PLATFORMS": "", "JAXRNA_ALIGN_ENGINE": "device"}
+    for (q, t), extra in ((scores, ["--score-only", "--match", "1", "--mismatch", "-1",
+                                    "--gap-open", "1", "--gap-extend", "1"]),
+                          (aligned, ["--mode", "local"])):
+        args = ["align", q, t, "-f", "tsv", "-q", *extra]
+        cold = run_counted([*args, "--backend", "gpu"], str(tmp_path / f"c{len(extra)}"),
+                           env=gpu)
+        assert cold.returncode == 0, cold.stderr
+        assert 0 < cold.compiled <= 8, cold.counts
+        ref = run_counted([*args, "--backend", "cpu"], str(tmp_path / "cpu"),
+                          env={"JAXRNA_ALIGN_ENGINE": "host"})
+        assert ref.returncode == 0 and ref.stdout == cold.stdout
