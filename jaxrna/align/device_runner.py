@@ -192,7 +192,7 @@ class DeviceRunner:
         shapes = 0
         self.tiled = set()
         if self.tiles:                       # few long pairs of a class: the tile wavefront
-            from jaxrna.align.api import TILE, TILED_MAX_PAIRS, TILED_MIN_LENGTH, _bucket
+            from jaxrna.align.api import TILE, TILED_MAX_PAIRS, TILED_MIN_LENGTH, tile_shape
 
             long_ = s >= TILED_MIN_LENGTH
             per: dict = {}
@@ -201,11 +201,11 @@ class DeviceRunner:
             self.tiled = {k for k, v in per.items() if 0 < v < TILED_MAX_PAIRS}
             tile = long_ & self._in_tiled(h, w)
             kind[tile] = "tile"
-            shapes = len({(-(-_bucket(a) // TILE) * TILE, -(-_bucket(b) // TILE) * TILE)
-                          for a, b in zip(s[tile].tolist(), l[tile].tolist())})
+            shapes = len({tile_shape(a, b, TILE) for a, b in zip(s[tile].tolist(),
+                                                                 l[tile].tolist())})
         cost = budget.Cost("gpu" if self.pallas else "cpu")
         self._rule_ = self._rule()
-        from jaxrna.align.engine import CHUNK_SCORES
+        from jaxrna.align.jobs import CHUNK_SCORES
 
         exact = self._variants_of if job.n_pairs <= CHUNK_SCORES else None   # one chunk
         self._all = None
@@ -381,24 +381,22 @@ class DeviceRunner:
     def _tiles(self, positions: np.ndarray, qi: np.ndarray, ti: np.ndarray, h: int, w: int,
                c: Chunk) -> None:
         """Score only, over the budget: few long pairs one at a time through the tile
-        wavefront (:func:`jaxrna.align.api._run_long`) padded to their serving class
+        wavefront (:func:`jaxrna.align.api.tiled_score`) padded to their serving class
         ``h`` x ``w`` (one program per class, not per pair's shape), results into ``c``."""
         from jaxrna.align import api
 
         job = self.job
         opts = {k: v for k, v in self.kernel.items() if k in ("rows", "lanes", "num_warps")}
         tiles = {"tile": api.TILE, **opts, "interpret": self.interpret}
+        params, params_t = self.params_on(self.device)
         for p in positions.tolist():
             a, b = int(qi[p]), int(ti[p])
             qc = job.qcodes[job.qoff[a]:job.qoff[a + 1]].astype(np.int32)
             tc = job.tcodes[job.toff[b]:job.toff[b + 1]].astype(np.int32)
-            sw = qc.size > tc.size
-            pair = api._Job(p, job.queries.record(a), job.targets.record(b),
-                            tc if sw else qc, qc if sw else tc, sw)
-            params, params_t = self.params_on(self.device)
             with self.jax.default_device(self.device):
-                r = api._run_long(pair, params_t if sw else params, self.kscoring, job.local,
-                                  api.BLOCK, tiles, score_only=True, shape=(h, w))
+                r = api.tiled_score(job.queries.record(a), job.targets.record(b), qc, tc,
+                                    params, params_t, self.kscoring, job.local, tiles,
+                                    shape=(h, w))
             c.score[p] = r.score_units
             c.ei[p], c.ej[p] = r.query_end, r.target_end
             c.si[p] = -1 if r.query_start is None else r.query_start

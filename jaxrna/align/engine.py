@@ -51,7 +51,7 @@ from jaxrna.align.chunks import Chunk, Ragged, to_aligned
 from jaxrna.align.device_runner import (GPU_DIRS_BYTES, GPU_MAX_PAIRS, GPU_MERGE_CELLS,
                                         GPU_WASTE, DeviceRunner, kernel_scoring)
 from jaxrna.align.host_runner import HostRunner
-from jaxrna.align.jobs import Job, encode, letter_error
+from jaxrna.align.jobs import CHUNK_ALIGN, CHUNK_SCORES, Job, encode, letter_error
 from jaxrna.align.scoring import Scoring
 from jaxrna.align.text import AlignedBatch, file_parts, format_batch
 from jaxrna.stages import stage
@@ -64,9 +64,6 @@ __all__ = ["AUTO_HOST_CELLS", "CHUNK_ALIGN", "CHUNK_SCORES", "Chunk", "DeviceRun
            "encode", "estimate_cells", "kernel_scoring", "letter_error", "prestart", "run",
            "to_aligned"]
 
-#: Pairs per chunk (a unit of formatting and writing; bounds the memory of results).
-CHUNK_ALIGN = 1 << 14
-CHUNK_SCORES = 1 << 20
 #: --backend auto: jobs of at most this many cells run on the CPU (parasail) when it can, and
 #: pay no GPU start-up.
 AUTO_HOST_CELLS = 2 * 10 ** 8
