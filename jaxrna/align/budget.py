@@ -2,39 +2,46 @@
 
 :class:`~jaxrna.align.device_runner.DeviceRunner` puts each pair in a fixed length class of
 :mod:`jaxrna.align.classes` and a variant (CPU score only: int16 or int32 lanes; GPU score only:
-two pairs per 32-bit lane, "packed", or one); each (kind, class, variant) is one program. Before
-the first chunk, :func:`plan_run` looks at every pair of the run (their lengths, counted once
-per distinct length pair) and counts the programs today's per-batch choices could use
-(:func:`programs_possible`, an upper bound: a class whose every batch fits the small variant
-counts one, one whose every batch does not counts one, else two). A run within the budget keeps
-them all, unchanged. A run over it gets a *serving map*: every pair's (kind, class, variant) is
-served by one of at most :data:`PROGRAM_BUDGET` programs, chosen by
-:func:`jaxrna.class_budget.merge_to_budget` (greedy joins of least extra cost) over keys
+two pairs per 32-bit lane, "packed", or one); each (kind, class, variant) is one program, kinds
+being ``scores``, ``align`` (the pure-JAX ``batch_align``), ``lanes`` (GPU alignments) and
+``tile`` (few long GPU score-only pairs, one at a time through the tile wavefront). Before the
+first chunk, :func:`plan_run` looks at every pair of the run (by distinct length pair,
+:func:`length_pairs`) and counts the programs the per-batch choices would use: a class whose
+pairs all fit the small variant together counts one, one where none fits alone counts one,
+else the batches are simulated as the runner makes them (a run of one chunk) or it counts two;
+tile pairs count one per padded shape. A run within the budget keeps all of that, unchanged.
+A run over it gets a *serving map*: every pair's (kind, class, variant) is served by one of at
+most :data:`PROGRAM_BUDGET` programs, chosen by :func:`jaxrna.class_budget.merge_to_budget`
+(greedy joins of least extra cost) over keys
 
-    ``(kind, h, w, small, smax, lmax)``
+    ``(kind, h, w, small, smax, lmax, pairs, steps, cells)``
 
-where ``small`` is the run-level variant of the key's pairs (it holds for a whole class only
-if every batch of it fits: :func:`_fits`, on the key's longest sides ``smax`` x ``lmax``) and
-the join of two keys is the class of the longest sides of both (:func:`_join`: on the class
-ladders, so :mod:`jaxrna.align.warmup` still prepares every program a run can use), small only
-if both were and the joined sides still fit. Results are unchanged: inside a class the lengths
-are runtime values, and the int32 program computes what the small one would.
+where ``small`` is the run-level variant of the key's pairs (:func:`split_small`: each pair by
+its class's lanes and its longer side, so every batch of such pairs fits), ``smax`` x ``lmax``
+their longest sides and the rest their totals. The join of two keys is the class of the
+longest sides of both (:func:`_join`: on the class ladders, so :mod:`jaxrna.align.warmup`
+still prepares every program a run can use; a CPU ``batch_align`` class serves GPU square
+pairs, a lanes class serves tile pairs, never the other way round), small only if both were
+and the joined sides still fit (:meth:`Rule.fits`). Results are unchanged: inside a class the
+lengths are runtime values, and the int32 program computes what the small one would.
 
-The cost of a join is the extra work it adds, per path (:class:`Cost`):
+The cost of a join is the extra work it adds, per pair (:class:`Cost`; the keys carry their
+totals, so a join's extra is exact for this model):
 
-* CPU (the vmapped pure-JAX sweep, and ``batch_align`` of longer pairs on a GPU): every step
-  of the sweep computes the class's ``h`` lanes of a pair and runs to the batch's needed
-  antidiagonals (about the pair's own ``m + n``, batches being sorted by size), so a pair's
-  compute is ``h * (m + n)`` lane steps (halved in int16: twice the lanes per vector); its
-  memory is the class's bytes: ``h + w`` codes, with alignments ``(h + w) * h`` direction
-  bytes written and read back. Weight: the pairs' ``m + n``; one byte counts
-  :data:`CPU_BYTE` lane steps.
+* CPU (the vmapped pure-JAX sweep): every step of the sweep computes the class's ``h`` lanes
+  of a pair and runs to the batch's needed antidiagonals (about the pair's own ``m + n``,
+  batches being sorted by size), so a pair's compute is ``h * (m + n)`` lane steps (halved in
+  int16: twice the lanes per vector); padding the width costs no steps, only the class's
+  bytes: ``h + w`` codes, with alignments ``(h + w) * h`` direction bytes written and read
+  back; one byte counts :data:`CPU_BYTE` lane steps.
 * GPU (the Pallas lane kernels, one pair per lane, which run to each program's longest pair):
-  padding costs no steps; a pair's compute is its own ``m * n`` cells (halved when packed) and
-  its class costs bytes: ``h + w`` codes copied to the device, or with alignments ``s * s``
-  direction bytes of the square (which also bound the rows per batch). Weight: the pairs'
-  cells; one byte counts :data:`GPU_BYTE` cells (H100: about 2.5e11 cells/s against 2.5e10
-  bytes/s to the device).
+  padding costs no steps; a pair's compute is its own ``m * n`` cells (halved when packed;
+  long pairs fewer than ``TILED_MAX_PAIRS`` on the lanes leave the device idle, by that
+  ratio) and its class costs bytes: ``h + w`` codes copied to the device, or with alignments
+  ``s * s`` direction bytes of the square (which also bound the rows per batch); one byte
+  counts :data:`GPU_BYTE` cells (H100: about 2.5e11 cells/s against 2.5e10 bytes/s to the
+  device). ``batch_align`` of longer alignments on the GPU: ``h * (m + n)`` lane steps and
+  ``(h + w) * h`` bytes, as on the CPU.
 
 >>> from jaxrna.align.scoring import match_mismatch
 >>> rule = Rule(match_mismatch(1, -1, 2, 1), pallas=False)
