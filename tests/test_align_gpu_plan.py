@@ -123,42 +123,63 @@ def _plan(job, kernel=None, **kw):
     return runner, batches, (np.concatenate(sent) if sent else np.zeros(0, np.int64)), qi, ti
 
 
+def _programs(runner, batches, qi, ti):
+    """The programs a plan's batches run: (kind, h, w, rows, variant), the variant as
+    :meth:`~jaxrna.align.device_runner.DeviceRunner.launch` picks it (the run's, else the
+    batch's own: packed where its longest sides fit)."""
+    job = runner.job
+    out = set()
+    for b in batches:
+        small = b.small
+        if small is None:
+            small = False
+            if b.kind == "scores":
+                m = np.minimum(job.qlen[qi], job.tlen[ti])[b.positions]
+                n = np.maximum(job.qlen[qi], job.tlen[ti])[b.positions]
+                if len(b.positions) < b.rows:        # topped up with 1 x 1 rows
+                    m, n = np.append(m, 1), np.append(n, 1)
+                small = runner.packed(m, n) if runner.pallas else \
+                    runner._small(b, m, n)
+        out.add((b.kind, b.h, b.w, b.rows, bool(small)))
+    return out
+
+
 @pytest.mark.parametrize("score_only", [True, False])
 def test_gpu_plan_fixed_programs_any_mix_any_count(score_only):
     """Random mixes of lengths up to 10,240 nt and of pair counts: the plan's (kind, h, w, rows)
-    stay within the documented set (15 classes scoring only, 5 with alignments), every pair
-    fits its class, every pair is planned once, and a class's rows are the same whether a job
-    has 6 pairs or thousands (a last batch is topped up, not shrunk)."""
+    stay within the documented ladder (15 classes scoring only; 5 squares with alignments and
+    the 9 CPU classes of longer pairs), a run uses at most 8 programs (variants counted), every
+    pair fits its class, every pair is planned once, and a class's rows are the same whether a
+    job has 6 pairs or thousands (a last batch is topped up, not shrunk)."""
     rng = np.random.default_rng(26 + score_only)
-    bound = 15 if score_only else 5
+    ladder = 15 if score_only else 5 + 9
     seen_rows: dict = {}
-    total = set()
     for count_q, count_t, top in ((3, 2, 10_240), (40, 60, 10_240), (70, 90, 2_000),
                                   (120, 100, 400)):
         ql = rng.integers(1, top + 1, count_q)
         tl = rng.integers(1, top + 1, count_t)
         ql[0], tl[0] = 1, top                # the extremes
-        job = engine.Job(_batch(ql.tolist(), 1, "q", "A"), _batch(tl.tolist(), 2, "t", "A"),
-                         make_scoring(), False, False, score_only)
-        runner, batches, sent, qi, ti = _plan(job)
-        allowed = set(warmup.gpu_programs(runner, 10_240))
-        assert len(allowed) <= bound
-        planned = np.concatenate([b.positions for b in batches] + [sent])
-        assert sorted(planned.tolist()) == list(range(job.n_pairs))
-        m, n = job.qlen[qi], job.tlen[ti]
-        for b in batches:
-            key = (b.kind, b.h, b.w, b.rows)
-            assert key in allowed, key
-            assert 0 < len(b.positions) <= b.rows
-            short = np.minimum(m, n)[b.positions]
-            long_ = np.maximum(m, n)[b.positions]
-            assert (short <= b.h).all() and (long_ <= b.w).all()
-            assert seen_rows.setdefault((b.kind, b.h, b.w), b.rows) == b.rows
-            total.add(key)
-        if not score_only:                   # the record path: sides beyond the squares
-            side = np.maximum(m, n)[sent]
-            assert (side > 2048).all()
-    assert len(total) <= bound
+        for scoring in (make_scoring(), match_mismatch(1, -1, 1, 1)):
+            job = engine.Job(_batch(ql.tolist(), 1, "q", "A"), _batch(tl.tolist(), 2, "t", "A"),
+                             scoring, False, False, score_only)
+            runner, batches, sent, qi, ti = _plan(job)
+            allowed = set(warmup.gpu_programs(runner, 10_240))
+            assert len(allowed) <= ladder
+            planned = np.concatenate([b.positions for b in batches] + [sent])
+            assert sorted(planned.tolist()) == list(range(job.n_pairs))
+            assert not len(sent)                 # longer pairs: batch_align batches
+            m, n = job.qlen[qi], job.tlen[ti]
+            for b in batches:
+                key = (b.kind, b.h, b.w, b.rows)
+                assert key in allowed, key
+                assert 0 < len(b.positions) <= b.rows
+                short = np.minimum(m, n)[b.positions]
+                long_ = np.maximum(m, n)[b.positions]
+                assert (short <= b.h).all() and (long_ <= b.w).all()
+                assert seen_rows.setdefault((b.kind, b.h, b.w), b.rows) == b.rows
+                if b.small:                      # the run's packed variant: every batch fits
+                    assert packed_ok(runner.kscoring, int(short.max()) + 64, int(long_.max()))
+            assert len(_programs(runner, batches, qi, ti)) <= 8
     # the same lengths, 6 pairs and thousands: the same rows
     ql = rng.integers(1, 700, 80)
     small = engine.Job(_batch(ql[:3].tolist(), 3, "q", "A"), _batch(ql[3:5].tolist(), 4, "t",
@@ -305,3 +326,34 @@ def test_gpu_classes_on_gpu_equal_cpu():
         got = packed_scores(q1, t1, m1, n1, p, local=local)
         for a, b in zip(want, got):
             np.testing.assert_array_equal(a, np.asarray(b)[real1])
+
+
+@pytest.mark.gpu
+def test_gpu_cold_runs_compile_at_most_8(tmp_path):
+    """On a GPU, cold CLI runs over adversarial mixes up to 10,240 nt (every score-only class
+    in both variants and few long pairs for the tile wavefront; every alignment square and
+    longer pairs in batch_align classes) compile at most 8 programs each, and give the CPU's
+    bytes (parasail where installed, else the JAX path)."""
+    from compile_count import run_counted, write_fasta
+
+    rng = np.random.default_rng(26)
+    edges = sorted({1, 10_240} | {v for h in cl.CPU_LANES for v in (h, h + 1, 4 * h + 1)
+                                  if v <= 10_240})
+    ql = edges + rng.integers(1, 3000, 40).tolist()
+    tl = edges[::2] + rng.integers(1, 600, 30).tolist()
+    scores = (write_fasta(tmp_path / "q.fa", ql, 1), write_fasta(tmp_path / "t.fa", tl, 2))
+    ql = [1, 100, 200, 400, 900, 1500, 2049, 3000, 10_240] + rng.integers(1, 300, 20).tolist()
+    tl = [5, 120, 300, 700, 2048, 4097, 9000] + rng.integers(1, 300, 10).tolist()
+    aligned = (write_fasta(tmp_path / "qa.fa", ql, 3), write_fasta(tmp_path / "ta.fa", tl, 4))
+    gpu = {"JAX_PLATFORMS": "", "JAXRNA_ALIGN_ENGINE": "device"}
+    for (q, t), extra in ((scores, ["--score-only", "--match", "1", "--mismatch", "-1",
+                                    "--gap-open", "1", "--gap-extend", "1"]),
+                          (aligned, ["--mode", "local"])):
+        args = ["align", q, t, "-f", "tsv", "-q", *extra]
+        cold = run_counted([*args, "--backend", "gpu"], str(tmp_path / f"c{len(extra)}"),
+                           env=gpu)
+        assert cold.returncode == 0, cold.stderr
+        assert 0 < cold.compiled <= 8, cold.counts
+        ref = run_counted([*args, "--backend", "cpu"], str(tmp_path / "cpu"),
+                          env={"JAXRNA_ALIGN_ENGINE": "host"})
+        assert ref.returncode == 0 and ref.stdout == cold.stdout

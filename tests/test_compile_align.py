@@ -7,6 +7,7 @@ would not compile anything) and count whole processes (:func:`compile_count.run_
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import subprocess
@@ -126,3 +127,90 @@ def test_warm_local_alignments_then_cli_compiles_nothing(tmp_path):
                      "--gap-open", "3", "--gap-extend", "1", "-q"], cache, env=DEVICE)
     assert r.returncode == 0, r.stderr
     assert r.compiled == 0, r.counts
+
+
+SMALL_SCORES = ["--match", "1", "--mismatch", "-1", "--gap-open", "1", "--gap-extend", "1"]
+
+
+def _plan_of(q, t, score_only, scoring, zip_pairs=True):
+    """The run's plan (:mod:`jaxrna.align.budget`) for FASTA files ``q``, ``t``, computed in
+    this process without compiling."""
+    from jaxrna.align import engine
+    from jaxrna.io.bulk import read_batch
+
+    job = engine.Job(read_batch(q), read_batch(t), scoring, False, zip_pairs, score_only)
+    return engine.DeviceRunner(job, "cpu").run_plan
+
+
+@pytest.mark.slow
+def test_adversarial_score_mix_compiles_at_most_8_then_nothing(tmp_path):
+    """Score only, |scores| = 1 (int16 fits every lanes class up to 4,096): batches of every
+    CPU class up to 10,240 nt in both variants (15 programs before the budget) compile at
+    most 8; a second run over another mix, all pairs, other scores (int32 only), compiles
+    nothing."""
+    from jaxrna.align.scoring import make_scoring
+
+    cache = str(tmp_path / "cache")
+    # per lanes class up to 4,096: a batch (its fixed rows) of its shortest pairs, int16, and
+    # a batch with one pair of 10,240 nt, int32; and one pair of the last class
+    lows = [1] + [h + 1 for h in cl.CPU_LANES[:-1]]
+    pairs = [p for h, lo in zip(cl.CPU_LANES[:-1], lows)
+             for p in [(lo, lo)] * (cl.cpu_rows(h, 10_240, True) + 1) + [(h, 10_240)]]
+    pairs.append((10_240, 10_240))
+    q = _fasta(tmp_path / "q.fa", [a for a, _ in pairs], 11)
+    t = _fasta(tmp_path / "t.fa", [b for _, b in pairs], 12)
+    small = make_scoring(1, -1, None, 1, 1)
+    plan = _plan_of(q, t, True, small)
+    assert plan.possible == 15 and len(plan.programs) <= 8
+    first = run_counted(["align", q, t, "--pairs", "zip", "--score-only", "-f", "tsv", "-q",
+                         *SMALL_SCORES], cache, env=DEVICE)
+    assert first.returncode == 0, first.stderr
+    assert 0 < first.compiled <= 8, first.counts
+    assert first.stdout.count("\n") == len(pairs) + 1
+    if importlib.util.find_spec("parasail"):  # the host engine's bytes (no JAX)
+        host = run_counted(["align", q, t, "--pairs", "zip", "--score-only", "-f", "tsv", "-q",
+                            *SMALL_SCORES], cache, env={"JAXRNA_ALIGN_ENGINE": "host"})
+        assert host.stdout == first.stdout
+    # lengths in the classes run 1 served in int32: any pair of them meets only those
+    rng = random.Random(12)
+    lanes = [h for kind, h, w, s in plan.programs if not s]
+    low = dict(zip(cl.CPU_LANES, lows))
+    ql = [rng.randint(low[h], h) for h in lanes for _ in range(2)]
+    tl = [rng.randint(low[h], h) for h in lanes]
+    q2, t2 = _fasta(tmp_path / "q2.fa", ql, 13), _fasta(tmp_path / "t2.fa", tl, 14)
+    second = run_counted(["align", q2, t2, "--score-only", "-f", "tsv", "-q", "--match", "90",
+                          "--mismatch", "-70", "--gap-open", "200", "--gap-extend", "3"],
+                         cache, env=DEVICE)
+    assert second.returncode == 0, second.stderr
+    assert second.compiled == 0, second.counts
+    assert second.stdout.count("\n") == len(ql) * len(tl) + 1
+
+
+@pytest.mark.slow
+def test_adversarial_alignment_mix_compiles_at_most_8(tmp_path):
+    """With alignments: a pair of every CPU class up to 4,096 nt (10 classes before the
+    budget) compiles at most 8 programs, and its alignments are the host engine's (parasail,
+    where installed: the same bytes as the JAX path, tests/test_align_cpu_engine.py); then
+    warm-up prepares all 10 (in runs within the budget) and another mix with other scores
+    compiles nothing."""
+    cache = str(tmp_path / "cache")
+    pairs = warmup._pairs(4096, alignments=True)
+    assert len(pairs) == len(warmup.classes(4096, alignments=True)) == 10
+    q = _fasta(tmp_path / "q.fa", [a for a, _ in pairs], 15)
+    t = _fasta(tmp_path / "t.fa", [b for _, b in pairs], 16)
+    first = run_counted(["align", q, t, "--pairs", "zip", "-f", "tsv", "-q"], cache, env=DEVICE)
+    assert first.returncode == 0, first.stderr
+    assert 0 < first.compiled <= 8, first.counts
+    assert first.stdout.count("\n") == len(pairs) + 1
+    pytest.importorskip("parasail")
+    if importlib.util.find_spec("parasail"):
+        host = run_counted(["align", q, t, "--pairs", "zip", "-f", "tsv", "-q"], cache,
+                           env={"JAXRNA_ALIGN_ENGINE": "host"})
+        assert host.returncode == 0 and host.stdout == first.stdout
+    assert _warm(tmp_path, cache, "'cpu', 4096, mode='global'") == 10
+    rng = random.Random(19)
+    q2 = _fasta(tmp_path / "q2.fa", [rng.randint(1, 4096) for _ in range(7)], 20)
+    t2 = _fasta(tmp_path / "t2.fa", [rng.randint(1, 4096) for _ in range(3)] + [1, 4096], 21)
+    second = run_counted(["align", q2, t2, "-f", "tsv", "-q", *SMALL_SCORES], cache, env=DEVICE)
+    assert second.returncode == 0, second.stderr
+    assert second.compiled == 0, second.counts

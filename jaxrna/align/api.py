@@ -335,13 +335,14 @@ def _tiled(bind):
 
 
 def _run_long(job: _Job, params, scoring: Scoring, local: bool, block: int,
-              tiles: dict | None, score_only: bool = False) -> Alignment:
+              tiles: dict | None, score_only: bool = False,
+              shape: tuple[int, int] | None = None) -> Alignment:
     """A long pair: block-edge checkpoints from one forward pass, then only the blocks on the
-    traceback's path are recomputed (memory O((m + n)^2 / block + block^2))."""
+    traceback's path are recomputed (memory O((m + n)^2 / block + block^2)). ``shape``: the
+    padded table (multiples of the tile; default: each side's bucket)."""
     mode = "local" if local else "global"
     m, n = job.q.size, job.t.size
-    grain = tiles["tile"] if tiles else 16
-    h, w = (-(-_bucket(x) // grain) * grain for x in (m, n))
+    h, w = shape or tile_shape(m, n, tiles["tile"] if tiles else 16)
     q, _ = _pad([job.q], h, 1)
     t, _ = _pad([job.t], w, 1)
     q, t = q[0], t[0]
@@ -366,6 +367,29 @@ def _run_long(job: _Job, params, scoring: Scoring, local: bool, block: int,
     if local and score <= 0:
         return _result(job, scoring, mode, 0, 0, 0, 0, 0, "")
     return _result(job, scoring, mode, score, int(wk.i[0]), ei, int(wk.j[0]), ej, ops)
+
+
+def tile_shape(m: int, n: int, tile: int = TILE) -> tuple[int, int]:
+    """The padded table of a long pair of ``m`` x ``n`` (the shorter side first) on the tile
+    wavefront: each side's bucket, a multiple of ``tile``.
+
+    >>> tile_shape(2100, 5000)
+    (3072, 5120)
+    """
+    return (-(-_bucket(m) // tile) * tile, -(-_bucket(n) // tile) * tile)
+
+
+def tiled_score(query: Record, target: Record, qcodes: np.ndarray, tcodes: np.ndarray,
+                params, params_t, scoring: Scoring, local: bool, tiles: dict,
+                shape: tuple[int, int] | None = None) -> Alignment:
+    """Score only: one long pair through the tile wavefront (``tiles``: its options), the
+    shorter sequence on the rows, padded to ``shape`` (default :func:`tile_shape`);
+    ``params_t``: the scheme's transposed scalars, for a query longer than its target."""
+    swapped = qcodes.size > tcodes.size
+    job = _Job(0, query, target, tcodes if swapped else qcodes,
+               qcodes if swapped else tcodes, swapped)
+    return _run_long(job, params_t if swapped else params, scoring, local, BLOCK, tiles,
+                     score_only=True, shape=shape)
 
 
 def align_records(pairs: Iterable[tuple[Record, Record]], scoring: Scoring,

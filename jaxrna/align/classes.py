@@ -7,13 +7,18 @@ batch needs, so padding a pair to its class costs memory, not steps. Every class
 row count (:func:`cpu_rows`; a last batch is topped up with 1 x 1 pairs), and the scores and
 penalties are runtime values of the same programs (:func:`jaxrna.align.recurrence.params_of`).
 
-Bounds, for any mix of lengths up to 10,240 nt and any scores and penalties:
+The ladder, for any mix of lengths up to 10,240 nt and any scores and penalties:
 
-* score only: at most 8 classes, each compiled in int32 and, for batches whose longest path fits
+* score only: 8 classes, each compiled in int32 and, for batches whose longest path fits
   int16 (:func:`jaxrna.align.recurrence.fits_int16`: ``(h + longest + 2) * max|score| < 8192``),
   in int16: 2 variants at most, int16 only for lanes classes ``h < 8190 / max|score|`` (3
-  classes with the default scores);
-* with alignments: at most 12 classes (the 4 narrowest lanes classes in two widths), int32 only.
+  classes with the default scores): 15 programs at most on the ladder;
+* with alignments: 12 classes (the 4 narrowest lanes classes in two widths), int32 only.
+
+One run uses at most 8 of these programs, variants counted (:mod:`jaxrna.align.budget`): a run
+that meets more has its classes joined onto larger ones of the same ladder and its int16
+batches folded into int32 where that costs least, so :mod:`jaxrna.align.warmup` still prepares
+every program it can use.
 
 Each further static switch is an option class, not a number: the mode (global, local; global
 with end gaps scored apart), and whether the scores are a match/mismatch scheme (on the letters
@@ -31,18 +36,23 @@ so every class has one fixed row count, large enough to fill the device:
 
 * score only (:func:`gpu_score_class`, :func:`gpu_score_rows`): squares ``(H, H)`` and wide
   classes ``(H, min(4 H, 10240))`` for ``H`` in :data:`CPU_LANES` (the pair takes the class of
-  fewest codes that holds it): at most :data:`GPU_SCORE_CLASSES` = 15 classes for any mix up
+  fewest codes that holds it): :data:`GPU_SCORE_CLASSES` = 15 classes for any mix up
   to 10,240 nt, each compiled in two variants at most (int16x2 packed for batches whose
   values fit, :func:`~jaxrna.kernels.wavefront_packed.packed_ok` on the batch's longest sides
-  under the job's scores, else int32): 30 programs at most, and for the same reason as the
-  CPU's int16 variant (a batch of short pairs in a wide class still packs). Powers of two,
+  under the job's scores, else int32): 30 programs on the ladder, and for the same reason as
+  the CPU's int16 variant (a batch of short pairs in a wide class still packs); fewer than
+  512 pairs of a class whose shorter side is 2,048 nt or more go one at a time through the
+  tile wavefront. Powers of two,
   not a finer ladder: a pair padded to its class costs codes moved to the device (up to twice
   its own), not cells computed, and midpoints would double the classes;
 * with alignments (:func:`gpu_square`, :func:`gpu_lanes_rows`): squares of a power of two
   from 128 (the kernel's ``min_side``) while the direction bits of one 128-lane program fit
-  ``GPU_DIRS_BYTES``: 128 ... 2,048, at most 5 classes; longer pairs take the record path
-  (:func:`jaxrna.align.api.align_records`: the CPU classes above in the pure-JAX
-  ``batch_align``, or the checkpointed traceback).
+  ``GPU_DIRS_BYTES``: 128 ... 2,048, 5 classes; longer pairs take the CPU classes above in
+  the pure-JAX ``batch_align`` (9 of them up to 10,240 nt), beyond 10,240 nt the
+  checkpointed traceback of the record path (:func:`jaxrna.align.api.align_records`).
+
+Here too one run uses at most 8 programs (:mod:`jaxrna.align.budget`), variants, tile
+wavefront shapes and ``batch_align`` classes counted.
 
 >>> h, w = gpu_score_class(np.array([50, 200, 1000, 600]), np.array([60, 1000, 1000, 2000]))
 >>> list(zip(h.tolist(), w.tolist()))
@@ -65,11 +75,12 @@ DIRS_BUDGET = 512 << 20
 #: (score only: the width sizes arrays only), or with alignments ``CPU_WIDE * h`` where
 #: ``h <= CPU_NARROW_UP_TO`` and the longer side fits (the direction bits of a batch are
 #: allocated for its whole width). The lengths inside a class are runtime values (the sweep
-#: runs the antidiagonals its batch needs), so for any mix of lengths up to 10,240 nt a job
-#: compiles at most 8 classes when scoring only (each in int32 and, for batches whose longest
+#: runs the antidiagonals its batch needs), so for any mix of lengths up to 10,240 nt the
+#: ladder holds 8 classes when scoring only (each in int32 and, for batches whose longest
 #: path fits int16 under the job's scores, :func:`jaxrna.align.recurrence.fits_int16`, in
 #: int16: only lanes classes below ``8190 / max|score|``, 3 of them with the default scores)
-#: and at most 12 with alignments (always int32: int16 gains nothing there).
+#: and 12 with alignments (always int32: int16 gains nothing there); one run uses at most 8
+#: programs of them (:mod:`jaxrna.align.budget`).
 CPU_LANES = (64, 128, 256, 512, 1024, 2048, 4096, 10240)
 CPU_WIDE = 8
 CPU_NARROW_UP_TO = 512

@@ -2,7 +2,9 @@
 of :mod:`jaxrna.align.classes` (:meth:`DeviceRunner.plan`; on the CPU those of the vmapped
 sweep, on the GPU those of the Pallas lane kernels), each class with a fixed batch row count (a
 last batch topped up with empty rows), so a job's programs are those of its classes, known in
-advance (:mod:`jaxrna.align.warmup`), never of its pair count or the mix of its lengths; each
+advance (:mod:`jaxrna.align.warmup`), never of its pair count or the mix of its lengths, and at
+most :data:`jaxrna.align.budget.PROGRAM_BUDGET` of them in one run (:meth:`DeviceRunner._plan_run`
+looks at every pair of the job before the first chunk); each
 batch's codes padded into arrays and its JAX program dispatched on a device without waiting
 (:meth:`DeviceRunner.launch`), and its results (scores, ends, and with alignments the
 traced-back ops) copied into the chunk (:meth:`DeviceRunner.collect`). A batch that runs out of
@@ -50,7 +52,8 @@ class Batch:
     rows: int                  # padded batch size: the class's, whatever the pair count
     swapped: np.ndarray        # per pair: the target is on the lanes / rows
     transposed: bool           # the scores of swapped pairs (an asymmetric matrix)
-    kind: str                  # "scores", "align" (CPU), "lanes" (GPU alignments)
+    kind: str                  # "scores", "align" (the sweep), "lanes" (GPU alignments)
+    small: bool | None = None  # the run's variant (int16 / packed) or None: the batch's own
 
 
 def kernel_scoring(job: Job) -> Scoring:
@@ -146,7 +149,10 @@ class DeviceRunner:
         self._params: dict = {}              # per device: (params, transposed params)
         self.params, self.params_t = self.params_on(self.device)
         self.limit = _memory_limit(backend, max_bytes)
+        # score only on a GPU: few long pairs of a class through the tile wavefront
+        self.tiles = job.score_only and (self.gpu or bool(self.kernel.get("tiles")))
         self._plan_shapes()
+        self.run_plan = self._plan_run()
 
     # -- planning -----------------------------------------------------------------------------
     def _plan_shapes(self) -> None:
@@ -162,6 +168,83 @@ class DeviceRunner:
             fits = side * side * self.kernel.get("lanes", 128) <= GPU_DIRS_BYTES
             if fits and job.n_pairs * side * side <= max(GPU_WASTE * real, GPU_MERGE_CELLS):
                 self.side = side             # one shape for the whole job
+
+    def _rule(self):
+        from jaxrna.align.budget import Rule
+
+        return Rule(self.kscoring, self.pallas, (self.kernel.get("min_side", 128),
+                                                 self.kernel.get("rows", 8)))
+
+    def _plan_run(self):
+        """The run's programs (:func:`jaxrna.align.budget.plan_run`): every pair of the job
+        looked at once, by distinct length pair; over :data:`jaxrna.align.budget.PROGRAM_BUDGET`
+        programs, a map of each pair's class and variant to the one serving it."""
+        from jaxrna.align import budget
+
+        job = self.job
+        m, n, count = budget.length_pairs(job.qlen, job.tlen, job.zip)
+        if not len(m):
+            return budget.RunPlan(0, None, [])
+        kind, h, w, _, old = self.classes_of(m, n)
+        keep = ~old
+        s, l = np.minimum(m, n)[keep], np.maximum(m, n)[keep]
+        kind, h, w, count = kind[keep], h[keep], w[keep], count[keep]
+        shapes = 0
+        self.tiled = set()
+        if self.tiles:                       # few long pairs of a class: the tile wavefront
+            from jaxrna.align.api import TILE, TILED_MAX_PAIRS, TILED_MIN_LENGTH, tile_shape
+
+            long_ = s >= TILED_MIN_LENGTH
+            per: dict = {}
+            for a, b, c in zip(h[long_].tolist(), w[long_].tolist(), count[long_].tolist()):
+                per[(a, b)] = per.get((a, b), 0) + c
+            self.tiled = {k for k, v in per.items() if 0 < v < TILED_MAX_PAIRS}
+            tile = long_ & self._in_tiled(h, w)
+            kind[tile] = "tile"
+            shapes = len({tile_shape(a, b, TILE) for a, b in zip(s[tile].tolist(),
+                                                                 l[tile].tolist())})
+        cost = budget.Cost("gpu" if self.pallas else "cpu")
+        self._rule_ = self._rule()
+        from jaxrna.align.jobs import CHUNK_SCORES
+
+        exact = self._variants_of if job.n_pairs <= CHUNK_SCORES else None   # one chunk
+        self._all = None
+        try:
+            return budget.plan_run(kind, h, w, s, l, count, self._rule_, cost,
+                                   budget.PROGRAM_BUDGET, shapes, exact)
+        finally:
+            self._all = None
+
+    def _variants_of(self, kind: str, h: int, w: int) -> set:
+        """Score only, a job of one chunk: the variants the batches of class ``(h, w)`` use,
+        as :meth:`plan` makes them and :meth:`launch` picks them (each batch its own)."""
+        from jaxrna.align.api import TILED_MIN_LENGTH
+
+        job = self.job
+        if self._all is None:
+            qi, ti = job.pairs(0, job.n_pairs)
+            m, n = job.qlen[qi], job.tlen[ti]
+            _, hh, ww, trans, _ = self.classes_of(m, n)
+            tile = (np.minimum(m, n) >= TILED_MIN_LENGTH) & self._in_tiled(hh, ww)
+            self._all = (m, n, hh, ww, trans, tile)
+        m, n, hh, ww, trans, tile = self._all
+        rows = self.rows(kind, h, w)
+        out = set()
+        for tt in (False, True):
+            members = np.flatnonzero((hh == h) & (ww == w) & (trans == tt) & ~tile)
+            short, long_ = np.minimum(m, n)[members], np.maximum(m, n)[members]
+            order = np.argsort(short + long_, kind="stable")   # as plan() sorts them
+            short, long_ = np.maximum(short[order], 1), np.maximum(long_[order], 1)
+            for a in range(0, len(members), rows):
+                b = Batch(0, members[a:a + rows], h, w, rows, None, tt, kind)
+                sb, lb = short[a:a + rows], long_[a:a + rows]
+                out.add(bool(self.packed(sb, lb) if self.pallas else self._small(b, sb, lb)))
+        return out
+
+    def _in_tiled(self, h: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Per pair: whether its class ``(h, w)`` sends its long pairs to the tile wavefront."""
+        keys = np.array([a * (1 << 32) + b for a, b in self.tiled], np.int64)
+        return np.isin(np.asarray(h, np.int64) * (1 << 32) + np.asarray(w, np.int64), keys)
 
     def params_on(self, device) -> tuple:
         """The scheme's scalars on ``device``, and those of the transposed scheme."""
@@ -199,35 +282,47 @@ class DeviceRunner:
         lanes = self.kernel.get("lanes", classes.GPU_LANES_PER_PROGRAM)
         if kind == "lanes":
             return classes.gpu_lanes_rows(h, lanes, self.limit)
-        if self.pallas:
+        if self.pallas and kind == "scores":
             return classes.gpu_score_rows(h, w, self.limit, lanes)
         return self.cpu_rows(h, w, kind == "scores")
 
     def classes_of(self, m: np.ndarray, n: np.ndarray) -> tuple:
         """``(kind, h, w, transposed, old)`` of pairs of lengths ``m`` x ``n``: their class
-        (kind, padded shorter and longer side; see :mod:`jaxrna.align.classes`), whether the
-        scores are transposed (the target on the rows, an asymmetric matrix), and whether the
-        batches do not take them (the record path does)."""
+        (kind per pair, padded shorter and longer side; see :mod:`jaxrna.align.classes`),
+        whether the scores are transposed (the target on the rows, an asymmetric matrix), and
+        whether the batches do not take them (the record path does). GPU alignments: pairs
+        whose square's direction bits do not fit a batch take the CPU classes of the pure-JAX
+        ``batch_align`` (kind ``"align"``), as the record path did."""
         from jaxrna.align.api import TABLE_BYTES
 
         job = self.job
+        m, n = np.asarray(m), np.asarray(n)
         short, long_ = np.minimum(m, n), np.maximum(m, n)
         trans = (m > n) & (not self.symmetric)
+        kind = np.full(len(m), "scores" if job.score_only else "align", "<U6")
         if not self.pallas:                  # CPU: the vmapped sweep's classes
             h, w = self.cpu_class(short, long_, job.score_only)
             old = np.zeros(len(m), bool) if job.score_only else (h + w) * h > TABLE_BYTES
-            return ("scores" if job.score_only else "align"), h, w, trans, old
+            return kind, h, w, trans, old
         if job.score_only:
             h, w = classes.gpu_score_class(short, long_)
-            return "scores", h, w, trans, np.zeros(len(m), bool)
+            return kind, h, w, trans, np.zeros(len(m), bool)
         lanes = self.kernel.get("lanes", classes.GPU_LANES_PER_PROGRAM)
         if self.side:
             side = np.full(len(m), self.side, np.int64)
         else:
             values, at = np.unique(long_, return_inverse=True)
-            side = np.array([self._square(v) for v in values.tolist()], np.int64)[at]
-        old = side * side * lanes > classes.GPU_DIRS_BYTES     # not classes.gpu_lanes_fit
-        return "lanes", side, side, trans, old
+            side = np.array([self._square(v) for v in values.tolist()], np.int64)[
+                np.asarray(at).reshape(-1)]
+        longer = side * side * lanes > classes.GPU_DIRS_BYTES  # not classes.gpu_lanes_fit
+        h, w = side.copy(), side.copy()
+        kind[~longer] = "lanes"
+        old = np.zeros(len(m), bool)
+        if longer.any():
+            hh, ww = self.cpu_class(short[longer], long_[longer], False)
+            h[longer], w[longer] = hh, ww
+            old[longer] = (hh + ww) * hh > TABLE_BYTES
+        return kind, h, w, trans, old
 
     def plan(self, ci: int, qi: np.ndarray, ti: np.ndarray, c: Chunk,
              ragged: Ragged | None) -> list[Batch]:
@@ -235,36 +330,77 @@ class DeviceRunner:
         inside a class (each program's loops run to its longest pair), in batches of the
         class's fixed rows (:meth:`rows`); pairs the batches do not take go through the record
         path now."""
-        from jaxrna.align.api import TILED_MAX_PAIRS, TILED_MIN_LENGTH
+        from jaxrna.align.api import TILED_MIN_LENGTH
 
         job = self.job
         m, n = job.qlen[qi], job.tlen[ti]
         positions = np.arange(len(qi))
         swapped = m > n
         kind, h, w, trans, old = self.classes_of(m, n)
+        small = np.zeros(len(m), np.int8) - 1          # -1: the batch's own variant
+        serve = self.run_plan.serve
+        if self.tiled:                       # the run's few long pairs of a class
+            tile = (np.minimum(m, n) >= TILED_MIN_LENGTH) & self._in_tiled(h, w) & ~old
+            kind[tile] = "tile"
+            if serve is None:                # within the budget: each at its own shape
+                old |= tile
+        if serve is not None:                # over the budget: the programs serving them
+            from jaxrna.align.budget import split_small
+
+            own = split_small(self._rule_, kind, h, np.maximum(m, n))
+            k0, h0, w0 = kind.copy(), h.copy(), w.copy()
+            for key in set(zip(k0[~old].tolist(), h0[~old].tolist(), w0[~old].tolist(),
+                               own[~old].tolist())):
+                # (a pair the run's plan saw only rounded up to 16: its class's int32 program)
+                to = serve.get(key) or serve.get(key[:3] + (False,)) or key[:3] + (False,)
+                sel = (k0 == key[0]) & (h0 == key[1]) & (w0 == key[2]) & (own == key[3]) & ~old
+                kind[sel], h[sel], w[sel], small[sel] = to[0], to[1], to[2], int(to[3])
         size = np.minimum(m, n) + np.maximum(m, n)
-        keys = sorted(set(zip(h[~old].tolist(), w[~old].tolist(), trans[~old].tolist())))
+        keys = sorted(set(zip(kind[~old].tolist(), h[~old].tolist(), w[~old].tolist(),
+                              small[~old].tolist(), trans[~old].tolist())))
         batches: list[Batch] = []
-        for hh, ww, tt in keys:
-            members = positions[(h == hh) & (w == ww) & (trans == tt) & ~old]
-            if self.gpu and job.score_only:  # few long pairs: the tile wavefront
-                long_pairs = np.minimum(m, n)[members] >= TILED_MIN_LENGTH
-                if 0 < long_pairs.sum() < TILED_MAX_PAIRS:
-                    old[members[long_pairs]] = True
-                    members = members[~long_pairs]
-                if not len(members):
-                    continue
+        for kk, hh, ww, ss, tt in keys:
+            members = positions[(kind == kk) & (h == hh) & (w == ww) & (small == ss)
+                                & (trans == tt) & ~old]
+            if kk == "tile":                 # over the budget: at the serving class's shape
+                self._tiles(members, qi, ti, hh, ww, c)
+                continue
             if (np.diff(size[members]) < 0).any():   # like lengths in each program
                 members = members[np.argsort(size[members], kind="stable")]
-            rows = self.rows(kind, hh, ww)
+            rows = self.rows(kk, hh, ww)
             for a in range(0, len(members), rows):
                 part = members[a:a + rows]
-                batches.append(Batch(ci, part, hh, ww, rows, swapped[part], tt, kind))
+                batches.append(Batch(ci, part, hh, ww, rows, swapped[part], tt, kk,
+                                     None if ss < 0 else bool(ss)))
         if old.any():
             record_path(job, positions[old], qi[old], ti[old], backend=self.backend,
                         max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged,
                         use_pallas=self.pallas or None)
         return batches
+
+    def _tiles(self, positions: np.ndarray, qi: np.ndarray, ti: np.ndarray, h: int, w: int,
+               c: Chunk) -> None:
+        """Score only, over the budget: few long pairs one at a time through the tile
+        wavefront (:func:`jaxrna.align.api.tiled_score`) padded to their serving class
+        ``h`` x ``w`` (one program per class, not per pair's shape), results into ``c``."""
+        from jaxrna.align import api
+
+        job = self.job
+        opts = {k: v for k, v in self.kernel.items() if k in ("rows", "lanes", "num_warps")}
+        tiles = {"tile": api.TILE, **opts, "interpret": self.interpret}
+        params, params_t = self.params_on(self.device)
+        for p in positions.tolist():
+            a, b = int(qi[p]), int(ti[p])
+            qc = job.qcodes[job.qoff[a]:job.qoff[a + 1]].astype(np.int32)
+            tc = job.tcodes[job.toff[b]:job.toff[b + 1]].astype(np.int32)
+            with self.jax.default_device(self.device):
+                r = api.tiled_score(job.queries.record(a), job.targets.record(b), qc, tc,
+                                    params, params_t, self.kscoring, job.local, tiles,
+                                    shape=(h, w))
+            c.score[p] = r.score_units
+            c.ei[p], c.ej[p] = r.query_end, r.target_end
+            c.si[p] = -1 if r.query_start is None else r.query_start
+            c.sj[p] = -1 if r.target_start is None else r.target_start
 
     # -- running ------------------------------------------------------------------------------
     def retry_in_pieces(self, b: Batch, qi_all: np.ndarray, ti_all: np.ndarray, c: Chunk,
@@ -326,7 +462,7 @@ class DeviceRunner:
 
                 opts = {key: v for key, v in self.kernel.items() if key in ("rows", "lanes",
                                                                              "num_warps")}
-                if self.packed(m, n):
+                if self.packed(m, n) if b.small is None else b.small:
                     return pallas_or("align.packed_scores", lambda: packed_scores.bind(
                         q, t, m, n, params, local=job.local, interpret=self.interpret, **opts,
                         **ends), swept)()[:3]
@@ -340,6 +476,8 @@ class DeviceRunner:
         computes (up to its longest row) fits (:func:`~jaxrna.align.recurrence.fits_int16`)."""
         from jaxrna.align.recurrence import fits_int16
 
+        if b.small is not None:              # the run's variant (jaxrna.align.budget)
+            return b.small
         return fits_int16(self.kscoring, b.h, int(n.max(initial=1)))
 
     def collect(self, b: Batch, pending, c: Chunk, ragged: Ragged | None) -> None:

@@ -11,10 +11,14 @@ by a background thread (:class:`jaxrna.pipeline.OrderedWriter`). Two engines com
   are bucketed by length into a few shapes, so a job compiles one program per shape (a warm
   run loads them all from the persistent cache). On the CPU (the vmapped sweep) the shapes are
   the fixed length classes of :mod:`jaxrna.align.classes` with fixed batch rows, the lengths
-  inside a class runtime values (at most 8 programs scoring only, each with an int16 variant at
+  inside a class runtime values (8 classes scoring only, each with an int16 variant at
   most, 12 with alignments, for any mix up to 10,240 nt and any scores:
   :mod:`jaxrna.align.warmup` prepares them); on the GPU (Pallas) the fixed GPU classes
-  of :mod:`jaxrna.align.classes`, each with fixed rows. Alignments are traced back on the device
+  of :mod:`jaxrna.align.classes`, each with fixed rows. One run uses at most 8 programs
+  whatever its input (:mod:`jaxrna.align.budget`: over that, classes are joined onto larger
+  ones of the same ladder and variants folded, where that adds the least work), variants,
+  tile wavefront shapes and the ``batch_align`` classes of long GPU alignments counted; the
+  parasail engine compiles nothing. Alignments are traced back on the device
   (:func:`jaxrna.kernels.wavefront.lanes_align` on GPU,
   :func:`~jaxrna.kernels.wavefront.batch_align` on CPU): only the ops come back. Batches are
   spread over every device of the backend and launched ahead (:func:`jaxrna.pipeline.schedule`),
@@ -25,8 +29,9 @@ by a background thread (:class:`jaxrna.pipeline.OrderedWriter`). Two engines com
   traceback rules (:mod:`jaxrna.align.host`), one thread per core. It needs no JAX at all.
 
 Pairs the batch paths do not take (tables too large for a batch's traceback: the checkpointed
-path; few very long pairs, score only, on a GPU: the tile wavefront) go through
-:func:`jaxrna.align.api.align_records`, whose results are merged in place. Results, errors and
+path; few very long pairs, score only, on a GPU: the tile wavefront, within the budget at each
+pair's shape, over it at its class's) go through :func:`jaxrna.align.api.align_records`,
+whose results are merged in place. Results, errors and
 their order are those of :func:`~jaxrna.align.api.align_records` over the pairs in order.
 
 This module is the driver: it picks the backend and the engine, schedules the batches and
@@ -46,7 +51,7 @@ from jaxrna.align.chunks import Chunk, Ragged, to_aligned
 from jaxrna.align.device_runner import (GPU_DIRS_BYTES, GPU_MAX_PAIRS, GPU_MERGE_CELLS,
                                         GPU_WASTE, DeviceRunner, kernel_scoring)
 from jaxrna.align.host_runner import HostRunner
-from jaxrna.align.jobs import Job, encode, letter_error
+from jaxrna.align.jobs import CHUNK_ALIGN, CHUNK_SCORES, Job, encode, letter_error
 from jaxrna.align.scoring import Scoring
 from jaxrna.align.text import AlignedBatch, file_parts, format_batch
 from jaxrna.stages import stage
@@ -59,9 +64,6 @@ __all__ = ["AUTO_HOST_CELLS", "CHUNK_ALIGN", "CHUNK_SCORES", "Chunk", "DeviceRun
            "encode", "estimate_cells", "kernel_scoring", "letter_error", "prestart", "run",
            "to_aligned"]
 
-#: Pairs per chunk (a unit of formatting and writing; bounds the memory of results).
-CHUNK_ALIGN = 1 << 14
-CHUNK_SCORES = 1 << 20
 #: --backend auto: jobs of at most this many cells run on the CPU (parasail) when it can, and
 #: pay no GPU start-up.
 AUTO_HOST_CELLS = 2 * 10 ** 8

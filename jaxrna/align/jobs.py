@@ -19,6 +19,12 @@ from jaxrna.io.errors import InputError
 from jaxrna.stages import stage
 
 
+#: Pairs per chunk (a unit of formatting and writing; bounds the memory of results), with
+#: alignments and scoring only (:mod:`jaxrna.align.engine`).
+CHUNK_ALIGN = 1 << 14
+CHUNK_SCORES = 1 << 20
+
+
 def encode(batch: SeqBatch, scoring: Scoring) -> tuple[np.ndarray, np.ndarray]:
     """The records' letters as codes of ``scoring`` (int16, concatenated as ``batch.letters``)
     and, per record, the 0-based position of its first letter outside the alphabet (-1: none)."""

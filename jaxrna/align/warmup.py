@@ -7,10 +7,14 @@ and the gap penalties are runtime values):
 * on the CPU (the vmapped sweep) the shorter side picks the lanes, the longer side the width;
   scoring only, an int16 variant of a class for batches whose longest path fits int16 under the
   job's scores;
-* on the GPU (the Pallas lane kernels) score only: at most 15 classes up to 10,240 nt, each
+* on the GPU (the Pallas lane kernels) score only: 15 classes up to 10,240 nt, each
   with two variants at most (two pairs per 32-bit lane for batches whose values fit int16
-  under the job's scores, else one); with alignments: at most 5 square classes up to 2,048 nt, longer pairs
-  on the record path's CPU classes (pure-JAX ``batch_align``).
+  under the job's scores, else one); with alignments: 5 square classes up to 2,048 nt,
+  longer pairs in the CPU classes of pure-JAX ``batch_align``.
+
+One run uses at most 8 of them (:mod:`jaxrna.align.budget`); a run over that joins its
+classes onto larger ones of the same ladders (and folds small variants into int32), so the
+programs it uses are among those prepared here.
 
 What stays static is the *option class*: the mode (``global``, ``local``, or ``semi-global``:
 global with end gaps scored apart, free or with penalties of their own), alignments or scores
@@ -27,8 +31,9 @@ the JAX programs of pairs too large for parasail's traceback are made. On the GP
 one batch of every class (:func:`gpu_programs`) through the runner of a run
 (:class:`jaxrna.align.device_runner.DeviceRunner`), one real pair and the rest empty rows.
 Not prepared: the long-pair paths, whose shapes follow each pair (score only on a GPU: fewer
-than 512 pairs of a class whose shorter side is 2,048 nt or more, through the tile wavefront;
-with alignments: pairs whose traceback table exceeds 256 MiB, checkpointed).
+than 512 pairs of a class whose shorter side is 2,048 nt or more, through the tile wavefront,
+at each pair's shape, or its class's in a run over the budget; with alignments: pairs whose
+traceback table exceeds 256 MiB, beyond 10,240 nt, checkpointed).
 
 >>> [(int(h), int(w)) for h, w in classes(300, alignments=True)]
 [(64, 512), (128, 1024), (256, 2048), (512, 4096)]
@@ -41,6 +46,8 @@ from __future__ import annotations
 import io
 
 import numpy as np
+
+from jaxrna.align.budget import PROGRAM_BUDGET
 
 MODES = ("global", "local", "semi-global")
 
@@ -130,21 +137,42 @@ def gpu_programs(runner, max_length: int) -> list[tuple[str, int, int, int]]:
     """``(kind, h, w, rows)`` of every GPU batch shape the plan of ``runner`` (a
     :class:`~jaxrna.align.device_runner.DeviceRunner` on the GPU, or in interpret mode) may
     launch for pairs of up to ``max_length`` nt (score only, each in two variants at most:
-    :meth:`~jaxrna.align.device_runner.DeviceRunner.packed`)."""
+    :meth:`~jaxrna.align.device_runner.DeviceRunner.packed`; with alignments, the squares and
+    the CPU classes of longer pairs, ``"align"``: pure-JAX ``batch_align``)."""
     from jaxrna.align import classes as cl
 
     k = runner.kernel
     score_only = runner.job.score_only
     kind = "scores" if score_only else "lanes"
-    return [(kind, h, w, runner.rows(kind, h, w)) for h, w in cl.gpu_classes(
+    out = [(kind, h, w, runner.rows(kind, h, w)) for h, w in cl.gpu_classes(
         max_length, score_only, k.get("min_side", 128), k.get("rows", 8),
         k.get("lanes", cl.GPU_LANES_PER_PROGRAM))]
+    if not score_only:
+        for h, w in _longer_classes(max_length, k):
+            out.append(("align", h, w, runner.rows("align", h, w)))
+    return out
+
+
+def _longer_classes(max_length: int, kernel: dict | None) -> list[tuple[int, int]]:
+    """GPU alignments: the CPU classes of pairs whose square's direction bits do not fit a
+    batch (:func:`jaxrna.align.classes.gpu_lanes_fit`)."""
+    from jaxrna.align import classes as cl
+
+    k = kernel or {}
+    lanes = k.get("lanes", cl.GPU_LANES_PER_PROGRAM)
+    out = []
+    for a, b in _pairs(max_length, True):
+        if not cl.gpu_lanes_fit(cl.gpu_square(b, k.get("min_side", 128), k.get("rows", 8)),
+                                lanes):
+            h, w = cl.cpu_class(np.array([a]), np.array([b]), False)
+            out.append((int(h[0]), int(w[0])))
+    return out
 
 
 def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix: bool,
               interpret: bool, kernel: dict | None, seed: int) -> None:
     """The GPU plan's programs of one option class: one batch of each (see the module
-    docstring); with alignments, then the record path's classes of longer pairs."""
+    docstring); with alignments, then the ``batch_align`` classes of longer pairs."""
     import jax
 
     from jaxrna.align import classes as cl
@@ -168,9 +196,10 @@ def _warm_gpu(backend: str, max_length: int, mode: str, alignments: bool, matrix
         lanes = k.get("lanes", cl.GPU_LANES_PER_PROGRAM)
         longer = [(a, b) for a, b in _pairs(max_length, True)
                   if not cl.gpu_lanes_fit(side(b), lanes)]
-        if longer:
-            job = engine.Job(_batch("q", [a for a, _ in longer], "ACGT", seed + 2),
-                             _batch("t", [b for _, b in longer], "ACGT", seed + 3),
+        for k in range(0, len(longer), PROGRAM_BUDGET):   # runs within the budget
+            part = longer[k:k + PROGRAM_BUDGET]
+            job = engine.Job(_batch("q", [a for a, _ in part], "ACGT", seed + 2),
+                             _batch("t", [b for _, b in part], "ACGT", seed + 3),
                              _scoring(mode, matrix, True), mode == "local", True, False)
             engine.run(job, "tsv", io.StringIO(), backend=backend, workers=0,
                        engine="device", interpret=interpret, kernel=kernel)
@@ -214,13 +243,15 @@ def warm(backend: str = "cpu", max_length: int = 10_000, mode: str = "global",
                 runs = [(_pairs(max_length, align_), True)]
                 if not align_:
                     runs.append((_small_pairs(max_length), False))
-                for pairs, big in runs:
-                    if not pairs:
-                        continue
-                    seed += 1
-                    queries = _batch("q", [a for a, _ in pairs], "ACGT", seed)
-                    targets = _batch("t", [b for _, b in pairs], "ACGT", seed + 1000)
-                    job = engine.Job(queries, targets, _scoring(m, mat, big), m == "local",
-                                     True, not align_)
-                    engine.run(job, "tsv", io.StringIO(), backend=backend, workers=0)
+                for every, big in runs:
+                    # one pair per class, in runs of at most a run's program budget (a run
+                    # over it would join classes: jaxrna.align.budget)
+                    for a in range(0, len(every), PROGRAM_BUDGET):
+                        pairs = every[a:a + PROGRAM_BUDGET]
+                        seed += 1
+                        queries = _batch("q", [a for a, _ in pairs], "ACGT", seed)
+                        targets = _batch("t", [b for _, b in pairs], "ACGT", seed + 1000)
+                        job = engine.Job(queries, targets, _scoring(m, mat, big),
+                                         m == "local", True, not align_)
+                        engine.run(job, "tsv", io.StringIO(), backend=backend, workers=0)
     return programs.memo_size() - before
