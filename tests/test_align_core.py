@@ -212,3 +212,41 @@ def test_pallas_paths_through_the_api_interpret():
                           interpret=True, kernel=SMALL_KERNEL, tiled_min_length=1)
     assert [r.score for r in tiled] == [aligner("affine", "global").score(q.sequence, t.sequence)
                                         for q, t in pairs]
+
+
+@pytest.mark.parametrize("name", ["affine", "halves", "open<extend"])
+def test_an_empty_side_scores_its_gap_run(name):
+    """A pair with an empty query or target has no inner cell: its global score is the
+    border's gap run (end gaps free or not), its local score 0 -- alone in a batch, beside
+    longer pairs, in int16, through the Pallas lanes (interpret mode) and the API's traceback,
+    as the reference's."""
+    from jaxrna.align.api import align, align_records
+    from jaxrna.io.fasta import Record
+
+    scoring, alphabet, _ = CONFIGS[name]
+    pairs = [("", "ACGTACG"), ("ACGT", ""), ("", ""), ("A", "ACGTACGGT"), ("", "A")]
+    q, t, m, n = encode_batch(scoring, pairs, 11, 13)
+    p = params_of(scoring)
+    for local in (False, True):
+        want = [gotoh(a, b, scoring, local).score for a, b in pairs]
+        assert want[0] < 0 or local
+        got = batch_sweep(q, t, m, n, p, local=local, equality=scoring.equality)[0]
+        assert np.asarray(got).tolist() == want
+        alone = [int(batch_sweep(q[k:k + 1], t[k:k + 1], m[k:k + 1], n[k:k + 1], p, local=local,
+                                 equality=scoring.equality)[0][0]) for k in range(len(pairs))]
+        assert alone == want
+        if fits_int16(scoring, 11, 13):
+            small = batch_sweep(q, t, m, n, p, local=local, equality=scoring.equality, small=True)
+            assert np.asarray(small[0]).tolist() == want
+        # the lane kernels leave such pairs unset: the API sets them (api.empty_sides)
+        records = [(Record(f"q{k}", a), Record(f"t{k}", b)) for k, (a, b) in enumerate(pairs)]
+        lanes = align_records(records, scoring, "local" if local else "global", score_only=True,
+                              use_pallas=True, interpret=True, kernel=SMALL_KERNEL,
+                              tiled_min_length=10 ** 9)
+        assert [r.score_units for r in lanes] == want
+        for (a, b), w in zip(pairs, want):
+            r = align(a, b, "local" if local else "global", scoring=scoring)
+            assert r.score_units == w
+            assert r.ops.count("M") + r.ops.count("I") == r.query_end - r.query_start
+            if not local:
+                assert (r.query_end, r.target_end) == (len(a), len(b))

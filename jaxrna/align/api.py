@@ -188,7 +188,7 @@ def memory_limit(backend: str, max_bytes: int | None) -> int:
 def _bucket(n: int) -> int:
     """Padded length: a multiple of 16 up to 256 (short pairs waste little), then the
     project's ladder (a few compiled shapes for any mix of lengths)."""
-    return -(-n // 16) * 16 if n <= 256 else bucket_length(n)
+    return -(-max(n, 1) // 16) * 16 if n <= 256 else bucket_length(n)
 
 
 def _batch_rows(count: int) -> int:
@@ -263,6 +263,8 @@ def _run_batch(jobs: list[_Job], h: int, w: int, params, scoring: Scoring, local
                     pallas_scores.bind(q, t, m, n, params, local=local,
                                        equality=scoring.equality, ends=ends, **opts)), sweep)
         score, ei, ej = (np.asarray(a) for a in run()()[:3])
+        if pallas:
+            score, ei, ej = empty_sides(score, ei, ej, m, n, scoring, local)
         for b, job in enumerate(jobs):
             start = None if local else 0
             qs = 0 if (local and score[b] <= 0) else start
@@ -276,6 +278,36 @@ def _run_batch(jobs: list[_Job], h: int, w: int, params, scoring: Scoring, local
         results.append(_result(job, scoring, mode, score[b], int(si[b]), ei[b], int(sj[b]),
                                ej[b], text))
     return results
+
+
+def empty_sides(score: np.ndarray, ei: np.ndarray, ej: np.ndarray, m: np.ndarray,
+                n: np.ndarray, scoring: Scoring, local: bool):
+    """Scores and ends of a batch with the pairs that have an empty side set to their border's
+    gap run (global; end gap scores where they differ) or 0 (local): the lane kernels compute
+    a pair's score on its last row and column, which such a pair does not have.
+
+    >>> from jaxrna.align.scoring import match_mismatch
+    >>> z = np.zeros(3, np.int64)
+    >>> s, i, j = empty_sides(z - 99, z, z, np.array([0, 0, 2]), np.array([3, 0, 4]),
+    ...                       match_mismatch(2, -3, 5, 2), False)
+    >>> s.tolist(), i.tolist(), j.tolist()
+    ([-9, 0, -99], [0, 0, 0], [3, 0, 0])
+    """
+    m, n = np.asarray(m)[:len(score)], np.asarray(n)[:len(score)]
+    empty = (m == 0) | (n == 0)
+    if not empty.any():
+        return score, ei, ej
+    run = np.maximum(m, n).astype(np.int64)
+    if local:
+        gap = np.zeros_like(run)
+    else:
+        gap = np.where(run > 0, scoring.end_open_score + (run - 1) * scoring.end_extend_score, 0)
+    score = np.where(empty, gap, score)
+    if not local:
+        ei, ej = np.where(empty, m, ei), np.where(empty, n, ej)
+    else:
+        ei, ej = np.where(empty, 0, ei), np.where(empty, 0, ej)
+    return score, ei, ej
 
 
 def _edge(line: np.ndarray, start: int, size: int) -> np.ndarray:

@@ -59,15 +59,22 @@ def _triton_params(num_warps: int):
 # pure JAX, batched
 
 
-def _ends(out, m, n, local):
-    """(score, end row, end column, end state) from a sweep over a whole table."""
+def _ends(out, m, n, local, top, left):
+    """(score, end row, end column, end state) from a sweep over a whole table (``top``,
+    ``left``: its borders, where a global alignment of an empty side ends)."""
     if local:
         score, ei, ej = out["best"][0], out["best"][1], out["best"][2]
         empty = score <= 0
         zero = jnp.int32(0)
         return (jnp.where(empty, zero, score), jnp.where(empty, zero, ei),
                 jnp.where(empty, zero, ej), jnp.int32(STATE_M))
-    return jnp.max(out["final"]), jnp.int32(m), jnp.int32(n), jnp.int32(STATE_H)
+    m, n = jnp.asarray(m, jnp.int32), jnp.asarray(n, jnp.int32)
+    # an empty side: the table has no inner cell, the alignment is the border's gap run
+    edge = jnp.where(m == 0, jnp.max(jnp.take(top, jnp.minimum(n, top.shape[1] - 1), axis=1)),
+                     jnp.max(jnp.take(left, jnp.minimum(m, left.shape[1] - 1), axis=1)))
+    score = jnp.where((m == 0) | (n == 0), edge.astype(jnp.int32),
+                      jnp.max(out["final"]).astype(jnp.int32))
+    return score, m, n, jnp.int32(STATE_H)
 
 
 def pair_sweep(q, t, m, n, params: Params, *, local: bool, equality: bool,
@@ -87,7 +94,7 @@ def pair_sweep(q, t, m, n, params: Params, *, local: bool, equality: bool,
     out = sweep(q, t, top, left, params, m, n, local=local, equality=equality,
                 want_dirs=with_dirs, want_final=not local, want_best=local,
                 dtype=jnp.int16 if small else jnp.int32, ends=ends, n_steps=n_steps)
-    return _ends(out, m, n, local) + ((out["dirs"],) if with_dirs else ())
+    return _ends(out, m, n, local, top, left) + ((out["dirs"],) if with_dirs else ())
 
 
 @stored_jit("kernels.wavefront.batch_sweep",
@@ -144,7 +151,7 @@ def _checkpoint_sweep(q, t, m, n, params, *, local, equality, block, ends=False)
     out = sweep(q, t, top, left, params, m, n, local=local, equality=equality,
                 want_final=not local, want_best=local, row_lines=rows, col_lines=cols,
                 ends=ends)
-    return _ends(out, m, n, local), out.get("rows"), out.get("cols")
+    return _ends(out, m, n, local, top, left), out.get("rows"), out.get("cols")
 
 
 def checkpoint_sweep(q, t, m: int, n: int, params: Params, *, local: bool, equality: bool,
