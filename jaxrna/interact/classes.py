@@ -93,9 +93,11 @@ def key_of(n_outer: int, n_inner: int, window_outer: int | None,
                     FULL if window_inner is None else window_class(window_inner))
 
 
+@lru_cache(maxsize=1 << 16)
 def join(a: ClassKey, b: ClassKey) -> ClassKey:
-    """The smallest class holding both: componentwise-largest lengths and windows."""
-    return ClassKey(*(FULL if FULL in (x, y) else max(x, y) for x, y in zip(a, b)))
+    """The smallest class holding both: componentwise-largest lengths and windows (a whole
+    strand, :data:`FULL`, is the largest window)."""
+    return ClassKey(max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
 
 
 @lru_cache(maxsize=4096)
@@ -152,7 +154,8 @@ def run_geometries(keys: Iterable[ClassKey], budget: int = PROGRAM_BUDGET, limit
     most ``budget``, else at most ``budget`` of them (:func:`merge_to_budget`, least extra
     :func:`pair_work` first, never a join whose table exceeds ``limit``). Should no joins
     within the limit reach ``budget`` (pairs near the memory limit in different dimensions),
-    the fewest geometries above it that fit.
+    ``budget`` of the largest classes that fit and hold them all (:func:`_cover`), else the
+    fewest geometries above ``budget`` that fit.
 
     >>> ks = [key_of(n, m, None, None) for n in (5, 20, 30) for m in (40, 100, 200, 400)]
     >>> len({geometry(k) for k in ks}), len(set(run_geometries(ks).values()))
@@ -164,15 +167,7 @@ def run_geometries(keys: Iterable[ClassKey], budget: int = PROGRAM_BUDGET, limit
     own = {k: geometry(k, backend, tile) for k in sorted(counts)}
     if len(set(own.values())) <= budget:
         return own
-    # one key per geometry (keys of one geometry join within it: bands full either way)
-    canon: dict[Geometry, ClassKey] = {}
-    for k, g in own.items():
-        canon[g] = join(canon[g], k) if g in canon else k
-    rep = {k: canon[g] if geometry(canon[g], backend, tile) == g else k for k, g in own.items()}
-    weights: dict[ClassKey, float] = {}
-    for k in own:
-        weights[rep[k]] = weights.get(rep[k], 0.0) + counts[k]
-    weights = dict(sorted(weights.items()))
+    weights = {k: float(counts[k]) for k in own}
 
     def fits(k: ClassKey) -> bool:
         return not limit or geometry_bytes(geometry(k, backend, tile)) <= limit
@@ -181,26 +176,66 @@ def run_geometries(keys: Iterable[ClassKey], budget: int = PROGRAM_BUDGET, limit
     def cost(k: ClassKey) -> float:
         return pair_work(geometry(k, backend, tile), *_spans(k)) if fits(k) else float("inf")
 
-    serve = {k: k for k in weights}
-    for b in range(budget, len(weights) + 1):
-        serve = merge_to_budget(weights, b, join, cost)
-        if all(fits(s) for s in serve.values()):
+    def geometries(serve: Mapping[ClassKey, ClassKey]) -> int:
+        return len({geometry(s, backend, tile) for s in serve.values()})
+
+    # keys of small classes may share a geometry (bands whole whatever the window), so
+    # ``budget`` keys may be fewer geometries: then a few more keys while they fit ``budget``
+    # (merging on geometries instead would lose the keys' windows)
+    serve = merge_to_budget(weights, budget, join, cost)
+    b = budget
+    while geometries(serve) < budget and b < min(len(weights) - 1, budget + 4) and \
+            all(fits(s) for s in serve.values()):
+        more = merge_to_budget(weights, b + 1, join, cost)
+        if geometries(more) > budget or not all(fits(s) for s in more.values()):
             break
-    return {k: geometry(serve[rep[k]], backend, tile) for k in own}
+        b, serve = b + 1, more
+    if not all(fits(s) for s in serve.values()):
+        # the greedy joined its way into a corner (pairs near the memory limit): cover the
+        # classes with few of the largest classes that fit, else allow more programs
+        serve = _cover(list(weights), budget, fits, cost)
+        while serve is None:
+            b += 1
+            serve = merge_to_budget(weights, b, join, cost)
+            if not all(fits(s) for s in serve.values()) and b < len(weights):
+                serve = None
+    return {k: geometry(serve[k], backend, tile) for k in own}
 
 
-def closure(keys: Iterable[ClassKey], limit: int = 0, backend: str = "cpu",
-            tile: int | None = None) -> set[ClassKey]:
-    """Every class :func:`run_geometries` can serve a run of ``keys`` with: the keys that fit
-    in ``limit`` and every join of them that fits (what ``jaxrna warmup`` prepares).
+def _cover(keys: list[ClassKey], budget: int, fits, cost,
+           tries: int = 200_000) -> dict[ClassKey, ClassKey] | None:
+    """At most ``budget`` classes that fit and hold every key, found among the maximal joins
+    that fit (fewest first, at most ``tries`` combinations); each key goes to the cheapest
+    that holds it, and each group is served by the join of its keys. None if not found."""
+    from itertools import combinations
 
-    >>> ks = {key_of(5, 40, None, None), key_of(20, 100, None, None)}
-    >>> sorted(closure(ks)) == sorted(ks | {join(*ks)})
-    True
-    """
-    def fits(k: ClassKey) -> bool:
-        return not limit or geometry_bytes(geometry(k, backend, tile)) <= limit
+    have = _fitting_closure(keys, fits)
+    tops = sorted(m for m in have if not any(o != m and join(m, o) == o for o in have))
+    holds = {m: frozenset(k for k in keys if join(k, m) == m) for m in tops}
+    count = 0
+    for r in range(1, budget + 1):
+        for combo in combinations(tops, r):
+            count += 1
+            if count > tries:
+                return None
+            if len(frozenset().union(*(holds[m] for m in combo))) < len(keys):
+                continue
+            groups: dict[ClassKey, list[ClassKey]] = {}
+            for k in keys:
+                m = min((m for m in combo if k in holds[m]), key=cost)
+                groups.setdefault(m, []).append(k)
+            serve = {}
+            for m, members in groups.items():
+                top = members[0]
+                for k in members[1:]:
+                    top = join(top, k)
+                for k in members:
+                    serve[k] = top if fits(top) else m
+            return serve
+    return None
 
+
+def _fitting_closure(keys: Iterable[ClassKey], fits) -> set[ClassKey]:
     have = {k for k in keys if fits(k)}
     new = set(have)
     while new:
@@ -213,6 +248,19 @@ def closure(keys: Iterable[ClassKey], limit: int = 0, backend: str = "cpu",
         have |= found
         new = found
     return have
+
+
+def closure(keys: Iterable[ClassKey], limit: int = 0, backend: str = "cpu",
+            tile: int | None = None) -> set[ClassKey]:
+    """Every class :func:`run_geometries` can serve a run of ``keys`` with: the keys that fit
+    in ``limit`` and every join of them that fits (what ``jaxrna warmup`` prepares).
+
+    >>> ks = {key_of(5, 40, None, None), key_of(20, 100, None, None)}
+    >>> sorted(closure(ks)) == sorted(ks | {join(*ks)})
+    True
+    """
+    return _fitting_closure(keys, lambda k: not limit or
+                            geometry_bytes(geometry(k, backend, tile)) <= limit)
 
 
 __all__ = ["PROGRAM_BUDGET", "FULL", "ClassKey", "key_of", "join", "geometry", "pair_work",
