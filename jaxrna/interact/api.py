@@ -353,12 +353,13 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
     ``devices`` (default: JAX's default device; :func:`jaxrna.pipeline.schedule`), the next
     batch dispatched while the last one is read and traced back; results in input order.
 
-    Programs of a run: one per geometry class met (:func:`jaxrna.interact.windows.plan`) and
-    traceback switch. Bounds: pairs of at most 32 x 63 nt take at most 3 classes (shorter
-    strand <= 16 or <= 32, longer <= 31 or <= 63); one strand-1 length of 17-32 nt against any
-    mix of strand 2 up to 4,095 nt (one window option) at most 8, up to 10,000 nt at most 10
-    (the inner ladder's classes, :data:`~jaxrna.interact.windows.INNER_LADDER`). Generally: one
-    per (outer class, inner class) met. Windows, weights and true lengths are runtime values."""
+    Programs of a run: one per geometry (:func:`jaxrna.interact.windows.plan`) and traceback
+    switch, at most 8 whatever the mix of lengths to 10,240 nt, windows and weights
+    (:func:`interact_pairs` plans the run: a run meeting more classes serves them by at most 8
+    merged ones, :func:`plan_run`; only pairs near the memory limit in different dimensions
+    could need more, which no mix tested does). A run meeting at most 8 keeps its classes:
+    pairs of at most 32 x 63 nt take at most 3 (shorter strand <= 16 or <= 32, longer <= 31
+    or <= 63). Windows, weights and true lengths are runtime values."""
     wm = np.asarray(weights.matrix(), np.int32)
     from jaxrna.programs import default_device
 
