@@ -141,3 +141,11 @@ def test_merging_never_exceeds_the_memory_limit():
     run = plan_run(probs, limit=limit)
     assert all(p.plan.bytes_needed() <= limit for p in run)
     assert len({p.plan.geo for p in run}) <= 8
+
+
+def test_unknown_memory_never_joins_past_the_largest_class():
+    probs = every_class("cpu", None, 128, 1 << 30)
+    top = max(p.plan.bytes_needed() for p in probs)
+    run = plan_run(probs, limit=0)
+    assert len({p.plan.geo for p in run}) <= 8
+    assert all(p.plan.bytes_needed() <= top for p in run)

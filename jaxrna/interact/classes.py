@@ -19,10 +19,10 @@ prepares every join (:func:`closure`). A join is allowed only if its table fits 
 run allows (``limit``); the cost of a join is the extra padded work of the fill
 (:func:`pair_work`), per pair.
 
->>> k1, k2 = key_of(20, 300, None, 128), key_of(20, 5000, None, 128)
->>> k1, k2
-(ClassKey(outer=24, inner=511, window_outer=FULL, window_inner=128), ClassKey(outer=24, inner=8191, window_outer=FULL, window_inner=128))
->>> j = join(k1, k2)
+>>> k1 = key_of(20, 300, None, 128)         # 20 nt whole outside, 300 nt windowed inside
+>>> k1
+ClassKey(outer=24, inner=511, window_outer=FULL, window_inner=128)
+>>> j = join(k1, key_of(20, 5000, None, 128))
 >>> g = geometry(j)
 >>> (j.inner, g.n_outer, g.n_inner, g.w_inner) == (8191, 24, 8192, 127)
 True
@@ -150,12 +150,13 @@ def _spans(key: ClassKey) -> tuple[int, int]:
 def run_geometries(keys: Iterable[ClassKey], budget: int = PROGRAM_BUDGET, limit: int = 0,
                    backend: str = "cpu", tile: int | None = None) -> dict[ClassKey, Geometry]:
     """The geometry that serves each class of a run's pairs (``keys``: one per pair, each
-    fitting in ``limit`` bytes; 0 = no limit): the classes' own geometries when they are at
-    most ``budget``, else at most ``budget`` of them (:func:`merge_to_budget`, least extra
-    :func:`pair_work` first, never a join whose table exceeds ``limit``). Should no joins
-    within the limit reach ``budget`` (pairs near the memory limit in different dimensions),
-    ``budget`` of the largest classes that fit and hold them all (:func:`_cover`), else the
-    fewest geometries above ``budget`` that fit.
+    fitting in ``limit`` bytes; 0 = unknown: then the largest class's bytes): the classes' own
+    geometries when they are at most ``budget``, else at most ``budget`` of them
+    (:func:`merge_to_budget`: least extra :func:`pair_work` first, never a join whose table
+    exceeds ``limit``). Should the greedy end past the limit (pairs near the memory limit in
+    different dimensions), ``budget`` of the largest classes that fit and hold them all
+    (:func:`_cover`); failing that too, the fewest geometries above ``budget`` that fit (no
+    mix tested needs it: ``tests/test_interact_classes.py``).
 
     >>> ks = [key_of(n, m, None, None) for n in (5, 20, 30) for m in (40, 100, 200, 400)]
     >>> len({geometry(k) for k in ks}), len(set(run_geometries(ks).values()))
@@ -168,6 +169,8 @@ def run_geometries(keys: Iterable[ClassKey], budget: int = PROGRAM_BUDGET, limit
     if len(set(own.values())) <= budget:
         return own
     weights = {k: float(counts[k]) for k in own}
+    if not limit:               # memory unknown: no join past the largest class the run has
+        limit = max(geometry_bytes(g) for g in own.values())
 
     def fits(k: ClassKey) -> bool:
         return not limit or geometry_bytes(geometry(k, backend, tile)) <= limit
