@@ -149,3 +149,14 @@ def test_unknown_memory_never_joins_past_the_largest_class():
     run = plan_run(probs, limit=0)
     assert len({p.plan.geo for p in run}) <= 8
     assert all(p.plan.bytes_needed() <= top for p in run)
+
+
+def test_classes_past_the_limit_keep_their_geometry_and_the_rest_merge():
+    """Pairs past the limit (the run refuses them: check_memory) are left out of the joins."""
+    limit = 1 << 30
+    probs = every_class("cpu", None, 128, 1 << 40)
+    fit = [p for p in probs if p.plan.bytes_needed() <= limit]
+    assert len(fit) < len(probs)
+    run = plan_run(probs, limit=limit)
+    assert all(a.plan.geo == b.plan.geo for a, b in zip(run, probs) if b not in fit)
+    assert len({a.plan.geo for a, b in zip(run, probs) if b in fit}) <= 8

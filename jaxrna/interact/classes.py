@@ -168,12 +168,16 @@ def run_geometries(keys: Iterable[ClassKey], budget: int = PROGRAM_BUDGET, limit
     own = {k: geometry(k, backend, tile) for k in sorted(counts)}
     if len(set(own.values())) <= budget:
         return own
-    weights = {k: float(counts[k]) for k in own}
     if not limit:               # memory unknown: no join past the largest class the run has
         limit = max(geometry_bytes(g) for g in own.values())
 
     def fits(k: ClassKey) -> bool:
-        return not limit or geometry_bytes(geometry(k, backend, tile)) <= limit
+        return geometry_bytes(geometry(k, backend, tile)) <= limit
+
+    # (a class past the limit keeps its geometry: the run refuses its pairs, check_memory)
+    weights = {k: float(counts[k]) for k in own if fits(k)}
+    if len({own[k] for k in weights}) <= budget:
+        return own
 
     @lru_cache(maxsize=None)
     def cost(k: ClassKey) -> float:
@@ -202,7 +206,7 @@ def run_geometries(keys: Iterable[ClassKey], budget: int = PROGRAM_BUDGET, limit
             serve = merge_to_budget(weights, b, join, cost)
             if not all(fits(s) for s in serve.values()) and b < len(weights):
                 serve = None
-    return {k: geometry(serve[k], backend, tile) for k in own}
+    return {k: geometry(serve[k], backend, tile) if k in serve else g for k, g in own.items()}
 
 
 def _cover(keys: list[ClassKey], budget: int, fits, cost,
