@@ -1,5 +1,7 @@
 """Issue 26 for ``jaxrna interact``: a run compiles one program per geometry class, known in
-advance (:func:`jaxrna.interact.windows.plan`); lengths, windows and weights never add one.
+advance (:func:`jaxrna.interact.windows.plan`), at most 8 (a run meeting more merges classes:
+:mod:`jaxrna.interact.classes`; the plans of mixes to 10,240 nt are tested without compiling in
+``test_interact_classes.py``); lengths, windows and weights never add one.
 
 Whole processes on the CPU, counted with :func:`compile_count.run_counted`."""
 
@@ -81,3 +83,36 @@ def test_after_warm_a_cli_run_compiles_nothing(tmp_path):
                        "-o", str(tmp_path / "o.tsv")], cache)
     assert run.returncode == 0, run.stderr
     assert run.compiled == 0
+
+
+def write_strands(path, name: str, seed: int, lengths) -> str:
+    rng = random.Random(seed)
+    f = path / f"{name}.fa"
+    f.write_text("".join(f">{name}{k}\n{''.join(rng.choice('ACGU') for _ in range(n))}\n"
+                         for k, n in enumerate(lengths)))
+    return str(f)
+
+
+@pytest.mark.slow
+def test_a_mix_of_13_classes_compiles_8_then_another_nothing(tmp_path):
+    """Short strands 1 against strands 2 of 20-1,000 nt with ``--window2``: 13 geometry classes
+    (5 inner classes with whole bands, 2 windowed, 3 outer ladders), merged onto 8 programs;
+    another run with other lengths of the same classes, another window of the same class and
+    other weights compiles nothing."""
+    cache = str(tmp_path / "cache")
+    a = write_strands(tmp_path, "a", 1, (4, 12, 20))
+    b = write_strands(tmp_path, "b", 2, (20, 50, 100, 200, 400, 900))
+    probs = [make_problem(Record("a", "A" * n), Record("b", "A" * m), None, 16)
+             for n in (4, 12, 20) for m in (20, 50, 100, 200, 400, 900)]
+    assert len({p.plan.geo for p in probs}) == 13
+    first = run_counted(["interact", a, b, "--window2", "16", "--score-only",
+                         "-o", str(tmp_path / "1.tsv")], cache)
+    assert first.returncode == 0, first.stderr
+    assert first.compiled == 8
+    a2 = write_strands(tmp_path, "c", 3, (3, 10, 18))
+    b2 = write_strands(tmp_path, "d", 4, (25, 60, 120, 240, 450, 1000))
+    second = run_counted(["interact", a2, b2, "--window2", "13", "--weights", "integer",
+                          "--score-only", "-o", str(tmp_path / "2.tsv")], cache)
+    assert second.returncode == 0, second.stderr
+    assert second.compiled == 0
+    assert len((tmp_path / "2.tsv").read_text().splitlines()) == 19

@@ -206,3 +206,61 @@ def test_window_in_a_large_class():
         assert r.windows.shape == (1, len(s2) - 11)
         assert [spec[(0, b)] for b in range(len(s2) - 11)] == r.windows[0][::-1].tolist()
         assert_valid(r, w)
+
+
+BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pairs_in_a_merged_geometry_are_exact(backend):
+    """Issue 26: a run meeting more classes than its budget serves several by one larger
+    geometry (:func:`jaxrna.interact.api.plan_run`); lengths are runtime values, so each pair
+    is still exact. Budget 1: pairs of three classes, either strand outside, in one program,
+    against brute force and the reference DP."""
+    from jaxrna.interact.api import make_problem, memory_limit, plan_run
+
+    rng = random.Random(126)
+    pairs = [(random_strand(rng, a), random_strand(rng, b))
+             for a, b in ((5, 7), (8, 6), (6, 40), (40, 5), (3, 70), (17, 18))]
+    w = parse_weights("bpmax")
+    probs = [make_problem(Record("a", a), Record("b", b), backend=backend) for a, b in pairs]
+    assert len({p.plan.geo for p in probs}) == 3
+    (geo,) = {p.plan.geo for p in plan_run(probs, 1, memory_limit(None, backend), backend)}
+    assert geo not in {p.plan.geo for p in probs}      # a geometry none of them has alone
+    for (s1, s2), r in zip(pairs, run(pairs, w, budget=1, backend=backend)):
+        if len(s1) + len(s2) <= 16:
+            assert r.score_units == enumerate_best(s1, s2, w)[0], (s1, s2)
+        F, S1, S2 = reference_tables(s1, s2, w)
+        assert r.score_units == F[0][len(s1) - 1][0][len(s2) - 1], (s1, s2)
+        assert (r.s1_units, r.s2_units) == (S1[0][-1], S2[0][-1])
+        assert_valid(r, w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_windowed_pairs_in_a_merged_large_geometry_are_exact(backend):
+    """Budget 1 with windows of 8 on both strands: pairs whose own classes keep whole bands
+    (inner 32 and 128) and one of a large class (inner 512, band of 16 diagonals) share the
+    large class's geometry; every window's score, the best window and its traceback are the
+    reference's."""
+    from jaxrna.interact.api import make_problem, memory_limit, plan_run
+
+    rng = random.Random(127)
+    pairs = [(random_strand(rng, a), random_strand(rng, b))
+             for a, b in ((12, 25), (14, 70), (6, 260), (30, 9))]
+    w = parse_weights("integer")
+    probs = [make_problem(Record("a", a), Record("b", b), 8, 8, backend=backend)
+             for a, b in pairs]
+    (geo,) = {p.plan.geo for p in plan_run(probs, 1, memory_limit(None, backend), backend)}
+    assert (geo.n_inner, geo.w_inner) == (512, 15) and len({p.plan.geo for p in probs}) == 3
+    for (s1, s2), r in zip(pairs, run(pairs, w, window1=8, window2=8, keep_windows=True,
+                                      budget=1, backend=backend)):
+        spec = reference_windows(s1, s2, w, 8, 8)
+        n1, n2 = len(s1), len(s2)
+        l1, l2 = min(8, n1), min(8, n2)         # a strand shorter than its window is whole
+        assert r.windows.shape == (n1 - l1 + 1, n2 - l2 + 1)
+        for a in range(n1 - l1 + 1):
+            for b in range(n2 - l2 + 1):
+                assert r.windows[a, b] == spec[(a, n2 - l2 - b)], (s1, s2, a, b)
+        assert r.score_units == max(spec.values())
+        assert spec[(r.window1[0], n2 - 1 - r.window2[1])] == r.score_units
+        assert_valid(r, w)

@@ -21,7 +21,7 @@ from those cells (:mod:`jaxrna.interact.traceback`; about 10 ms for 23 x 128 nt)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import partial
 from typing import Iterable, Iterator, Sequence
@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 from jaxrna.alphabet import encode, encode_batch
+from jaxrna.interact.classes import PROGRAM_BUDGET, ClassKey, key_of, run_geometries
 from jaxrna.interact.pairs import Pair
 from jaxrna.interact.program import BoxLayout, compiled
 from jaxrna.interact.traceback import to_original, traceback
@@ -127,12 +128,15 @@ class InteractResult:
 
 @dataclass(frozen=True)
 class Problem:
-    """One pair in internal orientation: ``outer_is_1`` says whether strand 1 is the grid."""
+    """One pair in internal orientation: ``outer_is_1`` says whether strand 1 is the grid;
+    ``key``: its geometry class (:func:`jaxrna.interact.classes.key_of`; ``plan.geo`` is the
+    class's geometry, or the larger one that serves it in a run: :func:`plan_run`)."""
 
     rec1: Record
     rec2: Record
     outer_is_1: bool
     plan: Plan
+    key: ClassKey | None = None
 
     @property
     def outer(self) -> str:
@@ -154,9 +158,11 @@ def make_problem(rec1: Record, rec2: Record, window1: int | None = None,
     outer_is_1 = n1 <= n2 if outer == "auto" else outer == "1"
     if outer_is_1:
         p = plan(n1, n2, window1, window2, tile=tile, backend=backend)
+        key = key_of(n1, n2, window1, window2)
     else:
         p = plan(n2, n1, window2, window1, tile=tile, backend=backend)
-    return Problem(rec1=rec1, rec2=rec2, outer_is_1=outer_is_1, plan=p)
+        key = key_of(n2, n1, window2, window1)
+    return Problem(rec1=rec1, rec2=rec2, outer_is_1=outer_is_1, plan=p, key=key)
 
 
 def device_memory(backend: str) -> int:
@@ -164,9 +170,15 @@ def device_memory(backend: str) -> int:
     return device_memory_bytes("gpu") if backend == "gpu" else memory_bytes()
 
 
+def memory_limit(max_bytes: int | None = None, backend: str = "cpu") -> int:
+    """Bytes one pair's fill may use: ``max_bytes``, else 80% of the backend's memory (0 =
+    unknown: no limit)."""
+    return max_bytes if max_bytes is not None else int(0.8 * device_memory(backend))
+
+
 def check_memory(problem: Problem, max_bytes: int | None = None, backend: str = "cpu") -> None:
     """Refuse up front a pair whose table would not fit, with an estimate and advice."""
-    limit = max_bytes if max_bytes is not None else int(0.8 * device_memory(backend))
+    limit = memory_limit(max_bytes, backend)
     need = problem.plan.bytes_needed()
     if limit and need > limit:
         p = problem.plan
@@ -176,6 +188,24 @@ def check_memory(problem: Problem, max_bytes: int | None = None, backend: str = 
             f"strand) needs about {human_bytes(need)}, more than the {human_bytes(limit)} "
             f"allowed; use --window1/--window2 (memory grows with the square of each window), "
             f"a machine with more memory, or raise --max-memory")
+
+
+def plan_run(problems: Sequence[Problem], budget: int = PROGRAM_BUDGET, limit: int = 0,
+             backend: str = "cpu", tile: int | None = None) -> list[Problem]:
+    """The run's problems, each in the geometry that serves its class: its own when the run
+    meets at most ``budget`` geometries, else one of at most ``budget`` merged ones
+    (:func:`jaxrna.interact.classes.run_geometries`; none needs more than ``limit`` bytes).
+    True lengths and windows are unchanged (runtime values of the program), so results are.
+
+    >>> from jaxrna.io.fasta import Record
+    >>> probs = [make_problem(Record("a", "A" * n), Record("b", "A" * m))
+    ...          for n in (5, 20, 30) for m in (40, 100, 200, 400)]
+    >>> len({p.plan.geo for p in probs}), len({p.plan.geo for p in plan_run(probs, 3)})
+    (9, 3)
+    """
+    serve = run_geometries([p.key for p in problems], budget, limit, backend, tile)
+    return [p if serve[p.key] == p.plan.geo else replace(p, plan=replace(p.plan, geo=serve[p.key]))
+            for p in problems]
 
 
 # ---- computing -------------------------------------------------------------------------------
@@ -323,12 +353,13 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
     ``devices`` (default: JAX's default device; :func:`jaxrna.pipeline.schedule`), the next
     batch dispatched while the last one is read and traced back; results in input order.
 
-    Programs of a run: one per geometry class met (:func:`jaxrna.interact.windows.plan`) and
-    traceback switch. Bounds: pairs of at most 32 x 63 nt take at most 3 classes (shorter
-    strand <= 16 or <= 32, longer <= 31 or <= 63); one strand-1 length of 17-32 nt against any
-    mix of strand 2 up to 4,095 nt (one window option) at most 8, up to 10,000 nt at most 10
-    (the inner ladder's classes, :data:`~jaxrna.interact.windows.INNER_LADDER`). Generally: one
-    per (outer class, inner class) met. Windows, weights and true lengths are runtime values."""
+    Programs of a run: one per geometry (:func:`jaxrna.interact.windows.plan`) and traceback
+    switch, at most 8 whatever the mix of lengths to 10,240 nt, windows and weights
+    (:func:`interact_pairs` plans the run: a run meeting more classes serves them by at most 8
+    merged ones, :func:`plan_run`; only pairs near the memory limit in different dimensions
+    could need more, which no mix tested does). A run meeting at most 8 keeps its classes:
+    pairs of at most 32 x 63 nt take at most 3 (shorter strand <= 16 or <= 32, longer <= 31
+    or <= 63). Windows, weights and true lengths are runtime values."""
     wm = np.asarray(weights.matrix(), np.int32)
     from jaxrna.programs import default_device
 
@@ -358,13 +389,14 @@ def interact_pairs(pairs: Iterable[tuple[Record, Record]], weights: WeightSet | 
                    with_pairs: bool = True, keep_windows: bool = False, chunk: int = 256,
                    max_bytes: int | None = None, batch_budget: int = 1 << 30,
                    backend: str = "cpu", tile: int | None = None, on_done=None,
-                   on_error=None) -> Iterator[InteractResult]:
+                   on_error=None, budget: int = PROGRAM_BUDGET) -> Iterator[InteractResult]:
     """Interact a stream of ``(strand 1, strand 2)`` record pairs, yielding results in order.
 
     ``window1``/``window2``: window lengths (None = whole strand). ``backend``: a JAX platform
     name. A pair that would not fit in memory raises :class:`ResourceError`, or, when
     ``on_error(pair, error)`` is given, is reported to it and skipped. ``on_done(k)`` is called
-    as ``k`` more pairs finish.
+    as ``k`` more pairs finish. The run is planned before its first pair is computed (every
+    pair's class is read first): it compiles at most ``budget`` programs (:func:`plan_run`).
     """
     if isinstance(weights, str):
         weights = parse_weights(weights)
@@ -388,16 +420,26 @@ def interact_pairs(pairs: Iterable[tuple[Record, Record]], weights: WeightSet | 
             on_done(len(results))
         yield from (r for r in results if r is not None)
 
+    # the run's plan first: its classes, merged onto at most ``budget`` programs (issue 26)
+    planned: list = []          # a Problem, or the pair and why it does not fit
     for rec1, rec2 in pairs:
         prob = make_problem(rec1, rec2, window1, window2, outer, tile, backend)
         try:
             check_memory(prob, max_bytes, backend)
         except ResourceError as exc:
-            if on_error is None:
-                raise
-            on_error((rec1, rec2), exc)
+            planned.append(((rec1, rec2), exc))
             continue
-        buffer.append(prob)
+        planned.append(prob)
+    fit = plan_run([p for p in planned if isinstance(p, Problem)], budget,
+                   memory_limit(max_bytes, backend), backend, tile)
+    fit.reverse()
+    for item in planned:
+        if not isinstance(item, Problem):
+            if on_error is None:
+                raise item[1]
+            on_error(*item)
+            continue
+        buffer.append(fit.pop())
         if len(buffer) >= chunk:
             yield from flush()
             buffer = []

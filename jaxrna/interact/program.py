@@ -5,8 +5,10 @@
 best window with the CLI's tie rule and, with ``box=True``, gathers what the traceback of that
 window reads (the tiles of its outer cells on the tile rows it spans, and the two strands' S
 tables on it). Only these come back to the host: the table (gigabytes at 20,000 nt) never
-leaves the device, and a run compiles one program per geometry and batch size (with
-``jaxrna.programs``, a warm run loads it instead of tracing it).
+leaves the device, and a run compiles one program per geometry (its batch rows are fixed by
+the geometry: :func:`jaxrna.interact.api.class_rows`), at most 8 per run
+(:mod:`jaxrna.interact.classes`; with ``jaxrna.programs``, a warm run loads them instead of
+tracing them).
 
 Per pair the program takes ``info = (n_outer, n_inner, l_outer, l_inner, outer_is_1)``: true
 lengths and window lengths in internal orientation, so pairs of different lengths share the

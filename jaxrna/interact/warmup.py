@@ -1,12 +1,14 @@
 """Prepare every program ``jaxrna interact`` can use, before a job (issue 26's warm-up).
 
 A run compiles one program per geometry class it meets (:func:`jaxrna.interact.windows.plan`:
-padded lengths on fixed ladders, bands that depend on a window only in large classes) and per
-traceback / all-windows switch; true lengths, windows and weights are runtime values. So the
-programs of every input up to ``max_length`` nt are known in advance: :func:`warm` plans one
-synthetic pair per class (class by class, through the CLI's own planning and batching code),
-and compiles each class's program, or loads it from the cache, without running it. Classes
-whose tables would not fit in the backend's memory are skipped (the CLI refuses such pairs).
+padded lengths on fixed ladders, bands that depend on a window only in large classes), at most
+8 (a run meeting more merges classes: :mod:`jaxrna.interact.classes`), for its traceback /
+all-windows switch; true lengths, windows and weights are runtime values. So the programs of
+every input up to ``max_length`` nt are known in advance: :func:`run_classes` plans one
+synthetic pair per class (class by class, through the CLI's own planning code) and adds every
+join of classes a run may merge them into; :func:`warm` compiles each geometry's program, or
+loads it from the cache, without running it. Classes whose tables would not fit in the
+backend's memory are skipped (the CLI refuses such pairs, and merges into none).
 
 Options that select other programs: ``window1``/``window2`` (only for strands longer than
 :data:`~jaxrna.interact.windows.FULL_BAND` nt, and only through
@@ -19,6 +21,8 @@ True
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from jaxrna.interact.windows import INNER_LADDER, INNER_STEP, OUTER_LARGE, OUTER_SMALL, \
     OUTER_TINY, padded_inner
@@ -43,26 +47,21 @@ def _lengths(max_length: int) -> tuple[list[int], list[int]]:
     return sorted(x for x in inner if x >= 1), sorted(x for x in outer if x >= 1)
 
 
-def warm(backend: str = "cpu", max_length: int = 10_000, window1: int | None = None,
-         window2: int | None = None, with_pairs: bool = True, keep_windows: bool = False,
-         outer: str = "auto", max_bytes: int | None = None, batch_budget: int = 1 << 30,
-         **_ignored) -> int:
-    """Compile (or load) every ``interact`` program for pairs of strands up to ``max_length``
-    nt with these options on ``backend``; returns how many programs were prepared. Numeric
-    options (weights, window lengths within a class) need no separate warm-up."""
-    import jax
-    import numpy as np
-
-    from jaxrna import programs
-    from jaxrna.interact.api import check_memory, make_problem, prepare, problem_batches
+def run_classes(backend: str = "cpu", max_length: int = 10_000, window1: int | None = None,
+                window2: int | None = None, outer: str = "auto", max_bytes: int | None = None,
+                tile: int | None = None) -> dict:
+    """Every geometry a run of pairs up to ``max_length`` nt with these options can compile,
+    each with a pair of it: ``{geometry: problem}``. The classes of single pairs (one synthetic
+    pair per class, through the CLI's own planning code) and every join of them a run may merge
+    them into (:func:`jaxrna.interact.classes.closure`), less those whose tables would not fit
+    (the CLI refuses such pairs, and never merges into such a class)."""
+    from jaxrna.interact.api import check_memory, make_problem, memory_limit
+    from jaxrna.interact.classes import closure, geometry, join
     from jaxrna.io.errors import ResourceError
     from jaxrna.io.fasta import Record
-    from jaxrna.runtime import enable_compilation_cache
-    from jaxrna.weights import parse_weights
 
-    enable_compilation_cache()
     inner, outer_lengths = _lengths(max_length)
-    seen: dict = {}
+    base: dict = {}
     for m in inner:
         for n in outer_lengths:
             if outer == "auto" and n > m:
@@ -70,14 +69,44 @@ def warm(backend: str = "cpu", max_length: int = 10_000, window1: int | None = N
             for w1, w2 in ((window1, window2), (window2, window1)) if outer == "auto" else \
                     ((window1, window2),):
                 prob = make_problem(Record("a", "A" * n), Record("b", "A" * m), w1, w2,
-                                    "1" if outer == "auto" else outer, backend=backend)
-                if prob.plan.geo in seen:
+                                    "1" if outer == "auto" else outer, tile=tile,
+                                    backend=backend)
+                if prob.key in base:
                     continue
                 try:
                     check_memory(prob, max_bytes, backend)
                 except ResourceError:
                     continue
-                seen[prob.plan.geo] = prob
+                base[prob.key] = prob
+    out: dict = {}
+    for key in sorted(closure(base, memory_limit(max_bytes, backend), backend, tile)):
+        geo = geometry(key, backend, tile)
+        if geo in out:
+            continue
+        # a pair the class holds (any: lengths and windows are runtime values)
+        prob = next(p for k, p in sorted(base.items()) if join(k, key) == key)
+        out[geo] = replace(prob, plan=replace(prob.plan, geo=geo))
+    return out
+
+
+def warm(backend: str = "cpu", max_length: int = 10_000, window1: int | None = None,
+         window2: int | None = None, with_pairs: bool = True, keep_windows: bool = False,
+         outer: str = "auto", max_bytes: int | None = None, batch_budget: int = 1 << 30,
+         **_ignored) -> int:
+    """Compile (or load) every ``interact`` program for pairs of strands up to ``max_length``
+    nt with these options on ``backend`` (:func:`run_classes`); returns how many programs were
+    prepared. Numeric options (weights, window lengths within a class) need no separate
+    warm-up."""
+    import jax
+    import numpy as np
+
+    from jaxrna import programs
+    from jaxrna.interact.api import prepare, problem_batches
+    from jaxrna.runtime import enable_compilation_cache
+    from jaxrna.weights import parse_weights
+
+    enable_compilation_cache()
+    seen = run_classes(backend, max_length, window1, window2, outer, max_bytes)
     wm = np.asarray(parse_weights("bpmax").matrix(), np.int32)
     with jax.default_device(jax.devices(backend)[0]):
         device = programs.default_device()
@@ -88,4 +117,4 @@ def warm(backend: str = "cpu", max_length: int = 10_000, window1: int | None = N
     return len(seen)
 
 
-__all__ = ["warm"]
+__all__ = ["run_classes", "warm"]

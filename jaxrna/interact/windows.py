@@ -147,7 +147,8 @@ def plan(n_outer: int, n_inner: int, l_outer: int | None = None, l_inner: int | 
     through :func:`window_class`, and only in large classes (inner > :data:`FULL_BAND`, outer
     > 64). True lengths and windows are runtime values of the program (``info`` and the batch's
     spans, :mod:`jaxrna.interact.program`), so pairs of many lengths and any windows share a
-    class's one program. Windowed long strands stay linear in their length: the band of a
+    class's one program (and a run meeting more than 8 classes serves them by at most 8 larger
+    ones: :mod:`jaxrna.interact.classes`). Windowed long strands stay linear in their length: the band of a
     window of ``L`` nt costs at most ``window_class(L) < 2 L`` (for ``L >= 16``) diagonals. ``outer_blocks`` (None =
     automatic) cuts the outer diagonals into groups with their own batch size: less work on
     large problems, more to compile (:data:`OUTER_BLOCKS`); ``inner_blocks`` (None =
