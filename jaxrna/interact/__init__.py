@@ -2,7 +2,8 @@
 ``jaxrna.interact.interact("UCGCUGCU", "GUCGGA")`` or ``jaxrna.interact("UCGCUGCU", "GUCGGA")``.
 
 Modules: ``recurrence`` (the JAX fill of one pair), ``geometry`` (its static shape),
-``windows`` (banded layout, planning, reading windows), ``program`` (the one device program of
+``windows`` (banded layout, planning, reading windows), ``classes`` (a run's geometry classes,
+merged onto at most 8 programs), ``program`` (the one device program of
 a batch: fill, windows, best window and its traceback box), ``traceback``, ``pairs`` (the pairs
 of a joint structure and their weights), ``reference`` (plain Python oracle), ``brute`` (the
 four rules of a valid joint structure and exhaustive enumeration), ``api`` (:func:`interact`,
