@@ -30,19 +30,10 @@ K = TypeVar("K", bound=Hashable)
 
 
 def merge_to_budget(counts: Mapping[K, float], budget: int, join: Callable[[K, K], K],
-                    cost: Callable[[K], float], program_cost: float = 0.0) -> dict[K, K]:
+                    cost: Callable[[K], float]) -> dict[K, K]:
     """Map every class of ``counts`` to the class that serves it in a run of at most
     ``budget`` classes (see the module docstring). Deterministic: ties are broken by the
-    classes' order in ``counts`` (callers pass them sorted).
-
-    ``program_cost``: what one more program costs a cold run, in the units of ``counts[c] *
-    cost(c)`` (its compile time, where the cost is the padded work's time): below the budget,
-    joins go on while the cheapest adds less padded work than a program costs, so a small job
-    compiles one program rather than several it would barely use.
-
-    >>> merge_to_budget({64: 10, 128: 10, 1024: 10}, 8, max, float, program_cost=1000)
-    {64: 128, 128: 128, 1024: 1024}
-    """
+    classes' order in ``counts`` (callers pass them sorted)."""
     if budget < 1:
         raise ValueError(f"a run's program budget must be at least 1, not {budget}")
     order = list(counts)
@@ -50,7 +41,7 @@ def merge_to_budget(counts: Mapping[K, float], budget: int, join: Callable[[K, K
     groups: dict[K, float] = {}                  # serving class -> total weight
     for c in order:
         groups[c] = groups.get(c, 0.0) + float(counts[c])
-    while len(groups) > 1:
+    while len(groups) > budget:
         keys = list(groups)
         best = None
         for x in range(len(keys)):
@@ -65,9 +56,7 @@ def merge_to_budget(counts: Mapping[K, float], budget: int, join: Callable[[K, K
                 score = extra / fewer
                 if best is None or score < best[0]:
                     best = (score, a, b, m)
-        score, a, b, m = best
-        if len(groups) <= budget and not score < program_cost:
-            break
+        _, a, b, m = best
         weight = groups.pop(a) + groups.pop(b) + groups.pop(m, 0.0)
         groups[m] = weight
         for c, s in serve.items():

@@ -66,20 +66,3 @@ def test_one_dimension_keeps_the_heavy_small_classes():
 def test_a_budget_below_one_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
         merge_to_budget({1: 1}, 0, max, float)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_a_program_cost_joins_classes_whose_padding_costs_less(seed):
-    rng = random.Random(seed)
-    counts = {c: rng.randint(1, 20) for c in sorted(rng.sample(LADDER, 5))}
-    sizes = [len(set(merge_to_budget(counts, 8, max, float, program_cost=p).values()))
-             for p in (0, 100, 1_000, 10_000, 1e12)]
-    assert sizes[0] == len(counts)                       # free programs: nothing joined
-    assert sizes == sorted(sizes, reverse=True)          # dearer programs: fewer classes
-    assert sizes[-1] == 1                                # one program serves every class
-    for p in (100, 1_000, 10_000):                       # every join stopped where it should
-        serve = merge_to_budget(counts, 8, max, float, program_cost=p)
-        kept = sorted(set(serve.values()))
-        for a, b in zip(kept, kept[1:]):                 # joining any two neighbours left costs more
-            wa = sum(n for c, n in counts.items() if serve[c] == a)
-            assert wa * (b - a) >= p
