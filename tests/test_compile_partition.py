@@ -6,9 +6,13 @@ temperature, the dangle model, unpaired positions and ``--mea``; none after ``ja
 --model turner --partition``.
 
 The bound: the energy model's classes (:func:`jaxrna.batching.energy_length_class`: 8 up to
-10,240 nt), each with a fixed row count (:func:`jaxrna.energy.partition_jax.rows_for`), so at
-most 8 partition programs and 8 MFE programs for any mix of lengths up to 10,240 nt (fewer
-where the device's memory refuses the long classes: on a CPU with 23 GB, classes up to 1,024).
+10,240 nt), each with a fixed row count (:func:`jaxrna.energy.partition_jax.rows_for`), of
+which a run uses at most :data:`~jaxrna.energy.partition_jax.CLASS_BUDGET` (4; a run meeting
+more computes some records in a larger class, :mod:`jaxrna.energy.run_classes`), the MFE the
+same: at most 4 partition programs and 4 MFE programs, 8 in all, for any mix of lengths
+(fewer where the device's memory refuses the long classes: on a CPU with 23 GB, classes up to
+1,024, so no run here meets more than 4). Planned for every class up to 10,240 nt and the GPU
+backend's budgets in ``tests/test_partition_classes.py``.
 
 Whole processes are counted (:mod:`compile_count`) on the CPU, classes 128 and 256 only (on
 this 2-core CPU each partition program compiles in 5-12 s, each MFE program in about 10-20 s,

@@ -1,9 +1,16 @@
 """Issue 26 for ``jaxrna targets``: the programs a run compiles are few and fixed by its plan
 (the chunk's class, the miRNA heights, the option class), never by its data or numeric options.
 
+The bound (:mod:`jaxrna.targets.engine`): one chunk class per run (a run whose first chunk is
+full takes the class of the largest chunk it can have), so at most 6 scan programs (lane
+packing, tiling, per height -- at most 2 -- a bulk scan and a refill) and, with energies, the
+``device`` energy engine's one program (fixed shape; the ``cpu`` and ``vienna`` engines
+compile none): at most 7 per run.
+
 Counted in whole processes on the CPU (:mod:`compile_count`): a second run on other files with
 other scores, thresholds and scale sharing the cache compiles nothing; a run with miRNAs of
-every height up to 32 compiles no more than the documented bound; after
+every height up to 32 compiles no more than the documented bound; a run of several chunks whose
+later chunk is larger than the first's power of two compiles no more than it either; after
 :func:`jaxrna.targets.warmup.warm`, a CLI run on new data compiles nothing.
 """
 
@@ -21,6 +28,8 @@ from compile_count import ROOT, run_counted
 #: The bound of :mod:`jaxrna.targets.warmup` (one chunk class): lane packing, tiling, and per
 #: height (at most MAX_HEIGHTS per run) a bulk scan and a refill-and-traceback program.
 BOUND = 6
+#: ... and with the ``device`` energy engine's program.
+BOUND_WITH_ENERGIES = BOUND + 1
 
 
 def _fasta(path, prefix, seqs):
@@ -108,3 +117,67 @@ def test_after_warm_a_cli_run_on_new_data_compiles_nothing(tmp_path):
     run = run_counted(["targets", m, u, "--no-energy", "-sc", "130", "-scale", "4.5"], cache)
     assert _hits(run) > 0
     assert run.compiled == 0, run.counts
+
+
+def _growing_chunks(tmp_path, tag, seed):
+    """miRNAs and a target file that ``--chunk-nt 65536`` cuts into a first chunk of exactly
+    65,536 nt (class 65,536), a second one closed by a 10,000-nt record (71,440 nt: class
+    131,072) and a short last one; planted sites in every chunk."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("ACGT"))
+    mirnas = ["".join(rng.choice(letters, size=n)) for n in (15, 22, 23)]    # 2 heights
+    comp = str.maketrans("ACGT", "TGCA")
+    lengths = [4096] * 16 + [4096] * 15 + [10_000] + [3000] * 3
+    utrs = []
+    for k, n in enumerate(lengths):
+        s = list(rng.choice(letters, size=n))
+        site = mirnas[k % 3].translate(comp)[::-1]
+        at = int(rng.integers(0, n - len(site)))
+        s[at:at + len(site)] = list(site)
+        utrs.append("".join(s))
+    return (_fasta(tmp_path / f"mir_{tag}.fa", "mir", mirnas),
+            _fasta(tmp_path / f"utr_{tag}.fa", "utr", utrs))
+
+
+def test_a_full_first_chunk_takes_the_class_of_the_largest_chunk():
+    """Planner level: the classes of the chunks of a run (as :class:`Engine` sizes them), for
+    chunkings whose later chunks outgrow the first's power of two: one class per run."""
+    import random
+
+    from jaxrna.targets.api import _chunks_and_last
+    from jaxrna.targets.engine import Engine, make_target
+    from jaxrna.targets.lanes import Chunk
+    from jaxrna.targets.scoring import ScanParams
+
+    rng = random.Random("chunks")
+    for chunk_nt in (65_536, 130_000, 262_144, 1_000_000):
+        for _ in range(20):
+            lengths = [rng.choice([rng.randint(40, 3000), rng.randint(3000, 10_240)])
+                       for _ in range(rng.randint(1, 400))]
+            records = [make_target(f"t{k}", "", "A" * n) for k, n in enumerate(lengths)]
+            engine = Engine(ScanParams(no_energy=True))
+            classes = set()
+            for c, (chunk, last) in enumerate(_chunks_and_last(iter(records), chunk_nt)):
+                if c == 0 and not last:
+                    engine.expect_chunks(chunk_nt, max(len(t.sequence) for t in chunk))
+                got = Chunk(chunk, 40, min_class=engine._class_floor)
+                if not got.lane_of_target:
+                    engine._class_floor = max(engine._class_floor, got.size_class)
+                classes.add(got.size_class)
+            assert len(classes) == 1, (chunk_nt, lengths)
+
+
+@pytest.mark.slow
+def test_a_run_whose_later_chunk_outgrows_the_first_class_keeps_the_bound(tmp_path):
+    """Before the first chunk took the largest chunk's class, this run met two classes (65,536
+    then 131,072) and compiled both sets (12 scan programs: 2 heights)."""
+    cache = str(tmp_path / "cache")
+    m, u = _growing_chunks(tmp_path, "g", 7)
+    run = run_counted(["targets", m, u, "--no-energy", "--chunk-nt", "65536"], cache)
+    assert _hits(run) > 0
+    assert 0 < run.compiled <= BOUND, run.counts
+    # with energies by the device engine (a cache of its own): one program more at most
+    again = run_counted(["targets", m, u, "--energy-engine", "device", "--chunk-nt", "65536"],
+                        str(tmp_path / "cache2"))           # (before: 13)
+    assert _hits(again) > 0
+    assert 0 < again.compiled <= BOUND_WITH_ENERGIES, again.counts

@@ -364,18 +364,19 @@ def batch_rows_for(length: int, backend: str, budget: int) -> int:
     return 1 << (rows.bit_length() - 1)
 
 
-def _device_batches(lengths: list[int], backend: str, budget: int
+def _device_batches(lengths: list[int], backend: str, budget: int, length_class=None
                     ) -> list[tuple[int, int, list[int]]]:
-    """Indices of ``lengths`` grouped by length class into device batches: ``(class, rows,
-    indices)`` with ``rows`` the class's fixed row count (:func:`batch_rows_for`), at most
-    ``rows`` indices each, in order of their first member.
+    """Indices of ``lengths`` grouped by length class (``length_class(n)``, default
+    :func:`energy_length_class`) into device batches: ``(class, rows, indices)`` with ``rows``
+    the class's fixed row count (:func:`batch_rows_for`), at most ``rows`` indices each, in
+    order of their first member.
 
     >>> [(c, r, len(b)) for c, r, b in _device_batches([100] * 20 + [300], "cpu", 1 << 30)]
     [(128, 8, 8), (128, 8, 8), (128, 8, 4), (512, 8, 1)]
     """
     groups: dict[int, list[int]] = {}
     for idx, n in enumerate(lengths):
-        groups.setdefault(energy_length_class(n), []).append(idx)
+        groups.setdefault((length_class or energy_length_class)(n), []).append(idx)
     out = []
     for padded, members in groups.items():
         rows = batch_rows_for(padded, backend, budget)
@@ -396,7 +397,8 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                         with_pairs: bool = True, chunk: int | None = None,
                         max_bytes: int | None = None, batch_budget: int | None = None,
                         on_done=None, backend: str = "cpu",
-                        on_error=None, unpaired: dict | None = None) -> Iterator[EnergyFoldResult]:
+                        on_error=None, unpaired: dict | None = None,
+                        length_class=None) -> Iterator[EnergyFoldResult]:
     """Fold a stream of records with the energy model, yielding results in input order.
 
     As :func:`jaxrna.fold.api.fold_records`: ``chunk`` records are read at a time (default
@@ -406,7 +408,10 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     (:func:`jaxrna.runtime.devices`, :func:`jaxrna.pipeline.schedule`), the next batch
     prepared while one runs; ``on_done(k)`` reports progress; a record too large for the memory
     limit raises :class:`ResourceError` or, with ``on_error(record, error)``, is skipped.
-    ``unpaired``: ``{record id: 0-based positions that must not pair}``.
+    ``unpaired``: ``{record id: 0-based positions that must not pair}``. ``length_class``: the
+    padded length a record of ``n`` nt is folded at (default :func:`energy_length_class`; a
+    class of the ladder at least that large: :mod:`jaxrna.energy.partition_jax` passes its
+    run's few classes); the same results.
     """
     import jax
 
@@ -439,7 +444,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     def flush() -> Iterator[EnergyFoldResult]:
         lengths = [len(r) for r in buffer]
         results: dict[int, tuple] = {}
-        plan = _device_batches(lengths, backend, batch_budget)
+        plan = _device_batches(lengths, backend, batch_budget, length_class)
         for device in used:
             prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device)
         # one batch ahead per device: the next is prepared while one runs

@@ -12,13 +12,20 @@ energy.
 
 Records are batched by the energy model's length classes
 (:func:`jaxrna.batching.energy_length_class`: 8 classes up to 10,240 nt), each class with a
-fixed row count (:func:`rows_for`; a last batch topped up with empty rows), so a run compiles
-one partition program per class met (:data:`jaxrna.energy.partition.PROGRAM`, kept in
-jaxrna's program store, :mod:`jaxrna.programs`), whatever the lengths, parameter set,
-temperature, dangles and unpaired positions (all runtime values; the MEA structure is
-computed on the host), beside the MFE engine's one program per class met: **at most 8 + 8
-programs for any mix of lengths up to 10,240 nt and any options**, fewer where the device's
-memory refuses the long classes. A chunk's programs are asked for at its start
+fixed row count (:func:`rows_for`; a last batch topped up with empty rows); a run computes
+them in at most :data:`CLASS_BUDGET` (4) classes (:class:`jaxrna.energy.run_classes.RunClasses`:
+a run meeting more computes some records in a larger class of the ladder, chosen chunk by
+chunk for the least padded work -- the partition fill runs over the whole padded class, so
+the cost is cubic in it -- and, while more records may follow, keeping a class free or the
+largest class the device admits), the MFE (:func:`jaxrna.energy.api.fold_energy_records`) in
+the same classes. One partition program per class used
+(:data:`jaxrna.energy.partition.PROGRAM`, kept in jaxrna's program store,
+:mod:`jaxrna.programs`), whatever the lengths, parameter set, temperature, dangles and
+unpaired positions (all runtime values; the MEA structure is computed on the host), beside
+the MFE engine's one program per class: **at most 4 + 4 = 8 programs for any mix of lengths
+up to 10,240 nt and any options** (beyond, too), fewer where the device's memory refuses the
+long classes; a run meeting at most 4 classes (3 while more than :data:`CHUNK` records remain
+to be read) uses exactly its own. A chunk's programs are asked for at its start
 (:func:`prefetch_programs`: side by side, in worker processes on hosts of many cores), and
 :func:`prepare_programs` compiles a plan's without running them (``jaxrna warmup fold
 --model turner --partition``: :func:`jaxrna.energy.warmup.partition_plan`). Memory
@@ -54,12 +61,29 @@ BYTES_PER_CELL = 7_000
 MAX_ROWS = {"cpu": 8, "gpu": 64}
 #: Records read and computed at a time.
 CHUNK = 4096
+#: Length classes one run computes in (the partition programs and the MFE programs alike).
+CLASS_BUDGET = 4
 
 
 def estimate_bytes(length: int) -> int:
     """Device memory one record of ``length`` nt needs here (its class's tables)."""
     padded = energy_length_class(length)
     return BYTES_PER_CELL * padded * padded
+
+
+def top_class(limit: int) -> int | None:
+    """The largest length class whose records fit in ``limit`` bytes (:func:`estimate_bytes`;
+    None: not even the first).
+
+    >>> top_class(8 << 30), top_class(60 << 30), top_class(1 << 20)
+    (1024, 2048, None)
+    """
+    top, k = None, 1
+    while True:
+        padded = energy_length_class(k)
+        if estimate_bytes(padded) > limit:
+            return top
+        top, k = padded, padded + 1
 
 
 def rows_for(padded: int, platform: str, budget: int) -> int:
@@ -110,14 +134,20 @@ def partition_records(records: Iterable[Record], model: EnergyModel | None = Non
                             device, platform)
 
 
-def plan(lengths: Iterable[int], platform: str, budget: int) -> list[tuple[int, int]]:
+def plan(lengths: Iterable[int], platform: str, budget: int,
+         serve: dict[int, int] | None = None) -> list[tuple[int, int]]:
     """The ``(length class, rows)`` of the partition programs records of these ``lengths``
-    run (empty records run none), in order of first use.
+    run (empty records run none), in order of first use; ``serve``: the run's class of each
+    class (:class:`jaxrna.energy.run_classes.RunClasses`; None: each its own).
 
     >>> plan([100, 0, 150, 90], "cpu", 1 << 30)
     [(128, 8), (256, 2)]
+    >>> plan([100, 0, 150, 90], "cpu", 1 << 30, {128: 256, 256: 256})
+    [(256, 2)]
     """
-    classes = dict.fromkeys(energy_length_class(n) for n in lengths if n)
+    serve = serve or {}
+    classes = dict.fromkeys(serve.get(c, c) for c in
+                            (energy_length_class(n) for n in lengths if n))
     return [(padded, rows_for(padded, platform, budget)) for padded in classes]
 
 
@@ -172,8 +202,13 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
              platform) -> Iterator[EnergyPartitionResult]:
     budget, most = budgets(device, platform)
     limit = min(most, max_bytes) if max_bytes else most
+    classes = run_classes(limit, platform, budget)
     chunk: list[Record] = []
     for rec in records:
+        if len(chunk) >= CHUNK:         # a full chunk, and a record follows it
+            yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
+                            on_done, classes, False)
+            chunk = []
         need = estimate_bytes(len(rec.sequence))
         if need > limit:
             from jaxrna.runtime import human_bytes
@@ -186,35 +221,53 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
             if on_error is None:
                 raise exc
             yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
-                            on_done)
+                            on_done, classes, False)
             chunk = []
             on_error(rec, exc)
             continue
         chunk.append(rec)
-        if len(chunk) >= CHUNK:
-            yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
-                            on_done)
-            chunk = []
-    yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget, on_done)
+    yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget, on_done,
+                    classes, True)
+
+
+def run_classes(limit: int, platform: str, budget: int):
+    """The :class:`jaxrna.energy.run_classes.RunClasses` of a run whose records may take
+    ``limit`` bytes each: :data:`CLASS_BUDGET` classes, the largest :func:`top_class`, a
+    class's cost its batches' padded work (rows, empty ones included, times the cube of the
+    class: the fill runs over the whole padded class)."""
+    from jaxrna.energy.run_classes import RunClasses
+
+    def work(padded: int, records: int) -> float:
+        rows = rows_for(padded, platform, budget)
+        return float(-(-records // rows) * rows) * float(padded) ** 3
+
+    return RunClasses(top_class(limit) or energy_length_class(1), CLASS_BUDGET, work)
 
 
 def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platform: str,
-         budget: int, on_done) -> Iterator[EnergyPartitionResult]:
+         budget: int, on_done, classes, final: bool) -> Iterator[EnergyPartitionResult]:
     if not chunk:
         return
     from jaxrna.energy import partition
     from jaxrna.stages import stage
 
+    lengths = [len(rec.sequence) for rec in chunk]
+    serve = classes.serve(lengths, final)
+
+    def padded_of(n: int) -> int:
+        return serve[energy_length_class(n)]
+
     # the chunk's partition programs compile (where there are cores) while the MFE runs
-    prefetch_programs(plan((len(rec.sequence) for rec in chunk), platform, budget), device)
+    prefetch_programs(plan(lengths, platform, budget, serve), device)
+    live = [k for k, n in enumerate(lengths) if n]      # empty records need no MFE
     with stage("mfe"):
-        mfe = list(fold_energy_records(chunk, model, with_pairs=True, backend=platform,
-                                       unpaired=unpaired))
+        mfe = dict(zip(live, fold_energy_records([chunk[k] for k in live], model,
+                                                 with_pairs=True, backend=platform,
+                                                 unpaired=unpaired, length_class=padded_of)))
     ups = [tuple((unpaired or {}).get(rec.id, ())) for rec in chunk]
     groups: dict[int, list[int]] = {}
-    for k, rec in enumerate(chunk):
-        if rec.sequence:
-            groups.setdefault(energy_length_class(len(rec.sequence)), []).append(k)
+    for k in live:
+        groups.setdefault(padded_of(lengths[k]), []).append(k)
     parts: dict[int, dict] = {}
     for padded, members in groups.items():
         rows = rows_for(padded, platform, budget)

@@ -10,7 +10,10 @@ directory (``JAXRNA_CACHE_DIR``): a later ``fold --model turner`` on any data wi
 ``max_length`` with any of those options compiles nothing. With ``partition``, also the
 partition engine's program of every class up to ``max_length`` that the device's memory admits
 (:func:`partition_plan`; compiled, not run), for ``fold --model turner
---partition`` with jaxrna's engine (``--backend cpu`` or ``gpu``).
+--partition`` with jaxrna's engine (``--backend cpu`` or ``gpu``), and where a run over such
+records can meet more classes than it uses (:data:`jaxrna.energy.partition_jax.CLASS_BUDGET`),
+the largest class the device admits too (a long run keeps it for records still to come), with
+its MFE program.
 
 >>> warm("cpu", max_length=100)        # doctest: +SKIP
 1
@@ -35,8 +38,11 @@ def classes(max_length: int) -> list[int]:
 def partition_plan(max_length: int, backend: str | None = None) -> tuple[object, list]:
     """``(device, [(length class, rows)])``: the partition engine's programs
     (:mod:`jaxrna.energy.partition_jax`) a run over records of up to ``max_length`` nt can use
-    on the first device of ``backend``; classes whose records this device refuses for memory
-    are left out.
+    on the first device of ``backend``: the classes up to ``max_length``'s, less those whose
+    records this device refuses for memory, and the largest class it admits where a run may
+    keep it (more classes than :data:`~jaxrna.energy.partition_jax.CLASS_BUDGET`, the budget
+    a run's classes take, can be met; a run's classes are classes of the ladder up to the
+    largest met, or that one).
 
     >>> partition_plan(200, "cpu")[1]
     [(128, 8), (256, 2)]
@@ -45,8 +51,11 @@ def partition_plan(max_length: int, backend: str | None = None) -> tuple[object,
 
     device, platform = pj.device_of(backend)
     budget, most = pj.budgets(device, platform)
-    return device, [(padded, pj.rows_for(padded, platform, budget))
-                    for padded in classes(max_length) if pj.estimate_bytes(padded) <= most]
+    admitted = [c for c in classes(max_length) if pj.estimate_bytes(c) <= most]
+    top = pj.top_class(most)
+    if len(admitted) >= pj.CLASS_BUDGET and top not in admitted:
+        admitted.append(top)
+    return device, [(padded, pj.rows_for(padded, platform, budget)) for padded in admitted]
 
 
 def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | None = None,
@@ -69,14 +78,16 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     if batch_budget is None:
         batch_budget = gpu_budget(device) if backend != "cpu" else 1 << 30
     params = EnergyModel().load()
-    plan = [(length, batch_rows_for(length, backend, batch_budget))
-            for length in classes(max_length)]
-    prefetch_programs(plan, params, device)         # side by side on hosts of many cores
+    lengths = classes(max_length)
     pf_plan = []
     if partition:
         from jaxrna.energy import partition_jax
 
         pf_device, pf_plan = partition_plan(max_length, backend)
+        lengths += [c for c, _ in pf_plan if c not in lengths]     # the MFE's of a kept top
+    plan = [(length, batch_rows_for(length, backend, batch_budget)) for length in lengths]
+    prefetch_programs(plan, params, device)         # side by side on hosts of many cores
+    if partition:
         partition_jax.prefetch_programs(pf_plan, pf_device)
     with jax.default_device(device):
         for length, rows in plan:

@@ -120,7 +120,9 @@ def scan_targets(mirnas, targets, params: ScanParams | None = None, *, chunk_nt:
     queries = [prepare_query(r.id, r.description, r.sequence, params) for r in mirna_records]
     found = {}
     meta = []
-    for chunk in _chunks(target_iter, chunk_nt):
+    for c, (chunk, last) in enumerate(_chunks_and_last(target_iter, chunk_nt)):
+        if c == 0 and not last:     # one chunk class for the run (issue 26)
+            engine.expect_chunks(chunk_nt, max(len(r) for r in chunk))
         base = len(meta)
         meta.extend((r.id, r.description, len(r)) for r in chunk)
         hits = engine.scan_chunk(queries, [make_target(r.id, r.description, r.sequence) for r in chunk])
@@ -267,6 +269,8 @@ def _write_scan(mirna_records, queries, targets_path, countable, writer, params,
                     count_records(targets_path) if countable else None
                 if progress is not None and n_targets is not None:
                     progress.total = len(queries) * n_targets
+            if c == 0 and not last:     # one chunk class for the run (issue 26)
+                engine.expect_chunks(chunk_nt, int(targets.lengths.max()))
             total = n_targets if n_targets is not None else seen + len(targets)
             engine.timeline.mark("targets read", c)
             if report is None:  # worker processes pay off for large scans only

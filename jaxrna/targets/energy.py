@@ -33,6 +33,11 @@ output is byte-identical whichever runs:
 - ``vienna``: ViennaRNA itself, one hit at a time (:func:`fold_energy`): the reference the
   others are tested against, hit for hit.
 
+Programs compiled (issue 26): the ``device`` engine one per device and run, whatever the hits
+(strings padded to :data:`DEVICE_LENGTH`, calls of a fixed row count per device,
+:meth:`DeviceEngine.batch_rows`; a last call topped up with empty rows; longer strings go to the
+``cpu`` engine); ``cpu`` and ``vienna`` none (NumPy, ViennaRNA).
+
 >>> duplex_string("gtCGAAAGT-TTTACTAGAGTg", "taaaTATCATTATTGATCTCAt", 4, 1)
 'gtCGAAAGTTTTACTAGAGTgXXXXXXXtACTCTAGTTATTACTATaaat'
 """

@@ -28,19 +28,26 @@ here, :class:`Engine` (the blocks on the devices: bulk scan, refill, extraction)
 
 Compiled programs (issue 26): a chunk's device arrays take their shapes from its *class*, its
 nucleotides padded to a power of two from :data:`MIN_CHUNK_CLASS` (later chunks keep the first
-one's class): :data:`LANE_COLUMNS`-column lanes, the lane room, the letters, the refill stream
+one's class; a run whose first chunk is full takes from the start the class of the largest
+chunk it can have, :meth:`Engine.expect_chunks`): :data:`LANE_COLUMNS`-column lanes, the lane room, the letters, the refill stream
 and the target starts all follow from it; the chunk's own sizes (nucleotides, lanes used, lane
 length, overlap) are traced values, the scans' loops bounded by them. The refill lead, the lane
 room and the value type follow from the options and the run's tallest miRNA height
 (:func:`lead_for`), not from the letters; miRNA heights are mapped to at most
 :data:`MAX_HEIGHTS` per run (:func:`height_classes`); refill launches have a fixed size
 (:data:`LANE_BATCH`), their candidates fetched ``capacity`` at a time by the same program.
-Thresholds, scale and penalties are traced. So a run with one chunk class compiles at most
-**6 programs** (``2 + 2 * MAX_HEIGHTS``: lane packing, tiling, and per height the bulk scan
-with its tile counts and the refill with its traceback), whatever its lengths and scores; a
-second class (a later chunk larger than the first's class, a run on a file of another power of
-two) or another lead (gap penalties or a scale that widen the exact overlap W past the lead's
-power of two) prepares the same set again. :mod:`jaxrna.targets.warmup` prepares them ahead;
+Thresholds, scale and penalties are traced. So a run compiles at most **6 programs**
+(``2 + 2 * MAX_HEIGHTS``: lane packing, tiling, and per height the bulk scan with its tile
+counts and the refill with its traceback), whatever its lengths and scores, and with energies
+one more (:mod:`jaxrna.targets.energy`: the ``device`` engine's one program of fixed shape per
+device; the ``cpu`` and ``vienna`` engines none): **at most 7 per run** (per device). A run
+meets one chunk class: a single chunk has its own; a run of several takes, at its first chunk,
+the class of the largest chunk it can have (:func:`~jaxrna.targets.sizes.full_chunk_class`:
+the chunk size plus the longest record, at least :data:`~jaxrna.targets.sizes.RECORD_NT`),
+so no later chunk (a last, smaller one, or one closed by a long record) needs another --
+for later records up to that length; a longer one can open a second class. Another run (a
+file of another power of two, another lead: gap penalties or a scale that widen the exact
+overlap W past the lead's power of two) prepares its own set. :mod:`jaxrna.targets.warmup` prepares them ahead;
 at a chunk's start, :mod:`jaxrna.targets.prefetch` starts every one of them at once (worker
 processes where the host has cores to spare, :mod:`jaxrna.compile_workers`), so the device
 threads load them rather than compile them in turn -- or each its own copy: threads that reach
@@ -166,6 +173,21 @@ class Engine:
         #: start compiling a chunk's programs at once, in the background, before its first
         #: block (:mod:`jaxrna.targets.prefetch`; where cores are spare)
         self.prefetch = True
+
+    def expect_chunks(self, chunk_nt: int, longest: int = 0) -> int:
+        """More chunks follow the first, each closed once it holds ``chunk_nt`` nucleotides
+        (with the record that reaches it): from now on chunks take at least the class of the
+        largest of them (:func:`~jaxrna.targets.sizes.full_chunk_class`, records of up to
+        ``max(longest, RECORD_NT)`` nt), so the run compiles one chunk class's programs.
+        Returns that class.
+
+        >>> Engine(ScanParams(no_energy=True)).expect_chunks(65_536) >> 16
+        2
+        """
+        from jaxrna.targets.sizes import full_chunk_class
+
+        self._class_floor = max(self._class_floor, full_chunk_class(chunk_nt, longest))
+        return self._class_floor
 
     def overlap(self, queries: list[Query]) -> int | None:
         if any(q.overlap is None for q in queries):

@@ -22,6 +22,9 @@ MIN_CHUNK_CLASS = 1 << 16
 #: Columns per lane of a full class: a class of C nucleotides gets C / LANE_COLUMNS lanes
 #: (at most ``max_lanes``), so its lanes are 512-1024 columns long, as MIN_LANE asks
 LANE_COLUMNS = 1024
+#: Target records up to this long are the ones a run's chunk class is sized for (a chunk closes
+#: with the record that reaches the chunk size, so a full chunk holds up to this much more)
+RECORD_NT = 10_240
 #: miRNA heights (lengths rounded up to ROW_STEP) are mapped to at most this many per run
 #: (the most common one and the tallest; the miRNAs between are padded to the tallest)
 MAX_HEIGHTS = 2
@@ -41,6 +44,22 @@ def height_classes(heights: list[int], limit: int = MAX_HEIGHTS) -> dict[int, in
     counts = {h: heights.count(h) for h in distinct}
     kept = {distinct[-1]} | set(sorted(distinct[:-1], key=lambda h: (-counts[h], h))[:limit - 1])
     return {h: min(k for k in kept if k >= h) for h in distinct}
+
+
+def full_chunk_class(chunk_nt: int, longest: int = 0) -> int:
+    """The class of the largest chunk of a run that closes its chunks once they hold
+    ``chunk_nt`` nucleotides (with the record that reaches it), for records of up to
+    ``max(longest, RECORD_NT)`` nt: a run whose first chunk is full takes it from the start
+    (:meth:`jaxrna.targets.engine.Engine.expect_chunks`), so its later chunks, full or not,
+    fit in the same class.
+
+    >>> [full_chunk_class(n) >> 16 for n in (65_536, 100_000, 64_000_000)]
+    [2, 2, 1024]
+    >>> full_chunk_class(64_000_000, longest=5_000_000) >> 16
+    2048
+    """
+    room = max(int(longest), RECORD_NT)
+    return bucket(int(chunk_nt) + room - 1, MIN_CHUNK_CLASS)
 
 
 def round_up(x: int, step: int) -> int:

@@ -4,8 +4,10 @@ A run's device programs are fixed by (:mod:`jaxrna.targets.engine`):
 
 - the chunk's *class*: its target nucleotides padded to a power of two from 65,536
   (:data:`~jaxrna.targets.sizes.MIN_CHUNK_CLASS`; later chunks of a run keep the first one's
-  class): the device arrays' shapes follow from it, the chunk's own sizes (nucleotides, targets,
-  lane length, overlap) are traced values;
+  class, and a run whose first chunk is full takes at once the class of the largest chunk it
+  can have, :func:`~jaxrna.targets.sizes.full_chunk_class`: one class per run): the device
+  arrays' shapes follow from it, the chunk's own sizes (nucleotides, targets, lane length,
+  overlap) are traced values;
 - the miRNA heights (lengths rounded up to 8; at most
   :data:`~jaxrna.targets.sizes.MAX_HEIGHTS` per run) and the tallest of them, which with the
   gap penalties and the scale fixes the refill lead and the value type;
@@ -13,9 +15,14 @@ A run's device programs are fixed by (:mod:`jaxrna.targets.engine`):
   targets per lane, a host path this module does not prepare), energies or not.
 
 Scores, the energy threshold and the penalties' values inside one lead are traced: they never
-make a new program. Per run: one lane-packing program and one tiling program per chunk class,
-and per height one bulk-scan and one refill-and-traceback program (2 + 2 x 2 = 6 at most for a
-run of one chunk class; the energy program is counted by :mod:`jaxrna.targets.energy`).
+make a new program. Per run: one lane-packing program and one tiling program for its chunk
+class, and per height one bulk-scan and one refill-and-traceback program (2 + 2 x 2 = 6 at
+most), and with energies the ``device`` energy engine's one program
+(:mod:`jaxrna.targets.energy`; the ``cpu`` and ``vienna`` engines compile none): **at most 7
+per run** (per device), for target records of up to 10,240 nt (or the first chunk's longest).
+With the default chunk size a run's class is at most 2^26 (a full chunk of 64,000,000 nt plus
+a record); with ``--chunk-nt C``, at most ``bucket(C + 10,239)``, which :func:`chunk_classes`
+covers where ``target_nt`` reaches it.
 
 :func:`warm` scans minimal synthetic inputs (a miRNA per height, targets of ``N`` filler with
 one perfect site per miRNA) through :class:`~jaxrna.targets.engine.Engine`, the engine the CLI
