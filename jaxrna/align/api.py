@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.align import classes
-from jaxrna.align.recurrence import (NEG, STATE_H, STATE_M, border_col, border_gaps,
-                                     border_row, fits_int16, params_of)
+from jaxrna.align.recurrence import (NEG, STATE_H, STATE_M, border_col_host, border_gaps,
+                                     border_row_host, fits_int16, params_of)
 from jaxrna.align.scoring import Scoring, check_end_gaps, check_range, make_scoring
 from jaxrna.align.traceback import OP_LETTERS, DenseBits, SkewedBits, Walk, finish, walk
 from jaxrna.batching import bucket_length
@@ -328,7 +328,8 @@ def _long_forward(q, t, m: int, n: int, params, scoring: Scoring, local: bool, b
         h, w = q.size, t.size
         gaps = border_gaps(params, ends)
         run = _tiled(lambda: tile_wavefront.bind(
-            q, t, border_row(0, w, *gaps, local), border_col(0, h, *gaps, local), m, n, params,
+            q, t, border_row_host(0, w, *gaps, local), border_col_host(0, h, *gaps, local), m, n,
+            params,
             local=local, equality=scoring.equality, block=block, ends=ends, **tiles))
     if run is None:
         return checkpoint_sweep(jnp.asarray(q), jnp.asarray(t), m, n, params, local=local,
@@ -389,9 +390,9 @@ def _run_long(job: _Job, params, scoring: Scoring, local: bool, block: int,
         i, j = int(wk.i[0]), int(wk.j[0])
         r0, c0 = (i - 1) // block * block, (j - 1) // block * block
         top = _edge(rows[r0 // block - 1], c0, block) if r0 else \
-            np.asarray(border_row(c0, block, go, ge, local))
+            border_row_host(c0, block, go, ge, local)
         left = _edge(cols[c0 // block - 1], r0, block) if c0 else \
-            np.asarray(border_col(r0, block, go, ge, local))
+            border_col_host(r0, block, go, ge, local)
         bits_at = _block_lookup(q, t, top, left, r0, c0, params, scoring, local, block, tiles,
                                 m, n)
         walk(wk, bits_at, local=local, top=r0, left=c0)

@@ -12,12 +12,13 @@ import numpy as np
 
 from jaxrna.align.scoring import Scoring
 from jaxrna.kernels.gotoh import (NEG, NEG16, START_BIT, STATE_H, STATE_M, STATE_X,
-                                  STATE_Y, Params, add_max, border_col, border_gaps,
-                                  border_row, cell, substitution, sweep)
+                                  STATE_Y, Params, add_max, border_col, border_col_host,
+                                  border_gaps, border_row, border_row_host, cell, substitution,
+                                  sweep)
 
 __all__ = ["NEG", "NEG16", "START_BIT", "STATE_H", "STATE_M", "STATE_X", "STATE_Y", "Params",
-           "add_max", "border_col", "border_gaps", "border_row", "cell", "substitution", "sweep",
-           "params_of", "fits_int16"]
+           "add_max", "border_col", "border_col_host", "border_gaps", "border_row",
+           "border_row_host", "cell", "substitution", "sweep", "params_of", "fits_int16"]
 
 
 #: The substitution matrix goes to the device with this row stride (alphabets up to this many

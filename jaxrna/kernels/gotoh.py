@@ -38,14 +38,15 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrna.kernels.gotoh_defs import (NEG, NEG16, NO_OP, START_BIT, STATE_H, STATE_M,
                                        STATE_X, STATE_Y)
 from jaxrna.semiring import Semiring
 
 __all__ = ["NEG", "NEG16", "STATE_M", "STATE_X", "STATE_Y", "STATE_H", "START_BIT", "Params",
-           "substitution", "add_max", "cell", "border_gaps", "border_row", "border_col", "sweep",
-           "walk", "walk_ops"]
+           "substitution", "add_max", "cell", "border_gaps", "border_row", "border_col",
+           "border_row_host", "border_col_host", "sweep", "walk", "walk_ops"]
 
 
 class Params(NamedTuple):
@@ -147,6 +148,27 @@ def border_row(c0, width: int, go, ge, local: bool):
     m = jnp.where(j == 0, 0, NEG).astype(jnp.int32)
     y = jnp.where(j == 0, NEG, go + (j - 1) * ge).astype(jnp.int32)
     return jnp.stack([m, neg, y])
+
+
+def border_row_host(c0: int, width: int, go, ge, local: bool) -> np.ndarray:
+    """:func:`border_row` on the host (NumPy), for callers outside a program: eager JAX ops
+    would each compile a small program of their own.
+
+    >>> border_row_host(0, 3, -5, -2, False).tolist()[2] == [NEG, -5, -7, -9]
+    True
+    """
+    j = int(c0) + np.arange(width + 1, dtype=np.int64)
+    neg = np.full(j.shape, NEG, np.int32)
+    if local:
+        return np.stack([neg, neg, neg])
+    m = np.where(j == 0, 0, NEG).astype(np.int32)
+    y = np.where(j == 0, NEG, int(go) + (j - 1) * int(ge)).astype(np.int32)
+    return np.stack([m, neg, y])
+
+
+def border_col_host(r0: int, height: int, go, ge, local: bool) -> np.ndarray:
+    """:func:`border_col` on the host (see :func:`border_row_host`)."""
+    return border_row_host(r0, height, go, ge, local)[[0, 2, 1]]
 
 
 def border_col(r0, height: int, go, ge, local: bool):

@@ -35,8 +35,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrna.kernels.gotoh import (NEG, STATE_H, STATE_M, Params, border_col, border_gaps,
-                                  border_row, cell, sweep, walk_ops)
+from jaxrna.kernels.gotoh import (NEG, STATE_H, STATE_M, Params, border_col,
+                                  border_col_host, border_gaps, border_row, border_row_host, cell,
+                                  sweep, walk_ops)
 from jaxrna.kernels.tropical_pallas import outer_step
 from jaxrna.programs import stored_jit
 
@@ -168,8 +169,8 @@ def checkpoint_sweep(q, t, m: int, n: int, params: Params, *, local: bool, equal
                                                  local=local, equality=equality, block=block,
                                                  ends=ends)
     result = tuple(int(v) for v in result)
-    bcol = np.asarray(border_col(0, h, *border_gaps(params, ends), local))
-    brow = np.asarray(border_row(0, w, *border_gaps(params, ends), local))
+    bcol = border_col_host(0, h, *border_gaps(params, ends), local)
+    brow = border_row_host(0, w, *border_gaps(params, ends), local)
     rows = []
     if rows_sk is not None:
         rows_sk = np.asarray(rows_sk)                    # (steps, 3, nr)
