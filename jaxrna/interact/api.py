@@ -203,6 +203,8 @@ def plan_run(problems: Sequence[Problem], budget: int = PROGRAM_BUDGET, limit: i
     >>> len({p.plan.geo for p in probs}), len({p.plan.geo for p in plan_run(probs, 3)})
     (9, 3)
     """
+    if len({p.plan.geo for p in problems}) <= budget:      # within the budget: as planned
+        return list(problems)
     serve = run_geometries([p.key for p in problems], budget, limit, backend, tile)
     return [p if serve[p.key] == p.plan.geo else replace(p, plan=replace(p.plan, geo=serve[p.key]))
             for p in problems]
