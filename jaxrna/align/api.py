@@ -24,7 +24,6 @@ from functools import partial
 from typing import Iterable, Iterator, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.align import classes
@@ -332,7 +331,7 @@ def _long_forward(q, t, m: int, n: int, params, scoring: Scoring, local: bool, b
             params,
             local=local, equality=scoring.equality, block=block, ends=ends, **tiles))
     if run is None:
-        return checkpoint_sweep(jnp.asarray(q), jnp.asarray(t), m, n, params, local=local,
+        return checkpoint_sweep(np.asarray(q), np.asarray(t), m, n, params, local=local,
                                 equality=scoring.equality, block=block, ends=ends)
     out = run()
     ends = (int(out["score"]), int(out["end_i"]), int(out["end_j"]),

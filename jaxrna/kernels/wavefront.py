@@ -165,7 +165,7 @@ def checkpoint_sweep(q, t, m: int, n: int, params: Params, *, local: bool, equal
     ``cols[c // block - 1]`` = ``(3, h + 1)`` of column ``c`` (index 0 from the border).
     """
     h, w = q.shape[0], t.shape[0]
-    result, rows_sk, cols_sk = _checkpoint_sweep(q, t, jnp.int32(m), jnp.int32(n), params,
+    result, rows_sk, cols_sk = _checkpoint_sweep(q, t, np.int32(m), np.int32(n), params,
                                                  local=local, equality=equality, block=block,
                                                  ends=ends)
     result = tuple(int(v) for v in result)
