@@ -214,3 +214,34 @@ def test_adversarial_alignment_mix_compiles_at_most_8(tmp_path):
     second = run_counted(["align", q2, t2, "-f", "tsv", "-q", *SMALL_SCORES], cache, env=DEVICE)
     assert second.returncode == 0, second.stderr
     assert second.compiled == 0, second.counts
+
+
+def test_the_checkpointed_traceback_compiles_only_its_programs(caplog):
+    """A long pair's checkpointed traceback on the CPU (table borders built on the host, inputs
+    passed as NumPy values) compiles its two programs and no eager ones."""
+    import logging
+    import random
+    import re
+
+    import jax
+
+    from jaxrna.align.api import align_records
+    from jaxrna.align.scoring import match_mismatch
+    from jaxrna.io.fasta import Record
+
+    rng = random.Random(9)
+    seq = lambda n: "".join(rng.choice("ACGU") for _ in range(n))  # noqa: E731
+    pairs = [(Record("q", seq(150)), Record("t", seq(170)))]
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="jax"):
+            got = [r.score_units for mode in ("global", "local") for r in
+                   align_records(pairs, match_mismatch(2, -3, 5, 2), mode, table_bytes=0,
+                                 block=32)]
+    finally:
+        jax.config.update("jax_log_compiles", False)
+    names = set(re.findall(r"Compiling (\S+)", caplog.text))
+    assert names <= {"jit(_checkpoint_sweep)", "jit(block_dirs)"}, names
+    from jaxrna.align.reference import gotoh
+    assert got == [gotoh(pairs[0][0].sequence, pairs[0][1].sequence,
+                         match_mismatch(2, -3, 5, 2), local).score for local in (False, True)]
