@@ -80,7 +80,7 @@ def band_bounds(length: int, bands: int, first: int = 4) -> list[tuple[int, int]
 
 def sweep_bands(length: int, count: int | None = None) -> list[tuple[int, int]]:
     """The bands of the sweep, diagonals 4 .. length-1 in ``count`` ranges of equal size
-    (default :func:`bands_for` a CPU: two up to 512 nt, four beyond). Each band compiles its
+    (default: a CPU's count, :func:`bands_for`: two up to 512 nt, four beyond). Each band compiles its
     own loop body (most of a program's size and compile time), and computes its diagonals over
     the static height of its first one, so fewer bands mean smaller programs but more cells
     computed: one band computes L^2 cells, two 0.75 L^2, four 0.63 L^2 against the triangle's
