@@ -207,27 +207,37 @@ class DeviceRunner:
         self._rule_ = self._rule()
         from jaxrna.align.jobs import CHUNK_SCORES
 
-        exact = self._variants_of if job.n_pairs <= CHUNK_SCORES else None   # one chunk
-        self._all = None
-        try:
-            return budget.plan_run(kind, h, w, s, l, count, self._rule_, cost,
-                                   budget.PROGRAM_BUDGET, shapes, exact)
-        finally:
-            self._all = None
+        exact = self._variants_of() if job.n_pairs <= CHUNK_SCORES else None   # one chunk
+        return budget.plan_run(kind, h, w, s, l, count, self._rule_, cost,
+                               budget.PROGRAM_BUDGET, shapes, exact)
 
-    def _variants_of(self, kind: str, h: int, w: int) -> set:
-        """Score only, a job of one chunk: the variants the batches of class ``(h, w)`` use,
-        as :meth:`plan` makes them and :meth:`launch` picks them (each batch its own)."""
+    def _variants_of(self):
+        """Score only, a job of one chunk: ``variants(kind, h, w)``, the variants the batches
+        of class ``(h, w)`` use, as :meth:`plan` makes them and :meth:`launch` picks them
+        (each batch its own); the job's pairs are classed once, at the first call."""
+        pairs: list = []
+
+        def variants(kind: str, h: int, w: int) -> set:
+            if not pairs:
+                pairs.append(self._classed_pairs())
+            return self._batch_variants(kind, h, w, *pairs[0])
+        return variants
+
+    def _classed_pairs(self) -> tuple:
+        """Every pair of the job: lengths, class, transposition, and whether it goes to the
+        tile wavefront."""
         from jaxrna.align.api import TILED_MIN_LENGTH
 
         job = self.job
-        if self._all is None:
-            qi, ti = job.pairs(0, job.n_pairs)
-            m, n = job.qlen[qi], job.tlen[ti]
-            _, hh, ww, trans, _ = self.classes_of(m, n)
-            tile = (np.minimum(m, n) >= TILED_MIN_LENGTH) & self._in_tiled(hh, ww)
-            self._all = (m, n, hh, ww, trans, tile)
-        m, n, hh, ww, trans, tile = self._all
+        qi, ti = job.pairs(0, job.n_pairs)
+        m, n = job.qlen[qi], job.tlen[ti]
+        _, hh, ww, trans, _ = self.classes_of(m, n)
+        tile = (np.minimum(m, n) >= TILED_MIN_LENGTH) & self._in_tiled(hh, ww)
+        return m, n, hh, ww, trans, tile
+
+    def _batch_variants(self, kind: str, h: int, w: int, m, n, hh, ww, trans, tile) -> set:
+        """The variants of class ``(h, w)``'s batches over the classed pairs
+        (:meth:`_classed_pairs`)."""
         rows = self.rows(kind, h, w)
         out = set()
         for tt in (False, True):
