@@ -77,18 +77,6 @@ def _params(params: ScanParams | None, options: dict) -> ScanParams:
     return replace(params, **options) if options else params
 
 
-def _chunks(records: Iterable[Record], chunk_nt: int) -> Iterator[list[Record]]:
-    chunk, size = [], 0
-    for rec in records:
-        chunk.append(rec)
-        size += len(rec)
-        if size >= chunk_nt:
-            yield chunk
-            chunk, size = [], 0
-    if chunk:
-        yield chunk
-
-
 def energy_for(params: ScanParams, engine: Engine, energy_engine: str | None):
     """The run's energy engine (:func:`jaxrna.targets.energy.make_engine`), None without energies."""
     if params.no_energy:
@@ -184,7 +172,8 @@ def write_scan(mirnas_path: str, targets_path: str, writer, params: ScanParams, 
 
 
 def _chunks_and_last(records: Iterable[Record], chunk_nt: int) -> Iterator[tuple[list[Record], bool]]:
-    """:func:`_chunks`, each with whether it is the last (one record read ahead)."""
+    """Chunks of ``records``, each closed by the record that brings it to ``chunk_nt``
+    nucleotides, with whether it is the last (one record read ahead)."""
     it = iter(records)
     chunk, size = [], 0
     ahead = next(it, None)
