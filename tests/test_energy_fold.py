@@ -221,3 +221,36 @@ def test_the_gpus_fewer_bands_give_the_cpus_results(length, count, lo, hi):
     for (seq, up), (energy, partner), (e_cpu, p_cpu) in zip(cases, got, cpu):
         assert energy == vienna_mfe(seq, 2, 37.0, up)[0] == e_cpu
         assert np.array_equal(partner, p_cpu)
+
+
+def test_a_gpu_plan_moves_short_classes_into_spare_rows_with_the_same_results():
+    """On a GPU a class whose sequences fit in the empty rows of a longer class's last batch is
+    folded there (:func:`jaxrna.energy.api.into_spare_rows`): fewer programs, no more batches,
+    and the same energies (ViennaRNA's) and structures as the CPU's plan; a CPU plan keeps
+    every class."""
+    from jaxrna.energy.api import (BYTES_PER_CELL, _collect, _device_batches, _launch,
+                                   fold_energy_records)
+    from jaxrna.io.fasta import Record
+
+    rng = random.Random("spare rows")
+    seqs = [random_sequence(rng, rng.randint(20, 110)) for _ in range(5)] + \
+        [random_sequence(rng, rng.randint(300, 420)) for _ in range(2)]
+    rng.shuffle(seqs)
+    lengths = [len(s) for s in seqs]
+    budget = BYTES_PER_CELL * (512 + 64) ** 2 * 8          # 8 rows in the 512 class
+    gpu = _device_batches(lengths, "gpu", budget)
+    cpu = _device_batches(lengths, "cpu", budget)
+    assert {c for c, _, _ in cpu} == {128, 512}
+    assert [(c, r) for c, r, _ in gpu] == [(512, 8)]         # 2 + 5 in one batch of 8 rows
+    assert sorted(k for _, _, b in gpu for k in b) == list(range(len(seqs)))
+    params = load_params()
+    got = {}
+    for padded, rows, members in gpu:
+        out = _collect(_launch([seqs[k] for k in members], params, 2, None, True, padded, rows,
+                               "cpu"), as_pairs=True)
+        got.update(zip(members, out))
+    expected = list(fold_energy_records([Record(id=f"s{k}", sequence=s)
+                                         for k, s in enumerate(seqs)], backend="cpu"))
+    for k, (seq, ref) in enumerate(zip(seqs, expected)):
+        assert got[k][0] == ref.energy == vienna_mfe(seq, 2, 37.0, ())[0]
+        assert tuple(got[k][1]) == tuple(ref.pairs)
