@@ -191,8 +191,11 @@ class _Pieces:
 
 
 def run(args) -> int:
+    from jaxrna.runtime import LARGE_BATCH_ALLOCATOR, gpu_memory_on_demand
+
     setup_logging(args.quiet)
     use_device_options(args)           # --devices N
+    gpu_memory_on_demand(LARGE_BATCH_ALLOCATOR)   # few, large batches (before JAX starts)
     model = energy_model(args)          # --model turner, the default (None: Nussinov)
     if args.weights is None:
         args.weights = "unit"
