@@ -290,13 +290,13 @@ def _cpu_only() -> None:
     jax.config.update("jax_platforms", "cpu")
 
 
-#: JAX's GPU allocator for jobs of a few large batches (``fold``, ``interact``): device memory
-#: taken from the driver for each buffer and given back after it. JAX's caching allocator
-#: (grown on demand, :func:`gpu_memory_on_demand`) spent ~1 s on the first batch of every warm run
-#: on an H100; with this one `fold --model turner` 1,000 x 50-500 nt took 2.05 s warm instead
-#: of 3.71 s, `fold` 1,000 x 50-500 nt 1.39 instead of 1.75 s, `interact` 23 x 20,000 nt 2.79
-#: instead of 3.04 s. Jobs of many small batches keep the caching allocator (`targets` 8.57 s
-#: with it against 10.12 s, `align` 3.62 against 3.87 s).
+#: JAX's GPU allocator for ``fold``'s jobs of a few large batches: device memory taken from the
+#: driver for each buffer and given back after it. JAX's caching allocator spent ~1 s on the
+#: first batch of every warm run on an H100; with this one `fold --model turner` 1,000 x 50-500
+#: nt took 2.05-2.42 s warm instead of 3.71-3.77 s, `fold` 1,000 x 50-500 nt 1.39-1.58 instead
+#: of 1.75-1.99 s. The other subcommands keep the caching allocator (grown on demand,
+#: :func:`gpu_memory_on_demand`): `targets` took 10.12 s warm with this one against 8.57 s,
+#: `align` 3.87 against 3.62 s, `interact` 2.79-3.24 against 2.84-3.04 s.
 LARGE_BATCH_ALLOCATOR = "platform"
 
 

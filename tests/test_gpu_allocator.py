@@ -46,11 +46,11 @@ def test_energy_rows_are_the_same_under_either_allocator(monkeypatch):
             batch_rows_for(length, "gpu", gpu_budget(platform))
 
 
-@pytest.mark.parametrize("argv", [["fold"], ["fold", "--model", "turner"], ["interact"]])
-def test_fold_and_interact_ask_for_the_large_batch_allocator(monkeypatch, tmp_path, argv):
-    """`fold` (both models) and `interact` ask for :data:`~jaxrna.runtime.LARGE_BATCH_ALLOCATOR`
-    before JAX starts (:func:`~jaxrna.runtime.gpu_memory_on_demand`; its doctests: set only
-    where the user chose no allocator); the output is the same."""
+@pytest.mark.parametrize("argv", [["fold"], ["fold", "--model", "turner"]])
+def test_fold_asks_for_the_large_batch_allocator(monkeypatch, tmp_path, argv):
+    """`fold` (both models) asks for :data:`~jaxrna.runtime.LARGE_BATCH_ALLOCATOR` before JAX
+    starts (:func:`~jaxrna.runtime.gpu_memory_on_demand`; its doctests: set only where the user
+    chose no allocator); the output is the same."""
     from jaxrna.cli import main
 
     asked = []
@@ -58,7 +58,6 @@ def test_fold_and_interact_ask_for_the_large_batch_allocator(monkeypatch, tmp_pa
                         lambda allocator=None, _env=None: asked.append(allocator))
     fa = tmp_path / "a.fa"
     fa.write_text(">a\nGGGGAAACCCC\n")
-    files = [str(fa)] * (2 if argv == ["interact"] else 1)
-    assert main(argv + files + ["-o", str(tmp_path / "out"), "-q"]) == 0
+    assert main(argv + [str(fa)] + ["-o", str(tmp_path / "out"), "-q"]) == 0
     assert asked[0] == runtime.LARGE_BATCH_ALLOCATOR
     assert (tmp_path / "out").read_text()

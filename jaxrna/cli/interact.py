@@ -108,12 +108,10 @@ def run(args) -> int:
 
     with stage("imports"):
         from jaxrna.interact.api import interact_pairs
-        from jaxrna.runtime import (LARGE_BATCH_ALLOCATOR, choose_backend,
-                                    enable_compilation_cache, gpu_memory_on_demand)
+        from jaxrna.runtime import choose_backend, enable_compilation_cache
 
     with stage("setup"):
         # (the GPU's memory is taken as needed, not 75% of it at the start: runtime)
-        gpu_memory_on_demand(LARGE_BATCH_ALLOCATOR)
         backend = choose_backend(args.backend)
         enable_compilation_cache()    # programs as executables: a warm run loads
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
