@@ -97,6 +97,35 @@ def _leaf_key(x: Any) -> str:
     return f"{tuple(shape)}:{dtype}{':w' if weak else ''}"
 
 
+#: XLA options of a GPU program, by the start of its name: autotuning off for the programs of
+#: ``fold`` (both models) and ``interact``, whose compilation it lengthened without making them
+#: faster (H100, whole cold runs with ``--xla_gpu_autotune_level=0``, warm within the runs'
+#: spread: `fold --model turner` 1,000 x 50-500 nt 7.2-7.7 s instead of 8.5-10.0, `fold
+#: --partition` 2,000 nt 3.8 instead of 4.5-4.9, `interact` 40 small pairs 4.7 instead of 6.0);
+#: ``align`` and ``targets`` keep it (their warm runs were 6-9% slower without).
+GPU_COMPILER_OPTIONS = {
+    ("energy.fold_batch", "energy.partition", "fold.", "interact."):
+        {"xla_gpu_autotune_level": 0},
+}
+
+
+def compiler_options(name: str, platform: str) -> dict:
+    """The XLA options program ``name`` is compiled with on ``platform``
+    (:data:`GPU_COMPILER_OPTIONS`; none on CPUs).
+
+    >>> compiler_options("energy.fold_batch", "gpu"), compiler_options("energy.fold_batch", "cpu")
+    ({'xla_gpu_autotune_level': 0}, {})
+    >>> compiler_options("targets.scan.scan_lanes", "gpu")
+    {}
+    """
+    if platform != "gpu":
+        return {}
+    for prefixes, options in GPU_COMPILER_OPTIONS.items():
+        if name.startswith(prefixes):
+            return dict(options)
+    return {}
+
+
 def program_key(name: str, args: tuple, static: dict, device) -> str:
     import jax
     import jaxlib
@@ -109,6 +138,9 @@ def program_key(name: str, args: tuple, static: dict, device) -> str:
              f"jax={jax.__version__}", f"jaxlib={jaxlib.__version__}",
              f"x64={bool(jax.config.jax_enable_x64)}", os.environ.get("XLA_FLAGS", ""),
              source_hash()]
+    options = compiler_options(name, device.platform)
+    if options:
+        parts.append(repr(sorted(options.items())))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
 
 
@@ -293,7 +325,8 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
 
         def compile_and_store():
             with jax.default_device(device):
-                fresh = jitted.lower(*args, **kwargs, **static).compile()
+                options = compiler_options(name, device.platform) or None
+                fresh = jitted.lower(*args, **kwargs, **static).compile(compiler_options=options)
             stages.count("executables_compiled")
             if path:
                 _save(path, fresh)
