@@ -98,14 +98,14 @@ def _leaf_key(x: Any) -> str:
 
 
 #: XLA options of a GPU program, by the start of its name: autotuning off for the programs of
-#: ``fold`` (both models) and ``interact``, whose compilation it lengthened without making them
-#: faster (H100, whole cold runs with ``--xla_gpu_autotune_level=0``, warm within the runs'
-#: spread: `fold --model turner` 1,000 x 50-500 nt 7.2-7.7 s instead of 8.5-10.0, `fold
-#: --partition` 2,000 nt 3.8 instead of 4.5-4.9, `interact` 40 small pairs 4.7 instead of 6.0);
-#: ``align`` and ``targets`` keep it (their warm runs were 6-9% slower without).
+#: ``fold`` (Nussinov), whose compilation it lengthened without making them faster (H100, one
+#: call, alternating: `fold --partition` 2,000 nt cold 3.25-3.28 s instead of 3.93-4.52, warm
+#: 1.76-1.90 against 1.77-2.14). Tried on the others and not kept: `fold --model turner`
+#: (1,000 x 50-500 nt cold 7.10-9.12 s against 7.35-8.73; 404 x 1-2,600 nt 20.0-21.5 against
+#: 20.7-21.5) and `interact` (4.54-5.21 against 4.77-5.56) showed no difference; `align` and
+#: `targets` ran 6-9% slower warm with the flag set for the whole process.
 GPU_COMPILER_OPTIONS = {
-    ("energy.fold_batch", "energy.partition", "fold.", "interact."):
-        {"xla_gpu_autotune_level": 0},
+    ("fold.",): {"xla_gpu_autotune_level": 0},
 }
 
 
@@ -113,7 +113,7 @@ def compiler_options(name: str, platform: str) -> dict:
     """The XLA options program ``name`` is compiled with on ``platform``
     (:data:`GPU_COMPILER_OPTIONS`; none on CPUs).
 
-    >>> compiler_options("energy.fold_batch", "gpu"), compiler_options("energy.fold_batch", "cpu")
+    >>> compiler_options("fold.partition", "gpu"), compiler_options("fold.partition", "cpu")
     ({'xla_gpu_autotune_level': 0}, {})
     >>> compiler_options("targets.scan.scan_lanes", "gpu")
     {}
