@@ -82,27 +82,36 @@ def test_warmup_prepares_exactly_the_programs_a_run_asks_for(monkeypatch):
 
 
 def _solve(codes, n, padded, weights, T, min_loop, method, tile=None, platform="cpu"):
-    """``(ln Z, P)`` of the first ``n`` codes padded to ``padded`` by one direct program call
-    (with the loop shapes ``platform`` uses)."""
+    """``(ln Z, P)`` of the first ``n`` codes padded to ``padded`` by one direct call of
+    :func:`jaxrna.fold.partition.solve_jit`'s program (with the loop shapes ``platform``
+    uses), through jaxrna's program store as :func:`jaxrna.fold.partition.partition` calls
+    it: with the CPU's loop shapes, the programs of classes 80, 128 and 512 (tile 16) are the
+    ones the string API asks for, compiled once for this module (CI time)."""
+    import jax
+
     full = np.full(padded, 4, np.int32)
     full[:n] = codes[:n]
     wm = np.asarray(weights.matrix(), np.float64) / weights.scale
     static = pt.solve_static(method, tile or pt.default_tile(padded), platform)
-    lnz, P, _ = pt.solve_jit(full, wm, np.asarray(T, np.float64), np.asarray(min_loop, np.int32),
-                             np.asarray(n, np.int32), **static)
+    args = (full, wm, np.asarray(T, np.float64), np.asarray(min_loop, np.int32),
+            np.asarray(n, np.int32))
+    run = programs.program("fold.partition", pt.solve_jit, args, static,
+                           jax.devices("cpu")[0])
+    lnz, P, _ = run(*args)
     return float(lnz), np.triu(np.asarray(P)[:n, :n], 1)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method,n,classes,platform", [
     ("exact", 37, (37, 80, 128), "cpu"),
-    ("blocked", 100, (100, 256, 512), "cpu"),         # tiles 4 at a time
+    ("blocked", 100, (100, 512), "cpu"),              # tiles 4 at a time
     ("blocked", 100, (100, 512), "gpu")])             # every tile of the class in one step
 def test_padding_changes_nothing(method, n, classes, platform):
     """A sequence padded to its class, or to a larger one, has the ``ln Z`` and probabilities
     of the unpadded program and of McCaskill's reference, within 1e-9 (float64); the program
     runs to the sequence's own length whatever the padding (the GPU's loop shapes computed on
-    the CPU)."""
+    the CPU). The blocked path pads 100 nt to the class 512 (32 tiles; a padding to 256, no
+    class of a run, was one more compilation of the same path, CI time)."""
     rng = random.Random(f"{method}-{n}")
     seq = "".join(rng.choice("ACGUN") for _ in range(n))
     weights, T, min_loop = parse_weights("GC=2.5,AU=2,GU=0.5"), 1.7, 2
@@ -123,7 +132,11 @@ def test_padding_changes_nothing(method, n, classes, platform):
 @pytest.mark.slow
 def test_partition_by_class_equals_the_reference():
     """The string API (classes 80, 128, 512; lengths on both sides of each boundary) against
-    McCaskill's reference, with several weights, temperatures and ``min_loop``."""
+    McCaskill's reference, with several weights, temperatures and ``min_loop`` (it runs the
+    programs the padding test above compiled: the same keys, counted below)."""
+    from jaxrna import stages
+
+    before = stages.counts().get("executables_compiled", 0)
     rng = random.Random(26)
     for n in (2, 5, 80, 81, 100, 128, 129, 200, 300):
         seq = "".join(rng.choice("ACGU") for _ in range(n))
@@ -134,6 +147,9 @@ def test_partition_by_class_equals_the_reference():
         assert r.method == ("exact" if n <= 128 else "blocked")
         assert abs(r.log_partition - lnz) <= 1e-9 * max(1.0, abs(lnz)), n
         assert np.allclose(r.probabilities, np.triu(P, 1), rtol=1e-9, atol=1e-12), n
+    # with the padding test run first (file order, one worker per file): nothing compiled
+    # here; run alone, one program per class
+    assert stages.counts().get("executables_compiled", 0) - before <= 3
 
 
 @pytest.mark.slow
