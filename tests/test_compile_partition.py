@@ -124,45 +124,18 @@ def _ensembles(out: str) -> int:
     return sum(1 for line in out.splitlines() if line.startswith(">"))
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("partition-cache"))
-
-
 @pytest.mark.slow
-def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
-    rng = random.Random("pf-mix")
-    first = [rng.randint(20, 128) for _ in range(7)] + [1, 150]      # classes 128 and 256
-    second = [rng.randint(1, 128) for _ in range(5)] + [rng.randint(129, 256) for _ in range(3)]
-    met = {energy_length_class(n) for n in first}
-    a = run_counted(["fold", "--model", "turner", "--partition", "--backend", "cpu",
-                     write_fasta(tmp_path / "a.fa", first, 1)], cache)
-    assert a.returncode == 0, a.stderr
-    assert _ensembles(a.stdout) == len(first)
-    # the bound: one partition program and one MFE program per class met, nothing else
-    assert 1 <= a.compiled <= 2 * len(met), a.counts
-    assert a.counts.get("executables_compiled", 0) == 2 * len(met), a.counts
-    b = run_counted(["fold", "--model", "turner", "--partition", "--backend", "cpu",
-                     "--params", "turner1999", "-T", "30", "--dangles", "0", "-f", "json",
-                     write_fasta(tmp_path / "b.fa", second, 2), "--mea", "2"], cache)
-    assert b.returncode == 0, b.stderr
+def test_warmup_then_other_lengths_and_options_compile_nothing(tmp_path):
+    """``warmup`` of class 128 compiles its MFE and partition programs, after which a job of
+    other options in that class compiles nothing; a mix of classes 128 and 256 then compiles
+    the two programs of class 256 only (what a cold run compiles: one partition program and
+    one MFE program per class met, nothing else), and runs of other lengths, parameters,
+    temperatures, dangles and ``--mea`` nothing. (One cache: class 128's programs compiled
+    once, where a warm-up test and a cold-run test compiled them twice, CI time;
+    tests/test_compile_energy.py warms three MFE classes.)"""
     import json
 
-    got = json.loads(b.stdout)
-    assert [x["length"] for x in got] == second and all("mea_structure" in x for x in got)
-    assert b.compiled == 0 and b.counts.get("executables_compiled", 0) == 0, b.counts
-    c = run_counted(["fold", "--model", "turner", "--partition", "--backend", "cpu",
-                     "--dangles", "1", "-T", "42", write_fasta(tmp_path / "c.fa", [5, 90, 41], 3)],
-                    cache)
-    assert c.returncode == 0 and _ensembles(c.stdout) == 3, c.stderr
-    assert c.compiled == 0 and c.counts.get("executables_compiled", 0) == 0, c.counts
-
-
-@pytest.mark.slow
-def test_after_warmup_a_run_compiles_nothing(tmp_path):
     cache = str(tmp_path / "cache")
-    # class 128 only (CI time; tests/test_compile_energy.py warms three MFE classes): its MFE
-    # program and its partition program
     warm = run_counted(["warmup", "fold", "--model", "turner", "--partition", "--max-length",
                         "128", "--backend", "cpu"], cache)
     assert warm.returncode == 0, warm.stderr
@@ -176,6 +149,33 @@ def test_after_warmup_a_run_compiles_nothing(tmp_path):
     assert job.returncode == 0, job.stderr
     assert _ensembles(job.stdout) == len(lengths)
     assert job.compiled == 0 and job.counts.get("executables_compiled", 0) == 0, job.counts
+
+    rng = random.Random("pf-mix")
+    first = [rng.randint(20, 128) for _ in range(7)] + [1, 150]      # classes 128 and 256
+    second = [rng.randint(1, 128) for _ in range(5)] + [rng.randint(129, 256) for _ in range(3)]
+    met = {energy_length_class(n) for n in first}
+    assert met == {128, 256}
+    a = run_counted(["fold", "--model", "turner", "--partition", "--backend", "cpu",
+                     write_fasta(tmp_path / "a.fa", first, 1)], cache)
+    assert a.returncode == 0, a.stderr
+    assert _ensembles(a.stdout) == len(first)
+    # the bound: one partition program and one MFE program per class met, nothing else --
+    # class 128's loaded from the warm-up's, class 256's compiled
+    assert a.counts.get("executables_loaded", 0) == 2, a.counts
+    assert 1 <= a.compiled <= 2 * len(met - {128}), a.counts
+    assert a.counts.get("executables_compiled", 0) == 2 * len(met - {128}), a.counts
+    b = run_counted(["fold", "--model", "turner", "--partition", "--backend", "cpu",
+                     "--params", "turner1999", "-T", "30", "--dangles", "0", "-f", "json",
+                     write_fasta(tmp_path / "b.fa", second, 2), "--mea", "2"], cache)
+    assert b.returncode == 0, b.stderr
+    got = json.loads(b.stdout)
+    assert [x["length"] for x in got] == second and all("mea_structure" in x for x in got)
+    assert b.compiled == 0 and b.counts.get("executables_compiled", 0) == 0, b.counts
+    c = run_counted(["fold", "--model", "turner", "--partition", "--backend", "cpu",
+                     "--dangles", "1", "-T", "42", write_fasta(tmp_path / "c.fa", [5, 90, 41], 3)],
+                    cache)
+    assert c.returncode == 0 and _ensembles(c.stdout) == 3, c.stderr
+    assert c.compiled == 0 and c.counts.get("executables_compiled", 0) == 0, c.counts
 
 
 def test_warmup_partition_under_auto_on_a_cpu_has_nothing_to_compile(tmp_path):
