@@ -95,9 +95,9 @@ def _solve(codes, n, padded, weights, T, min_loop, method, tile=None, platform="
     static = pt.solve_static(method, tile or pt.default_tile(padded), platform)
     args = (full, wm, np.asarray(T, np.float64), np.asarray(min_loop, np.int32),
             np.asarray(n, np.int32))
-    run = programs.program("fold.partition", pt.solve_jit, args, static,
-                           jax.devices("cpu")[0])
-    lnz, P, _ = run(*args)
+    device = programs.default_device()          # where partition() runs it
+    run = programs.program("fold.partition", pt.solve_jit, args, static, device)
+    lnz, P, _ = run(*jax.device_put(args, device))
     return float(lnz), np.triu(np.asarray(P)[:n, :n], 1)
 
 
