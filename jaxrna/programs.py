@@ -97,35 +97,6 @@ def _leaf_key(x: Any) -> str:
     return f"{tuple(shape)}:{dtype}{':w' if weak else ''}"
 
 
-#: XLA options of a GPU program, by the start of its name: autotuning off for the programs of
-#: ``fold`` (Nussinov), whose compilation it lengthened without making them faster (H100, one
-#: call, alternating: `fold --partition` 2,000 nt cold 3.25-3.28 s instead of 3.93-4.52, warm
-#: 1.76-1.90 against 1.77-2.14). Tried on the others and not kept: `fold --model turner`
-#: (1,000 x 50-500 nt cold 7.10-9.12 s against 7.35-8.73; 404 x 1-2,600 nt 20.0-21.5 against
-#: 20.7-21.5) and `interact` (4.54-5.21 against 4.77-5.56) showed no difference; `align` and
-#: `targets` ran 6-9% slower warm with the flag set for the whole process.
-GPU_COMPILER_OPTIONS = {
-    ("fold.",): {"xla_gpu_autotune_level": 0},
-}
-
-
-def compiler_options(name: str, platform: str) -> dict:
-    """The XLA options program ``name`` is compiled with on ``platform``
-    (:data:`GPU_COMPILER_OPTIONS`; none on CPUs).
-
-    >>> compiler_options("fold.partition", "gpu"), compiler_options("fold.partition", "cpu")
-    ({'xla_gpu_autotune_level': 0}, {})
-    >>> compiler_options("targets.scan.scan_lanes", "gpu")
-    {}
-    """
-    if platform != "gpu":
-        return {}
-    for prefixes, options in GPU_COMPILER_OPTIONS.items():
-        if name.startswith(prefixes):
-            return dict(options)
-    return {}
-
-
 def program_key(name: str, args: tuple, static: dict, device) -> str:
     import jax
     import jaxlib
@@ -138,6 +109,8 @@ def program_key(name: str, args: tuple, static: dict, device) -> str:
              f"jax={jax.__version__}", f"jaxlib={jaxlib.__version__}",
              f"x64={bool(jax.config.jax_enable_x64)}", os.environ.get("XLA_FLAGS", ""),
              source_hash()]
+    from jaxrna.xla_options import compiler_options
+
     options = compiler_options(name, device.platform)
     if options:
         parts.append(repr(sorted(options.items())))
@@ -325,6 +298,8 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
 
         def compile_and_store():
             with jax.default_device(device):
+                from jaxrna.xla_options import compiler_options
+
                 options = compiler_options(name, device.platform) or None
                 fresh = jitted.lower(*args, **kwargs, **static).compile(compiler_options=options)
             stages.count("executables_compiled")

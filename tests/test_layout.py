@@ -62,12 +62,12 @@ def import_graph(mods: dict[str, str] | None = None) -> dict[str, set[str]]:
 # --------------------------------------------------------------------------------------------
 
 #: The base layer: plumbing every layer may use (I/O, alphabet and weights, programs, their
-#: cache and the processes that compile them, runtime, batching, the host pipeline, out-of-memory handling, semirings). Its own
+#: cache, XLA options and the processes that compile them, runtime, batching, the host pipeline, out-of-memory handling, semirings). Its own
 #: order is kept by :func:`test_no_import_cycles`.
 BASE = frozenset({"_version", "_callable", "alphabet", "batching", "cachetrust", "class_budget",
                   "compile_workers", "io", "oom",
                   "pipeline", "programs", "progress", "runtime", "semiring", "stages",
-                  "weights"})
+                  "weights", "xla_options"})
 ALGORITHMS = frozenset({"fold", "align", "energy", "targets", "interact"})
 
 #: Part of jaxrna (its first name under ``jaxrna``; "" is the package's ``__init__``) -> the
