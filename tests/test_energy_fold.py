@@ -223,6 +223,7 @@ def test_the_gpus_fewer_bands_give_the_cpus_results(length, count, lo, hi):
         assert np.array_equal(partner, p_cpu)
 
 
+@pytest.mark.slow  # two CPU programs; the fast subset keeps the oracle tests above
 def test_a_gpu_plan_moves_short_classes_into_spare_rows_with_the_same_results():
     """On a GPU a class whose sequences fit in the empty rows of a longer class's last batch is
     folded there (:func:`jaxrna.energy.api.into_spare_rows`): fewer programs, no more batches,

@@ -163,6 +163,7 @@ def test_top_class_is_the_refusal_bound():
         assert pj.estimate_bytes(top) <= limit < pj.estimate_bytes(top + 1)
 
 
+@pytest.mark.slow  # 35-47 s on 2 cores; the fast subset keeps test_fold_turner_partition_jax's oracle tests
 def test_results_do_not_depend_on_the_class(monkeypatch):
     """Records computed in a larger class (a budget of 1: every record in class 256) give the
     same results as in their own (128 and 256): energies, structures, probabilities."""
