@@ -61,3 +61,46 @@ def test_fold_asks_for_the_large_batch_allocator(monkeypatch, tmp_path, argv):
     assert main(argv + [str(fa)] + ["-o", str(tmp_path / "out"), "-q"]) == 0
     assert asked[0] == runtime.LARGE_BATCH_ALLOCATOR
     assert (tmp_path / "out").read_text()
+
+
+class _Driver:
+    """A stand-in ``libcuda``: ``memory`` bytes on each of ``count`` devices; ``fails`` names
+    the entry point that returns an error."""
+
+    def __init__(self, memory, count=1, fails=None):
+        self.memory, self.count, self.fails = memory, count, fails
+
+    def cuInit(self, flags):
+        return 100 if self.fails == "cuInit" else 0       # CUDA_ERROR_NO_DEVICE
+
+    def cuDeviceGet(self, ref, ordinal):
+        if ordinal >= self.count:
+            return 101                                    # CUDA_ERROR_INVALID_DEVICE
+        ref._obj.value = ordinal
+        return 0
+
+    def cuDeviceTotalMem_v2(self, ref, dev):
+        assert dev.value < self.count                     # the device cuDeviceGet gave
+        ref._obj.value = self.memory
+        return 0
+
+
+def test_cuda_total_memory_asks_the_driver(monkeypatch):
+    """The card's memory as the driver says it, 0 without a driver or on its errors."""
+    import ctypes
+
+    def load(driver):
+        def cdll(name, *args, **kwargs):
+            assert name == "libcuda.so.1"
+            if driver is None:
+                raise OSError("libcuda.so.1: cannot open shared object file")
+            return driver
+        monkeypatch.setattr(ctypes, "CDLL", cdll)
+
+    load(_Driver(80 << 30, count=2))
+    assert runtime.cuda_total_memory(0) == 80 << 30
+    assert runtime.cuda_total_memory(2) == 0               # no such device
+    load(_Driver(80 << 30, fails="cuInit"))
+    assert runtime.cuda_total_memory(0) == 0
+    load(None)
+    assert runtime.cuda_total_memory(0) == 0
