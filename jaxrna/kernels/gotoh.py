@@ -138,16 +138,21 @@ def cell(h_diag, m_up, x_up, y_up, m_left, x_left, y_left, s, go, ge, *, local: 
     return m, x, y, h, bits
 
 
+def _border_row(xp, c0, width: int, go, ge, local: bool):
+    """:func:`border_row` in the array module ``xp`` (``jax.numpy`` or NumPy)."""
+    j = c0 + xp.arange(width + 1, dtype=xp.int32)
+    neg = xp.full(j.shape, NEG, xp.int32)
+    if local:
+        return xp.stack([neg, neg, neg])
+    m = xp.where(j == 0, 0, NEG).astype(xp.int32)
+    y = xp.where(j == 0, NEG, go + (j - 1) * ge).astype(xp.int32)
+    return xp.stack([m, neg, y])
+
+
 def border_row(c0, width: int, go, ge, local: bool):
     """``(3, width + 1)`` M, X, Y of table row 0 at columns ``c0 .. c0 + width`` (``go``,
     ``ge``: the border gaps' scores, :func:`border_gaps`)."""
-    j = c0 + jnp.arange(width + 1, dtype=jnp.int32)
-    neg = jnp.full(j.shape, NEG, jnp.int32)
-    if local:
-        return jnp.stack([neg, neg, neg])
-    m = jnp.where(j == 0, 0, NEG).astype(jnp.int32)
-    y = jnp.where(j == 0, NEG, go + (j - 1) * ge).astype(jnp.int32)
-    return jnp.stack([m, neg, y])
+    return _border_row(jnp, c0, width, go, ge, local)
 
 
 def border_row_host(c0: int, width: int, go, ge, local: bool) -> np.ndarray:
@@ -157,24 +162,18 @@ def border_row_host(c0: int, width: int, go, ge, local: bool) -> np.ndarray:
     >>> border_row_host(0, 3, -5, -2, False).tolist()[2] == [NEG, -5, -7, -9]
     True
     """
-    j = int(c0) + np.arange(width + 1, dtype=np.int64)
-    neg = np.full(j.shape, NEG, np.int32)
-    if local:
-        return np.stack([neg, neg, neg])
-    m = np.where(j == 0, 0, NEG).astype(np.int32)
-    y = np.where(j == 0, NEG, int(go) + (j - 1) * int(ge)).astype(np.int32)
-    return np.stack([m, neg, y])
-
-
-def border_col_host(r0: int, height: int, go, ge, local: bool) -> np.ndarray:
-    """:func:`border_col` on the host (see :func:`border_row_host`)."""
-    return border_row_host(r0, height, go, ge, local)[[0, 2, 1]]
+    return _border_row(np, int(c0), width, int(go), int(ge), local)
 
 
 def border_col(r0, height: int, go, ge, local: bool):
     """``(3, height + 1)`` M, X, Y of table column 0 at rows ``r0 .. r0 + height``."""
     row = border_row(r0, height, go, ge, local)
     return row[jnp.array([0, 2, 1])]  # the same gap run, vertical
+
+
+def border_col_host(r0: int, height: int, go, ge, local: bool) -> np.ndarray:
+    """:func:`border_col` on the host (see :func:`border_row_host`)."""
+    return border_row_host(r0, height, go, ge, local)[[0, 2, 1]]
 
 
 def sweep(q, t, top, left, p: Params, mv=None, nv=None, *, local: bool, equality: bool,
