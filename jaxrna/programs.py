@@ -38,6 +38,8 @@ import pickle
 import threading
 from typing import Any, Callable, Sequence
 
+from jaxrna.xla_options import compiler_options
+
 log = logging.getLogger("jaxrna")
 
 _FORMAT = 1
@@ -109,8 +111,6 @@ def program_key(name: str, args: tuple, static: dict, device) -> str:
              f"jax={jax.__version__}", f"jaxlib={jaxlib.__version__}",
              f"x64={bool(jax.config.jax_enable_x64)}", os.environ.get("XLA_FLAGS", ""),
              source_hash()]
-    from jaxrna.xla_options import compiler_options
-
     options = compiler_options(name, device.platform)
     if options:
         parts.append(repr(sorted(options.items())))
@@ -298,8 +298,6 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
 
         def compile_and_store():
             with jax.default_device(device):
-                from jaxrna.xla_options import compiler_options
-
                 options = compiler_options(name, device.platform) or None
                 fresh = jitted.lower(*args, **kwargs, **static).compile(compiler_options=options)
             stages.count("executables_compiled")

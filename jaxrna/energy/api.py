@@ -392,8 +392,8 @@ def _device_batches(lengths: list[int], backend: str, budget: int, length_class=
         groups = into_spare_rows(groups, rows_of)
     out = []
     for padded, members in groups.items():
-        rows = rows_of[padded]
-        out += [(padded, rows, sorted(members)[k:k + rows]) for k in range(0, len(members), rows)]
+        rows, members = rows_of[padded], sorted(members)
+        out += [(padded, rows, members[k:k + rows]) for k in range(0, len(members), rows)]
     out.sort(key=lambda b: b[2][0])
     return out
 
