@@ -234,8 +234,6 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
     ``cpu_store``: keep this program on disk for CPUs too (programs checked to reload there;
     a loaded CPU program that fails on its first call is compiled afresh instead).
     """
-    import jax
-
     from jaxrna import stages
 
     static = dict(static or {})
