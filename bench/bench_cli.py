@@ -17,6 +17,7 @@ job in the same call: parasail on every core for ``align`` (``bench/peer_parasai
     python bench/bench_cli.py --preset cpu                 # this 2-core machine's sizes
     python bench/bench_cli.py --preset gpu --json out.json # issue 14's sizes (one H200)
     python bench/bench_cli.py --jobs fold_seq100,align_all --preset cpu --warm 3
+    python bench/bench_cli.py --preset gpu --devices 1,2,4 --no-peer   # scaling over GPUs
 
 The table goes to stdout; ``--json`` keeps every run's numbers, ``--log DIR`` every run's stderr.
 
@@ -264,8 +265,11 @@ def _timed_peer(cmd: list[str]) -> dict:
 
 
 def bench_job(name: str, size: dict, data: str, backend: str, warm: int, log_dir: str | None,
-              peer: bool) -> dict:
+              peer: bool, devices: int | None = None) -> dict:
     args, out, then_args = make_job(name, size, data, backend)
+    if devices is not None:         # --devices N: the run uses the first N devices
+        args = args + ["--devices", str(devices)]
+        then_args = then_args and then_args + ["--devices", str(devices)]
     log = os.path.join(log_dir, f"{name}.log") if log_dir else None
     cache = tempfile.mkdtemp(prefix=f"jaxrna-cache-{name}-")
     then = None
@@ -280,7 +284,7 @@ def bench_job(name: str, size: dict, data: str, backend: str, warm: int, log_dir
     if len(shas) != 1:
         raise RuntimeError(f"{name}: outputs differ between runs: {shas}")
     result = {"job": name, "size": size, "cold": cold, "warm": warms, "sha": shas.pop(),
-              "then": then, "then_args": then_args}
+              "then": then, "then_args": then_args, "devices": devices}
     if warms:
         result["warm_median"] = statistics.median(r["wall"] for r in warms)
     if peer:
@@ -303,10 +307,16 @@ def _row(r: dict) -> str:
         then = (f"  then {r['then']['wall']:6.2f} s (compiled "
                 f"{r['then']['counts'].get('compiled', 0)})")
     cc = r["cold"]["stages"].get("compile", 0.0)
-    return (f"{r['job']:15s} cold {r['cold']['wall']:6.2f} s (compiled {r['cold']['counts'].get('compiled', 0)}, "
+    used = ""
+    per = {k[len("batches on "):]: v for k, v in w["counts"].items() if k.startswith("batches on ")}
+    if r.get("devices") is not None:
+        used = f"  batches {per}" + \
+            f" loaded(cold) {r['cold']['counts'].get('executables_loaded', 0)}"
+    job = r["job"] if r.get("devices") is None else f"{r['job']}@{r['devices']}"
+    return (f"{job:15s} cold {r['cold']['wall']:6.2f} s (compiled {r['cold']['counts'].get('compiled', 0)}, "
             f"compile {cc:.1f} s){then}"
             f"  warm {warm} s (compiled {w['counts'].get('compiled', 0)})  [{parts} {bg}]{peer}"
-            f"  sha {r['sha']}")
+            f"  sha {r['sha']}{used}")
 
 
 def main() -> None:
@@ -322,6 +332,9 @@ def main() -> None:
     ap.add_argument("--root", default=ROOT,
                     help="run the jaxrna package of this tree (default: this checkout), to time "
                          "an older version in the same call")
+    ap.add_argument("--devices", default=None,
+                    help="comma-separated device counts (1,2,4): each job runs with "
+                         "--devices N for each, outputs checked identical across counts")
     ap.add_argument("--source-only", action="store_true",
                     help="no bytecode: every process compiles jaxrna's modules from source")
     args = ap.parse_args()
@@ -345,11 +358,17 @@ def main() -> None:
         pass
     print(json.dumps(info), flush=True)
     results = []
+    counts = [int(c) for c in args.devices.split(",")] if args.devices else [None]
     for name in jobs:
-        r = bench_job(name, PRESETS[args.preset][name], args.data, args.backend, args.warm,
-                      args.log, not args.no_peer)
-        results.append(r)
-        print(_row(r), flush=True)
+        shas = set()
+        for n in counts:
+            r = bench_job(name, PRESETS[args.preset][name], args.data, args.backend, args.warm,
+                          args.log, not args.no_peer and n == counts[0], n)
+            results.append(r)
+            shas.add(r["sha"])
+            print(_row(r), flush=True)
+        if len(shas) != 1:
+            raise RuntimeError(f"{name}: outputs differ between device counts: {shas}")
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump({"info": info, "results": results}, fh, indent=1)

@@ -82,15 +82,19 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
     if device is None:
         device = programs.default_device()
     key = programs.program_key(name, args, static, device)
-    path = programs.store_path(key, device, cpu_store)
-    remote = path is not None and workers() > 0 and not os.path.exists(path)
+    skey = programs.store_key(name, args, static, device, cpu_store)
+    path = programs.store_path(skey, device, cpu_store)
+    # another device's program of the same executable is under way: a thread here waits for
+    # it and loads it for this device (programs.program), nothing is compiled again
+    remote = (path is not None and workers() > 0 and not os.path.exists(path)
+              and not programs.claimed_elsewhere(skey, key))
     if remote and programs.local_busy():
         if programs.ready(name, args, static, device):
             return
         spec = spec_for(name, source, args, static, {}, device, key, programs.disk_dir(),
                         cpu_store)
         future = concurrent.futures.Future()
-        if programs.expect(key, future):
+        if programs.expect(key, future, skey):
             _start(spec, future)
         return
     programs.prefetch(name, _resolve(source), args, static, device, cpu_store=cpu_store,

@@ -77,15 +77,19 @@ def schedule(batches: Iterable[T], run: Callable[[T, object], P],
     while the host collects, formats and reads. ``run`` must only dispatch (JAX's calls
     return before the device finishes); ``collect`` waits and reads the results back, on the
     host thread, in input order -- so what is written does not depend on the device count
-    as long as each device runs the same program for a batch.
+    as long as each device runs the same program for a batch. Each dispatch is counted as
+    ``batches on <device>`` (:func:`jaxrna.stages.count`: the profile of a run shows which
+    devices computed).
 
     Out of device memory (:func:`jaxrna.oom.is_out_of_memory`) in ``run`` or ``collect``:
     ``retry(batch, device, error)`` gives the batch's result instead (it splits the batch,
     :func:`jaxrna.oom.split_on_oom`, on that device); without ``retry`` the error is raised.
     """
+    from jaxrna import stages
     from jaxrna.oom import is_out_of_memory
 
     slots = list(devices) if devices else [None]
+    counters = [None if d is None else f"batches on {d}" for d in slots]
     flying = [0] * len(slots)                 # batches in flight per device
     turn = 0
     window: collections.deque = collections.deque()
@@ -119,6 +123,8 @@ def schedule(batches: Iterable[T], run: Callable[[T, object], P],
             pending = _Failed(exc)
         window.append((batch, d, pending))
         flying[d] += 1
+        if counters[d]:
+            stages.count(counters[d])          # -v and the profile: every device used
         if len(window) > depth * len(slots):
             yield finish()
     while window:

@@ -7,6 +7,10 @@ for tracing and lowering the Python code (a quarter of a second for the tiled fo
 a name, the argument shapes and dtypes, the static arguments, the device, the JAX and jaxlib
 versions, ``XLA_FLAGS``, the x64 switch and a hash of jaxrna's sources -- and kept as
 :func:`jax.experimental.serialize_executable.serialize` bytes under ``<cache>/executables``.
+On disk the key names the device's kind, not the device (:func:`store_key`): one executable
+serves every GPU of a host, compiled once and loaded onto each of the others, so a job on
+N GPUs compiles its programs once, not N times (a device that asks for a program another
+device's compilation is preparing waits for it and loads it).
 A file that cannot be read or loaded is ignored and rewritten; the store keeps the
 :data:`MAX_FILES` most recently used. A file someone else could have written (its owner, its
 mode: :func:`jaxrna.cachetrust.entry_trust`) is never unpickled (one warning per process).
@@ -99,15 +103,17 @@ def _leaf_key(x: Any) -> str:
     return f"{tuple(shape)}:{dtype}{':w' if weak else ''}"
 
 
-def program_key(name: str, args: tuple, static: dict, device) -> str:
+def program_key(name: str, args: tuple, static: dict, device, *, device_id: bool = True) -> str:
+    """What program ``name`` for these arguments on ``device`` is known by in this process (a
+    program runs on the device it was compiled or loaded for); ``device_id=False``: the same
+    without the device's id, as :func:`store_key` keeps it."""
     import jax
     import jaxlib
 
     leaves, tree = jax.tree_util.tree_flatten(args)
     parts = [f"format={_FORMAT}", name, str(tree), ";".join(_leaf_key(x) for x in leaves),
              repr(sorted(static.items())),
-             # the device itself: a program runs on the device it was compiled (or loaded) for
-             f"{device.platform}:{device.device_kind}:{device.id}",
+             f"{device.platform}:{device.device_kind}" + (f":{device.id}" if device_id else ""),
              f"jax={jax.__version__}", f"jaxlib={jaxlib.__version__}",
              f"x64={bool(jax.config.jax_enable_x64)}", os.environ.get("XLA_FLAGS", ""),
              source_hash()]
@@ -115,6 +121,52 @@ def program_key(name: str, args: tuple, static: dict, device) -> str:
     if options:
         parts.append(repr(sorted(options.items())))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
+def shared(device, cpu_store: bool = False) -> bool:
+    """Whether one stored executable serves every device of ``device``'s kind: on a GPU, and for
+    CPU programs the store keeps (``cpu_store``). It is compiled once and loaded onto each
+    device (:func:`_deserialize_onto`), so a job on N GPUs compiles its programs once, not N
+    times."""
+    return device.platform != "cpu" or cpu_store
+
+
+def store_key(name: str, args: tuple, static: dict, device, cpu_store: bool = False) -> str:
+    """The key program ``name`` is stored under on disk: :func:`program_key` without the
+    device's id where one executable serves all devices of a kind (:func:`shared`)."""
+    return program_key(name, args, static, device,
+                       device_id=not shared(device, cpu_store))
+
+
+def _deserialize_onto(payload: bytes, in_tree, out_tree, device):
+    """A serialized executable loaded to run on ``device``, whichever device of the same kind
+    it was compiled for: the pickled device becomes ``device`` and the executable is given a
+    device assignment of ``device`` (as JAX's own compilation cache reloads a GPU executable
+    on another device). Uses JAX internals; :func:`_load` falls back to JAX's public
+    ``deserialize_and_load`` (the compiling device only) where they are missing."""
+    import io
+
+    import jax
+    import numpy as np
+    from jax._src import compiler
+    from jax.experimental import serialize_executable as se
+
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=1,
+                                           device_assignment=np.array([[device.id]]))
+
+    class Onto(se._JaxPjrtUnpickler):
+        def persistent_load(self, pid):
+            if pid[0] == "device":
+                return device
+            if pid[0] == "exec":
+                return self.backend.deserialize_executable(pid[1], self.execution_devices,
+                                                           options)
+            return super().persistent_load(pid)
+
+    unloaded, args_info_flat, no_kwargs = Onto(io.BytesIO(payload), device.client,
+                                               [device]).load()
+    return jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat),
+                               out_tree, no_kwargs=no_kwargs)
 
 
 def _load(path: str, device) -> Callable | None:
@@ -136,8 +188,12 @@ def _load(path: str, device) -> Callable | None:
             fmt, payload, in_tree, out_tree = pickle.load(fh)
         if fmt != _FORMAT:
             return None
-        loaded = deserialize_and_load(payload, in_tree, out_tree, backend=device.platform,
-                                      execution_devices=[device])
+        try:
+            loaded = _deserialize_onto(payload, in_tree, out_tree, device)
+        except Exception as exc:  # noqa: BLE001 - JAX's internals moved: the public loader
+            log.debug("loading %s onto %s: %s; trying JAX's loader", path, device, exc)
+            loaded = deserialize_and_load(payload, in_tree, out_tree, backend=device.platform,
+                                          execution_devices=[device])
         try:
             os.utime(path)                     # recently used: kept by _prune
         except OSError:
@@ -240,10 +296,13 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
     if device is None:
         device = default_device()
     kwargs = dict(kwargs or {})
-    key = program_key(name, (args, kwargs) if kwargs else args, static, device)
+    both = (args, kwargs) if kwargs else args
+    key = program_key(name, both, static, device)
+    skey = store_key(name, both, static, device, cpu_store)
     with _lock:
         hit = _memo.get(key)
         inflight = key in _inflight
+        owner = _claim(skey, key)
         mine = None
         if hit is None and not inflight and not _in_pool():
             # under way from now: another thread asking for it waits for this one
@@ -263,8 +322,20 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
             hit = _memo.get(key)
         if hit is not None:
             return hit
+    if owner != key:
+        # the same program for another device of this kind is being compiled (or was): wait
+        # for it to be stored, then load it for this device instead of compiling it again
+        with _lock:
+            busy = owner in _inflight
+        if busy:
+            with stages.stage("compile"):
+                try:
+                    _wait(owner)
+                except Exception:  # noqa: BLE001 - it failed there: compiled here below
+                    pass
     try:
-        compiled = _load_or_compile(name, jitted, args, kwargs, static, device, key, cpu_store)
+        compiled = _load_or_compile(name, jitted, args, kwargs, static, device, skey,
+                                    cpu_store)
     except BaseException as exc:
         if mine is not None:
             with _lock:
@@ -283,7 +354,8 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
 
 def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict, device,
                      key: str, cpu_store: bool) -> Callable:
-    """:func:`program`'s work: the program from the store, else traced, compiled, stored."""
+    """:func:`program`'s work: the program from the store (``key``: its :func:`store_key`),
+    else traced, compiled, stored."""
     import jax
 
     from jaxrna import stages
@@ -485,9 +557,11 @@ def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=
     if device is None:
         device = default_device()
     key = program_key(name, args, static, device)
+    skey = store_key(name, args, static, device, cpu_store)
     with _lock:
         if key in _memo or key in _inflight:
             return
+        _claim(skey, key)
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(
                 max(1, min(4, cores() // 2)), thread_name_prefix="jaxrna-compile")
@@ -525,21 +599,45 @@ def local_busy() -> bool:
 
 
 def store_path(key: str, device, cpu_store: bool = False) -> str | None:
-    """Where the store keeps program ``key`` for ``device`` (None: not kept on disk)."""
+    """Where the store keeps the executable of :func:`store_key` ``key`` for ``device`` (None:
+    not kept on disk)."""
     if _disk is None or (device.platform == "cpu" and not cpu_store):
         return None
     return os.path.join(_disk, f"{key}.bin")
 
 
-def expect(key: str, future) -> bool:
-    """Let :func:`program` wait for ``future`` (elsewhere, program ``key`` is being stored)
-    rather than compile it; False (and nothing registered) when the program is here or
-    already under way."""
+def expect(key: str, future, skey: str | None = None) -> bool:
+    """Let :func:`program` wait for ``future`` (elsewhere, program ``key``, stored as ``skey``,
+    is being stored) rather than compile it; False (and nothing registered) when the program
+    is here or already under way."""
     with _lock:
         if key in _memo or key in _inflight:
             return False
         _inflight[key] = future
+        if skey is not None:
+            _claim(skey, key)
         return True
+
+
+_owners: dict[str, str] = {}    # store key -> key of the first device's program of it
+
+
+def _claim(skey: str, key: str) -> str:
+    """The key of the program that prepares stored executable ``skey`` for this process:
+    the first asked for (``key`` if none was; called under ``_lock``). Other devices' programs
+    of it wait for that one and load what it stored. Without a store, every device's program
+    is its own."""
+    if _disk is None:
+        return key
+    return _owners.setdefault(skey, key)
+
+
+def claimed_elsewhere(skey: str, key: str) -> bool:
+    """Whether stored executable ``skey`` is being (or was) prepared for another device than
+    program ``key``'s (:func:`_claim`): ``key`` then loads it rather than compile it."""
+    with _lock:
+        owner = _owners.get(skey) if _disk is not None else None
+    return owner is not None and owner != key
 
 
 def _wait(key: str):
@@ -567,6 +665,7 @@ def forget() -> None:
     with _lock:
         _memo.clear()
         _inflight.clear()
+        _owners.clear()
         for fast in _fast_maps:
             fast.clear()
 

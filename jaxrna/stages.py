@@ -185,6 +185,25 @@ def counts() -> dict[str, int]:
     return out
 
 
+def devices_line(command: str) -> str | None:
+    """For ``-v`` at a run's end: how many batches each device computed
+    (:func:`jaxrna.pipeline.schedule` counts them) and how many programs were compiled and
+    loaded; None when no batch went to a device.
+
+    >>> reset(); count("batches on cpu:0", 2); count("batches on cpu:1")
+    >>> devices_line("fold")
+    'jaxrna: fold computed batches on cpu:0 2, cpu:1 1 (programs: 0 compiled, 0 loaded from the cache)'
+    """
+    got = counts()
+    per = [(k[len("batches on "):], v) for k, v in got.items() if k.startswith("batches on ")]
+    if not per:
+        return None
+    return (f"jaxrna: {command} computed batches on "
+            + ", ".join(f"{d} {v}" for d, v in per)
+            + f" (programs: {got['compiled']} compiled, "
+              f"{got.get('executables_loaded', 0)} loaded from the cache)")
+
+
 def report() -> dict:
     """Totals, counters and the wall time since :data:`T0`, as one JSON-ready dict."""
     return {"stages": {k: round(v, 6) for k, v in sorted(totals().items())},

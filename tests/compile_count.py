@@ -39,6 +39,15 @@ class CountedRun:
         """Programs XLA compiled in the process (not found in the persistent cache)."""
         return int(self.counts.get("compiled", 0))
 
+    @property
+    def loaded(self) -> int:
+        """Executables loaded from jaxrna's store (:mod:`jaxrna.programs`)."""
+        return int(self.counts.get("executables_loaded", 0))
+
+    def batches_on(self, device: str) -> int:
+        """Batches the run dispatched to ``device`` (``"cpu:1"``; :func:`jaxrna.pipeline.schedule`)."""
+        return int(self.counts.get(f"batches on {device}", 0))
+
 
 def run_counted(args: list[str], cache_dir: str, *, env: dict | None = None,
                 stdin: str | None = None, devices: int | None = None) -> CountedRun:

@@ -1,8 +1,10 @@
 """Every subcommand on every device of its backend (issue 27): with 2 and 4 forced CPU devices
 (``--xla_force_host_platform_device_count``) the output is byte-identical to one device's,
-``-v`` lists every device (``--devices 1`` only the first), and every device really computed:
-each of the job's batches runs the one program of its class, so each device used compiles
-that program once (the count of compiled programs is the count of devices that ran a batch).
+``-v`` lists every device (``--devices 1`` only the first), and every device really computed
+(the run's count of batches dispatched to each device). Each device gets the one program of
+the job's class: the energy model's, kept in jaxrna's store, is compiled once and loaded onto
+every other device (:func:`jaxrna.programs.store_key`, as every program on a GPU); the other
+CPU programs are compiled once per device.
 
 The JAX engines are forced where a CPU run would otherwise take a host engine (the NumPy fold
 below its work limit, ViennaRNA for ``--model turner``, parasail for ``align``).
@@ -33,11 +35,11 @@ def _fasta(path, prefix: str, lengths, seed: int) -> str:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    """Per subcommand: its arguments and how many batches (all of one class) it runs."""
+    """Per subcommand: its arguments and the fewest batches (all of one class) it runs."""
     d = tmp_path_factory.mktemp("devices")
     rng = random.Random(5)
     lengths = lambda k, lo, hi: [rng.randint(lo, hi) for _ in range(k)]  # noqa: E731
-    fold = _fasta(d / "fold.fa", "f", lengths(200, 20, 40), 1)         # 4 batches of 64 rows
+    fold = _fasta(d / "fold.fa", "f", lengths(200, 20, 40), 1)         # 5 batches (of up to 64 rows)
     turner = _fasta(d / "turner.fa", "e", lengths(30, 15, 30), 2)       # 4 batches of 8 rows
     s1 = _fasta(d / "s1.fa", "a", lengths(16, 10, 16), 3)              # 4 batches of 4 pairs
     s2 = _fasta(d / "s2.fa", "b", lengths(16, 20, 31), 4)
@@ -80,12 +82,19 @@ def test_every_device_same_output(jobs, one_device, name, tmp_path):
     args, batches = jobs[name]
     one, used = one_device(name)
     assert used == ["cpu:0"] and one.stdout
+    assert one.batches_on("cpu:0") >= batches           # enough for 4 devices
     for n in (2, 4):
         many, used = _run(args, n, tmp_path)
         assert used == [f"cpu:{k}" for k in range(n)]
         assert many.stdout == one.stdout               # byte for byte, in input order
-        # one program per class, compiled for each device that ran a batch
-        assert many.compiled == one.compiled * min(n, batches), (many.counts, one.counts)
+        # the batches of one device's run, every device given some (round robin)
+        assert [many.batches_on(f"cpu:{k}") > 0 for k in range(n)] == [True] * n
+        assert sum(many.batches_on(f"cpu:{k}") for k in range(n)) == one.batches_on("cpu:0")
+        # one program per class on each device: compiled there, or for a program the store
+        # keeps (turner's, interact's), compiled once and loaded onto the other devices
+        assert many.compiled + many.loaded == one.compiled * n, (many.counts, one.counts)
+        shared = one.compiled if name in ("turner", "interact") else 0
+        assert many.loaded == shared * (n - 1), (many.counts, one.counts)
 
 
 def test_devices_option_limits_them(jobs, one_device, tmp_path):
@@ -94,3 +103,5 @@ def test_devices_option_limits_them(jobs, one_device, tmp_path):
     limited, used = _run(args, 2, tmp_path, "--devices", "1")
     assert used == ["cpu:0"]
     assert limited.stdout == one.stdout and limited.compiled == one.compiled
+    assert limited.batches_on("cpu:0") == one.batches_on("cpu:0") >= 4
+    assert limited.batches_on("cpu:1") == 0

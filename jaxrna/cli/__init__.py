@@ -83,6 +83,10 @@ def _main(argv: list[str] | None) -> int:
             runtime.announce_device(args.command)
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # a full disk or a closed pipe is reported here, not at exit
+        if getattr(args, "verbose", False):
+            line = stages.devices_line(args.command)
+            if line:
+                print(line, file=sys.stderr, flush=True)
         return status
     except BaseException as exc:  # noqa: BLE001 - every ending is one line and a status
         return _failure(exc)
