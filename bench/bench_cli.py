@@ -72,6 +72,10 @@ PRESETS = {
         "fold_200": {"count": 200, "lo": 20, "hi": 2000},
         "interact_small": {"pairs": 40, "hi1": 30, "hi2": 45},
         "targets_energy": {"mirnas": 2000, "targets": 30000},
+        # ensembles (several GPUs: each job's batches or records over every device)
+        "turner_partition": {"count": 2000, "lo": 200, "hi": 200},
+        "fold_partition_many": {"count": 16, "length": 2000},
+        "align_posterior": {"pairs": 200, "lo": 200, "hi": 1000},
     },
     "cpu": {
         "fold_seq100": {"length": 100},
@@ -87,6 +91,9 @@ PRESETS = {
         "fold_200": {"count": 200, "lo": 20, "hi": 2000},
         "interact_small": {"pairs": 40, "hi1": 30, "hi2": 45},
         "targets_energy": {"mirnas": 16, "targets": 30000},
+        "turner_partition": {"count": 40, "lo": 200, "hi": 200},
+        "fold_partition_many": {"count": 4, "length": 500},
+        "align_posterior": {"pairs": 20, "lo": 50, "hi": 300},
     },
 }
 JOBS = list(PRESETS["gpu"])
@@ -150,6 +157,18 @@ def make_job(name: str, size: dict, data: str, backend: str
         return (["fold", "--model", "turner", fa] + common, out,
                 ["fold", "--model", "turner", fb, "-T", "30", "--dangles", "0",
                  "--params", "turner1999"] + common)
+    if name == "turner_partition":     # the engine: --backend's, or JAXRNA_ENERGY_ENGINE
+        fa = _mix(rng, d, "seqs.fa", "s", size["count"], size["lo"], size["hi"])
+        return ["fold", "--model", "turner", "--partition", "-f", "json", fa] + common, out, None
+    if name == "fold_partition_many":
+        fa = _write_fasta(os.path.join(d, "many.fa"), "p",
+                          [_random_rna(rng, size["length"]) for _ in range(size["count"])])
+        return ["fold", "--model", "nussinov", "--partition", fa] + common, out, None
+    if name == "align_posterior":
+        q = _mix(rng, d, "q.fa", "q", size["pairs"], size["lo"], size["hi"])
+        t = _mix(rng, d, "t.fa", "t", size["pairs"], size["lo"], size["hi"])
+        return (["align", q, t, "--pairs", "zip", "--posterior", "-f", "json"] + common, out,
+                None)
     if name == "align_zip":
         n, m = size["pairs"], size["length"]
         q = _write_fasta(os.path.join(d, "q.fa"), "q", [_random_rna(rng, m) for _ in range(n)])

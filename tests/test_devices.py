@@ -41,6 +41,7 @@ def jobs(tmp_path_factory):
     lengths = lambda k, lo, hi: [rng.randint(lo, hi) for _ in range(k)]  # noqa: E731
     fold = _fasta(d / "fold.fa", "f", lengths(200, 20, 40), 1)         # 5 batches (of up to 64 rows)
     turner = _fasta(d / "turner.fa", "e", lengths(30, 15, 30), 2)       # 4 batches of 8 rows
+    pf = _fasta(d / "pf.fa", "p", lengths(8, 20, 60), 7)                 # 8 records, one by one
     s1 = _fasta(d / "s1.fa", "a", lengths(16, 10, 16), 3)              # 4 batches of 4 pairs
     s2 = _fasta(d / "s2.fa", "b", lengths(16, 20, 31), 4)
     q = _fasta(d / "q.fa", "q", lengths(20, 30, 60), 5)                # 400 pairs: 4 batches
@@ -48,8 +49,13 @@ def jobs(tmp_path_factory):
     return {
         "fold": (["fold", fold, "--model", "nussinov", "-f", "dbn"], 4),
         "turner": (["fold", turner, "--model", "turner"], 4),
+        "fold_partition": (["fold", pf, "--model", "nussinov", "--partition", "-f", "json"], 8),
+        # the MFE's 4 batches, then the partition function's 4 (of 8 rows)
+        "turner_partition": (["fold", turner, "--model", "turner", "--partition", "-f", "json"],
+                             8),
         "interact": (["interact", s1, s2, "--pairs", "zip", "-f", "tsv"], 4),
         "align": (["align", q, t, "--mode", "local", "-f", "tsv"], 4),
+        "align_posterior": (["align", q, t, "--posterior", "-f", "json"], 4),
     }
 
 
@@ -77,7 +83,8 @@ def one_device(jobs, tmp_path_factory):
 
 
 @pytest.mark.slow  # 7 CLI runs per subcommand; the fast subset keeps test_devices_option_limits_them
-@pytest.mark.parametrize("name", ["fold", "turner", "interact", "align"])
+@pytest.mark.parametrize("name", ["fold", "fold_partition", "turner", "turner_partition",
+                                  "interact", "align", "align_posterior"])
 def test_every_device_same_output(jobs, one_device, name, tmp_path):
     args, batches = jobs[name]
     one, used = one_device(name)
@@ -91,9 +98,11 @@ def test_every_device_same_output(jobs, one_device, name, tmp_path):
         assert [many.batches_on(f"cpu:{k}") > 0 for k in range(n)] == [True] * n
         assert sum(many.batches_on(f"cpu:{k}") for k in range(n)) == one.batches_on("cpu:0")
         # one program per class on each device: compiled there, or for a program the store
-        # keeps (turner's, interact's), compiled once and loaded onto the other devices
+        # keeps (the energy model's, interact's, the posteriors'), compiled once and loaded
+        # onto the others
         assert many.compiled + many.loaded == one.compiled * n, (many.counts, one.counts)
-        shared = one.compiled if name in ("turner", "interact") else 0
+        shared = one.compiled if name in ("turner", "turner_partition", "interact",
+                                          "align_posterior") else 0
         assert many.loaded == shared * (n - 1), (many.counts, one.counts)
 
 

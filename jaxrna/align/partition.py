@@ -237,6 +237,28 @@ def batch_posteriors(S, go, ge, m, n, temperature=1.0, eo=None, ee=None, *, loca
     return jax.vmap(fn)(S, m, n)
 
 
+def _posteriors_of_codes(q, t, matrix, m, n, go, ge, temperature, eo, ee, *, local: bool):
+    """:func:`batch_posteriors` of padded code rows ``q (B, h)``, ``t (B, w)`` scored by
+    ``matrix`` (a traced array, as are the penalties and the temperature): one program per
+    padded shape and mode, whatever the scheme."""
+    S = jax.vmap(lambda a, b: matrix[a[:, None], b[None, :]])(q, t)
+    return batch_posteriors(S, go, ge, m, n, temperature, eo, ee, local=local)
+
+
+@functools.lru_cache(maxsize=1)
+def _stored_posteriors():
+    """:func:`_posteriors_of_codes` as a program of :mod:`jaxrna.programs`: a warm run loads
+    it instead of tracing it (on a CPU too), and one compilation serves every GPU."""
+    from jaxrna.programs import stored_jit
+
+    return stored_jit("align.posteriors", static_argnames=("local",),
+                      cpu_store=True)(_posteriors_of_codes)
+
+
+def _batch_posteriors_of_codes(*args, local: bool):
+    return _stored_posteriors()(*args, local=local)
+
+
 @functools.partial(jax.jit, static_argnames=("local",))
 def _batch_log_z(S, go, ge, m, n, temperature, eo=None, ee=None, *, local: bool):
     inv = 1.0 / jnp.asarray(temperature, S.dtype)
@@ -401,8 +423,76 @@ BATCH_BYTES = 1 << 30
 MAX_BATCH = 256
 
 
-def _batch_rows(count: int) -> int:
-    return count if count < 2 else 1 << (count - 1).bit_length()
+#: Substitution matrices are passed padded to this side (letters' codes index them): one
+#: argument shape for every scheme (NUC.4.4, match/mismatch, protein matrices).
+MATRIX_SIDE = 32
+#: On a CPU a batch holds at most this many padded cells (rows x h x w): an empty row costs
+#: what a full one does, and a CPU gains nothing from wide batches.
+CPU_BATCH_CELLS = 1 << 18
+
+
+#: A run's posterior programs (per mode): the class pairs it meets are merged down to this many.
+PROGRAM_BUDGET = 8
+
+
+def _within_budget(groups: dict, limit: int, itemsize: int) -> dict:
+    """``groups`` (class pair -> pair indices) merged onto at most :data:`PROGRAM_BUDGET`
+    class pairs (:func:`jaxrna.class_budget.merge_to_budget`: the joins that add the fewest
+    padded cells; a pair in a larger class gets the same result). A join needing more than
+    ``limit`` bytes per pair is not made (the run then keeps more programs).
+
+    >>> g = {(64, 64 * k): [k] for k in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
+    >>> sorted(_within_budget(g, 0, 4))[-2:], len(_within_budget(g, 0, 4))
+    ([(64, 8192), (64, 16384)], 8)
+    """
+    from jaxrna.class_budget import merge_to_budget
+
+    if len(groups) <= PROGRAM_BUDGET:
+        return groups
+    order = sorted(groups)
+
+    def cost(c) -> float:
+        if limit and posterior_bytes(c[0], c[1], itemsize) > limit:
+            return float(1 << 62)            # never chosen while another join remains
+        return float(c[0] * c[1])
+
+    serve = merge_to_budget({c: len(groups[c]) for c in order}, PROGRAM_BUDGET,
+                            join=lambda a, b: (max(a[0], b[0]), max(a[1], b[1])), cost=cost)
+    merged: dict = {}
+    for c in order:
+        target = serve[c]
+        if limit and posterior_bytes(target[0], target[1], itemsize) > limit:
+            target = c                       # too large once joined: its own class
+        merged.setdefault(target, []).extend(groups[c])
+    for members in merged.values():
+        members.sort()                       # input order within a class
+    return merged
+
+
+def _batch_class(n: int) -> int:
+    """The padded length of a sequence of ``n`` in a posterior batch: powers of two from 64 to
+    4,096, then multiples of 1,024 (:func:`jaxrna.batching.bucket_length_coarse`): few shapes,
+    so few programs, whatever the mix of lengths.
+
+    >>> [_batch_class(n) for n in (1, 64, 65, 300, 5000)]
+    [64, 64, 128, 512, 5120]
+    """
+    from jaxrna.batching import bucket_length_coarse
+
+    return bucket_length_coarse(n, base=64)
+
+
+def _class_rows(h: int, w: int, cap: int, platform: str) -> int:
+    """The fixed row count of the ``h`` x ``w`` class: a power of two, at most ``cap`` (memory,
+    :data:`MAX_BATCH`) and on a CPU at most :data:`CPU_BATCH_CELLS` cells. Every batch of the
+    class has these rows (the last one topped up with empty rows): one program per class.
+
+    >>> _class_rows(64, 64, 256, "cpu"), _class_rows(64, 64, 256, "gpu"), _class_rows(1024, 2048, 3, "gpu")
+    (64, 256, 2)
+    """
+    if platform == "cpu":
+        cap = min(cap, max(1, CPU_BATCH_CELLS // (h * w)))
+    return 1 << (max(1, cap).bit_length() - 1)
 
 
 def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
@@ -441,7 +531,7 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
                     raise InputError(str(exc), path=rec.source, line=rec.line,
                                      record=rec.id) from None
             codes.append(cache[id(rec)])
-        h, w = _padded(codes[0].size), _padded(codes[1].size)
+        h, w = _batch_class(codes[0].size), _batch_class(codes[1].size)
         need = posterior_bytes(h, w, itemsize)
         if limit and need > limit:
             raise InputError(
@@ -451,6 +541,7 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
                 f"memory, or raise --max-memory")
         encoded.append(codes)
         groups.setdefault((h, w), []).append(idx)
+    groups = _within_budget(groups, limit, itemsize)
     return _posterior_batches(pairs, encoded, groups, scoring, mode, float(temperature),
                               backend, limit, itemsize, on_done)
 
@@ -462,31 +553,53 @@ def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
     eo, ee = end_gap_scores(scoring)
     local = mode == "local"
     dtype = _float_dtype()
+    scores = np.asarray(scoring.matrix, np.float64) / scoring.scale    # in the user's units
+    side = max(MATRIX_SIDE, *scores.shape)       # one shape for every scheme's matrix
+    matrix = np.zeros((side, side), dtype)
+    matrix[:scores.shape[0], :scores.shape[1]] = scores
+    # penalties and temperature as arrays of the computing type: traced values of one
+    # signature whatever the scheme (a Python int, float or NumPy scalar would not be)
+    # (end gaps that cost what inner gaps cost are passed as such: one program either way)
+    numbers = tuple(np.asarray(x, dtype) for x in
+                    (go, ge, temperature, go if eo is None else eo, ge if ee is None else ee))
+    from jaxrna.pipeline import schedule
+    from jaxrna.runtime import devices
+
     done: dict[int, Posterior] = {}
     next_out = 0
-    with jax.default_device(jax.devices(backend)[0]):
-        for (h, w), members in groups.items():
-            per = posterior_bytes(h, w, itemsize)
-            cap = max(1, min(MAX_BATCH, min(BATCH_BYTES, limit or BATCH_BYTES) // per))
-            for s in range(0, len(members), cap):
-                part = members[s:s + cap]
-                rows = _batch_rows(len(part))
-                q = np.zeros((rows, h), np.int32)
-                t = np.zeros((rows, w), np.int32)
-                m = np.zeros(rows, np.int32)
-                n = np.zeros(rows, np.int32)
-                for r, idx in enumerate(part):
-                    qc, tc = encoded[idx]
-                    q[r, :qc.size], t[r, :tc.size], m[r], n[r] = qc, tc, qc.size, tc.size
-                S = jax.vmap(lambda a, b: substitution_scores(a, b, scoring, dtype))(q, t)
-                log_z, P = batch_posteriors(S, go, ge, m, n, temperature, eo, ee, local=local)
-                log_z, P = np.asarray(log_z), np.asarray(P)
-                for r, idx in enumerate(part):
-                    qr, tr = pairs[idx]
-                    done[idx] = Posterior(qr.id, tr.id, mode, temperature, float(log_z[r]),
-                                          P[r, :m[r], :n[r]].copy(), scoring)
-                if on_done:
-                    on_done(len(part))
-                while next_out in done:                  # stream in input order
-                    yield done.pop(next_out)
-                    next_out += 1
+    used = devices(backend)
+    platform = used[0].platform
+    batches = []                        # (padded shape, rows, members): the class's rows
+    for (h, w), members in groups.items():
+        per = posterior_bytes(h, w, itemsize)
+        cap = max(1, min(MAX_BATCH, min(BATCH_BYTES, limit or BATCH_BYTES) // per))
+        rows = _class_rows(h, w, cap, platform)
+        batches += [((h, w), rows, members[s:s + rows]) for s in range(0, len(members), rows)]
+
+    def launch(batch, device):
+        """Dispatch one batch on ``device`` (JAX returns before the device is done)."""
+        (h, w), rows, part = batch
+        q = np.zeros((rows, h), np.int32)
+        t = np.zeros((rows, w), np.int32)
+        m = np.zeros(rows, np.int32)
+        n = np.zeros(rows, np.int32)
+        for r, idx in enumerate(part):
+            qc, tc = encoded[idx]
+            q[r, :qc.size], t[r, :tc.size], m[r], n[r] = qc, tc, qc.size, tc.size
+        with jax.default_device(device):
+            inputs = jax.device_put((q, t, matrix, m, n) + numbers, device)
+            return _batch_posteriors_of_codes(*inputs, local=local), m, n
+
+    # every device of the backend (or the first --devices N), batches in turn, in input order
+    for (_, _, part), ((log_z, P), m, n) in schedule(batches, launch, lambda b, out: out,
+                                                     used, depth=1):
+        log_z, P = np.asarray(log_z), np.asarray(P)
+        for r, idx in enumerate(part):
+            qr, tr = pairs[idx]
+            done[idx] = Posterior(qr.id, tr.id, mode, temperature, float(log_z[r]),
+                                  P[r, :m[r], :n[r]].copy(), scoring)
+        if on_done:
+            on_done(len(part))
+        while next_out in done:                  # stream in input order
+            yield done.pop(next_out)
+            next_out += 1

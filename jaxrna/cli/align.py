@@ -252,9 +252,8 @@ def run(args) -> int:
         raise InputError("--max-memory must be positive")
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     if args.posterior:
-        from jaxrna.runtime import choose_backend, enable_compilation_cache, limit_devices
+        from jaxrna.runtime import choose_backend, enable_compilation_cache
 
-        limit_devices(1)                # posteriors run pair by pair on one device
         backend = choose_backend(args.backend)
         enable_compilation_cache()
         return _run_posterior(args, temperature, scoring, backend, max_bytes)

@@ -75,10 +75,7 @@ def add_parser(subparsers) -> None:
 
 
 def _run_partition(args, temperature: float, requested: str, max_bytes) -> int:
-    from jaxrna.runtime import limit_devices
-
     chunks, work = _peek(_read(args), PARTITION_PEEK)
-    limit_devices(1)                    # record by record, on one device
     backend = _start_jax(requested, work, partition=True)
     with stage("imports"):
         from jaxrna.fold.partition import partition_records

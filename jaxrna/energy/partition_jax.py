@@ -122,9 +122,10 @@ def partition_records(records: Iterable[Record], model: EnergyModel | None = Non
                       on_done=None, on_error=None, unpaired: dict | None = None,
                       processes: int | None = None, backend: str | None = None
                       ) -> Iterator[EnergyPartitionResult]:
-    """:func:`jaxrna.energy.ensemble.partition_energy_records` on the first device of
-    ``backend`` (None: JAX's default device; ``processes`` is not used: the work is the
-    device's)."""
+    """:func:`jaxrna.energy.ensemble.partition_energy_records` on every device of ``backend``
+    (None: JAX's default backend; or the first ``--devices N``): the batches go to the devices
+    in turn (:func:`jaxrna.pipeline.schedule`), the first device's memory sizes them;
+    ``processes`` is not used (the work is the devices')."""
     import jax
 
     model = model or EnergyModel()
@@ -248,7 +249,11 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
          budget: int, on_done, classes, final: bool) -> Iterator[EnergyPartitionResult]:
     if not chunk:
         return
+    import jax
+
     from jaxrna.energy import partition
+    from jaxrna.pipeline import schedule
+    from jaxrna.runtime import devices
     from jaxrna.stages import stage
 
     lengths = [len(rec.sequence) for rec in chunk]
@@ -268,20 +273,40 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
     groups: dict[int, list[int]] = {}
     for k in live:
         groups.setdefault(padded_of(lengths[k]), []).append(k)
-    parts: dict[int, dict] = {}
+    batches = []                        # (class, members): fixed rows, the last one topped up
     for padded, members in groups.items():
         rows = rows_for(padded, platform, budget)
-        for s in range(0, len(members), rows):
-            part = members[s:s + rows]
-            pad = rows - len(part)
-            seqs = [chunk[k].sequence for k in part] + [""] * pad
-            with stage("device"):
-                energies, probs = partition.pair_probabilities(
-                    seqs, model.params, model.dangles, model.temperature,
-                    [ups[k] for k in part] + [()] * pad, length=padded)
-            with stage("measures"):     # the dense matrices are not kept
-                for row, k in enumerate(part):
-                    parts[k] = _measures(chunk[k], mfe[k], float(energies[row]), probs[row])
+        batches += [(padded, members[s:s + rows], rows) for s in range(0, len(members), rows)]
+
+    def launch(batch, dev):
+        """Dispatch one batch's program on ``dev`` (returns at once: JAX runs it async)."""
+        padded, part, rows = batch
+        pad = rows - len(part)
+        seqs = [chunk[k].sequence for k in part] + [""] * pad
+        with partition.x64(), jax.default_device(dev):
+            args, kT = partition.batch_inputs(seqs, model.params, model.dangles,
+                                              model.temperature,
+                                              [ups[k] for k in part] + [()] * pad,
+                                              length=padded)
+            return partition.batch_pair_probabilities(*jax.device_put(args, dev)), kT
+
+    def collect(batch, launched):
+        (lz, grad), kT = launched
+        _, part, _ = batch
+        with stage("device"):
+            grad = np.asarray(grad)
+            energies = -np.asarray(lz) * kT / 1000.0
+        with stage("measures"):         # the dense matrices are not kept
+            for row, k in enumerate(part):
+                n = lengths[k]
+                parts[k] = _measures(chunk[k], mfe[k], float(energies[row]),
+                                     np.triu(grad[row, :n, :n], 1))
+
+    parts: dict[int, dict] = {}
+    # every device of the backend: a batch ahead on each while the host takes the last one's
+    # measures; results in input order (the same whatever the device count)
+    for _ in schedule(batches, launch, collect, devices(platform), depth=1):
+        pass
     with stage("measures"):
         # the structures' energies and the MEA structure (Python loops) in worker processes
         # on hosts with cores to spare

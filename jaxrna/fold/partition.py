@@ -539,25 +539,56 @@ def partition_records(records: Iterable, weights: WeightSet | str = "unit", min_
                       temperature: float = 1.0, method: str = "auto",
                       max_bytes: int | None = None, backend: str = "cpu", on_done=None,
                       on_error=None) -> Iterator[PartitionResult]:
-    """:func:`partition` for a stream of :class:`~jaxrna.io.Record`, in input order. A record
-    too large for memory raises ``ResourceError``, or is passed to ``on_error(record, error)``
-    and skipped."""
+    """:func:`partition` for a stream of :class:`~jaxrna.io.Record`, in input order, on every
+    device of ``backend`` (or the first ``--devices N``): records go to the devices in turn
+    (:func:`jaxrna.pipeline.schedule`), each device computing its records one at a time on a
+    thread of its own. A record too large for memory raises ``ResourceError``, or is passed to
+    ``on_error(record, error)`` and skipped."""
+    import concurrent.futures
+
     from jaxrna.io.errors import ResourceError
+    from jaxrna.pipeline import schedule
+    from jaxrna.runtime import devices
 
     ws = _weights(weights)
-    for rec in records:
-        try:
-            check_memory(len(rec), rec.id, max_bytes, method, backend)
-        except ResourceError as exc:
-            if on_error is None:
-                raise
-            on_error(rec, exc)
-            continue
-        with jax.default_device(jax.devices(backend)[0]):
-            result = partition(rec.sequence, ws, min_loop, temperature, method, id=rec.id)
-        if on_done:
-            on_done(1)
-        yield result
+
+    def checked():
+        for rec in records:
+            try:
+                check_memory(len(rec), rec.id, max_bytes, method, backend)
+            except ResourceError as exc:
+                if on_error is None:
+                    raise
+                on_error(rec, exc)
+                continue
+            yield rec
+
+    def one(rec, device):
+        with jax.default_device(device):
+            return partition(rec.sequence, ws, min_loop, temperature, method, id=rec.id)
+
+    used = devices(backend)
+    if len(used) == 1:                  # here, record by record
+        runs = schedule(checked(), one, lambda rec, result: result, used, depth=0)
+        for _, result in runs:
+            if on_done:
+                on_done(1)
+            yield result
+        return
+    # a thread per device: one record on each device at a time (the device runs while the
+    # threads wait for it; the host's part of a record is small), results in input order
+    pools = {d: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"jaxrna-pf-{k}")
+             for k, d in enumerate(used)}
+    try:
+        runs = schedule(checked(), lambda rec, d: pools[d].submit(one, rec, d),
+                        lambda rec, future: future.result(), used, depth=1)
+        for _, result in runs:
+            if on_done:
+                on_done(1)
+            yield result
+    finally:
+        for pool in pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 __all__ = ["inside_spans", "pair_score_matrix", "masked_log_weights", "log_partition_from_scores",
