@@ -52,6 +52,8 @@ ROOT = os.path.dirname(HERE)
 SEED = 20261124
 #: Run the CLI as an installed package runs: with bytecode (see the module docstring).
 BYTECODE = True
+#: ``--sha-warn``: outputs that differ between runs are reported, not an error.
+SHA_WARN = False
 #: The jaxrna tree the CLI runs from (``--root``: another checkout, for before/after in one call).
 JAXRNA_ROOT = ROOT
 
@@ -301,8 +303,10 @@ def bench_job(name: str, size: dict, data: str, backend: str, warm: int, log_dir
         shutil.rmtree(cache, ignore_errors=True)
     shas = {r["sha"] for r in [cold] + warms}
     if len(shas) != 1:
-        raise RuntimeError(f"{name}: outputs differ between runs: {shas}")
-    result = {"job": name, "size": size, "cold": cold, "warm": warms, "sha": shas.pop(),
+        if not SHA_WARN:
+            raise RuntimeError(f"{name}: outputs differ between runs: {shas}")
+        print(f"# {name}: outputs differ between runs: {sorted(shas)}", flush=True)
+    result = {"job": name, "size": size, "cold": cold, "warm": warms, "sha": "|".join(sorted(shas)),
               "then": then, "then_args": then_args, "devices": devices}
     if warms:
         result["warm_median"] = statistics.median(r["wall"] for r in warms)
@@ -354,11 +358,14 @@ def main() -> None:
     ap.add_argument("--devices", default=None,
                     help="comma-separated device counts (1,2,4): each job runs with "
                          "--devices N for each, outputs checked identical across counts")
+    ap.add_argument("--sha-warn", action="store_true",
+                    help="report outputs that differ between runs instead of stopping")
     ap.add_argument("--source-only", action="store_true",
                     help="no bytecode: every process compiles jaxrna's modules from source")
     args = ap.parse_args()
-    global BYTECODE, JAXRNA_ROOT
+    global BYTECODE, JAXRNA_ROOT, SHA_WARN
     BYTECODE = not args.source_only
+    SHA_WARN = args.sha_warn
     JAXRNA_ROOT = os.path.abspath(args.root)
     if args.log:
         os.makedirs(args.log, exist_ok=True)
@@ -387,7 +394,9 @@ def main() -> None:
             shas.add(r["sha"])
             print(_row(r), flush=True)
         if len(shas) != 1:
-            raise RuntimeError(f"{name}: outputs differ between device counts: {shas}")
+            if not SHA_WARN:
+                raise RuntimeError(f"{name}: outputs differ between device counts: {shas}")
+            print(f"# {name}: outputs differ between device counts: {sorted(shas)}", flush=True)
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump({"info": info, "results": results}, fh, indent=1)

@@ -30,6 +30,7 @@ from typing import IO, Callable, Iterable, Iterator
 
 import numpy as np
 
+from jaxrna.formats.fold_partition import text_of_triples
 from jaxrna.formats.heatmap import pyplot, save_png
 
 #: Probabilities below this are left out of the text outputs.
@@ -49,10 +50,6 @@ def triples(P: np.ndarray, threshold: float = THRESHOLD) -> list[tuple[int, int,
     return [(int(i) + 1, int(j) + 1, float(P[i, j])) for i, j in zip(rows, cols)]
 
 
-def _p(value: float) -> float:
-    return float(f"{value:.6g}")
-
-
 def _log_z(value: float) -> float:
     return float(f"{value:.10g}")
 
@@ -67,9 +64,12 @@ def write_json(results: Iterable, out: IO[str]) -> None:
         m, n = r.probabilities.shape
         obj = {"query_id": r.query_id, "target_id": r.target_id, "mode": r.mode,
                "temperature": r.temperature, "query_length": m, "target_length": n,
-               "log_partition": _log_z(r.log_partition),
-               "match_probabilities": [[i, j, _p(p)] for i, j, p in triples(r.probabilities)]}
-        out.write(("\n  " if first else ",\n  ") + json.dumps(obj))
+               "log_partition": _log_z(r.log_partition)}
+        # what json.dumps writes for the whole object, the triples built with array operations
+        head = json.dumps(obj)[:-1]
+        out.write(("\n  " if first else ",\n  ") + head + ', "match_probabilities": [')
+        out.write(text_of_triples(*_triples(r.probabilities), "json"))
+        out.write("]}")
         first = False
     out.write("\n]\n" if not first else "]\n")
 
@@ -78,7 +78,14 @@ def write_dotplot(results: Iterable, out: IO[str]) -> None:
     """Per pair a header ``# QUERY_ID TARGET_ID LOG_PARTITION``, then ``i j p`` lines."""
     for r in results:
         out.write(f"# {r.query_id} {r.target_id} {_log_z(r.log_partition)!r}\n")
-        out.write("".join(f"{i} {j} {p:.6g}\n" for i, j, p in triples(r.probabilities)))
+        out.write(text_of_triples(*_triples(r.probabilities), "dotplot"))
+
+
+def _triples(P: np.ndarray, threshold: float = THRESHOLD):
+    """:func:`triples` as arrays ``(i, j, p)`` (1-based, row-major)."""
+    P = np.asarray(P, np.float64)
+    rows, cols = np.nonzero(P >= threshold)
+    return rows + 1, cols + 1, P[rows, cols]
 
 
 WRITERS: dict[str, Callable[[Iterable, IO[str]], None]] = {

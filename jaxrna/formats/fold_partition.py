@@ -39,7 +39,7 @@ PLOT_PIXELS = 1000
 log = logging.getLogger("jaxrna")
 
 __all__ = ["write_json", "write_dotplot", "writer_for", "write_png", "plot_paths", "plotting",
-           "PLOT_HINT", "THRESHOLD"]
+           "PLOT_HINT", "THRESHOLD", "text_of_triples", "triples_text"]
 
 
 def _p(value: float) -> float:
@@ -193,7 +193,16 @@ def triples_text(P: np.ndarray, style: str, threshold: float = THRESHOLD) -> str
     >>> triples_text(P, "json")
     '[1, 2, 1.5e-05], [1, 4, 0.5], [2, 3, 1.0]'
     """
-    i, j, p = _triples(P, threshold)
+    return text_of_triples(*_triples(P, threshold), style)
+
+
+def text_of_triples(i: np.ndarray, j: np.ndarray, p: np.ndarray, style: str) -> str:
+    """:func:`triples_text` of given triples (1-based ``i``, ``j``; probabilities ``p``), in
+    their order (``jaxrna align --posterior`` writes every ``(i, j)`` of its matrices).
+
+    >>> text_of_triples(np.array([2, 1]), np.array([1, 3]), np.array([0.25, 1.0]), "json")
+    '[2, 1, 0.25], [1, 3, 1.0]'
+    """
     if not len(p):
         return ""
     g = _g6(p, style == "json")
