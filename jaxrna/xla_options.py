@@ -17,14 +17,12 @@ from __future__ import annotations
 #: (1,000 x 50-500 nt cold 7.10-9.12 s against 7.35-8.73; 404 x 1-2,600 nt 20.0-21.5 against
 #: 20.7-21.5) and `interact` (4.54-5.21 against 4.77-5.56) showed no difference; `align` and
 #: `targets` ran 6-9% slower warm with the flag set for the whole process.
-#: The energy model's partition program takes its pair probabilities as a gradient, whose
-#: scatter-adds XLA runs with atomic additions on a GPU: the last bits of a probability then
-#: changed from run to run (two runs of 2,000 x 200 nt gave different outputs, 2 x H100,
-#: eleventh session); deterministic scatters make a run's output the same every time and
-#: whatever the device count.
+#: Not kept: ``xla_gpu_deterministic_ops`` for the energy model's partition program (its pair
+#: probabilities are a gradient, whose scatter-adds XLA runs with atomic additions on a GPU, so
+#: the last bits of its outputs change from run to run): the same output every run, but
+#: 3.5 times slower (2,000 x 200 nt warm 87.8 s against 24.9 s, H100, eleventh session).
 GPU_COMPILER_OPTIONS = {
     ("fold.",): {"xla_gpu_autotune_level": 0},
-    ("energy.partition",): {"xla_gpu_deterministic_ops": True},
 }
 
 
@@ -36,8 +34,6 @@ def compiler_options(name: str, platform: str) -> dict:
     ({'xla_gpu_autotune_level': 0}, {})
     >>> compiler_options("targets.scan.scan_lanes", "gpu")
     {}
-    >>> compiler_options("energy.partition", "gpu")
-    {'xla_gpu_deterministic_ops': True}
     """
     if platform != "gpu":
         return {}
