@@ -99,8 +99,8 @@ PRESETS = {
     },
 }
 JOBS = list(PRESETS["gpu"])
-STAGES = ["startup", "imports", "setup", "read", "encode", "compile", "device", "traceback",
-          "format", "write"]
+STAGES = ["startup", "imports", "setup", "read", "encode", "compile", "mfe", "device",
+          "traceback", "measures", "format", "write"]
 
 
 def _rng(name: str) -> np.random.Generator:

@@ -12,8 +12,9 @@ serves every GPU of a host, compiled once and loaded onto each of the others, so
 N GPUs compiles its programs once, not N times (a device that asks for a program another
 device's compilation is preparing waits for it and loads it).
 A file that cannot be read or loaded is ignored and rewritten; the store keeps the
-:data:`MAX_FILES` most recently used. A file someone else could have written (its owner, its
-mode: :func:`jaxrna.cachetrust.entry_trust`) is never unpickled (one warning per process).
+:data:`jaxrna.executable_files.MAX_FILES` most recently used. A file someone else could have
+written (its owner, its mode: :func:`jaxrna.cachetrust.entry_trust`) is never unpickled (one
+warning per process). The files themselves: :mod:`jaxrna.executable_files`.
 Every subcommand gets its device programs here.
 
 :func:`use_disk` turns the disk store on (the CLI does, with the compilation cache directory
@@ -38,15 +39,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import pickle
+import re
 import threading
 from typing import Any, Callable, Sequence
 
+from jaxrna.executable_files import FORMAT as _FORMAT
+from jaxrna.executable_files import load as _load
+from jaxrna.executable_files import save as _save
 from jaxrna.xla_options import compiler_options
 
 log = logging.getLogger("jaxrna")
 
-_FORMAT = 1
 _lock = threading.Lock()
 _memo: dict[str, Callable] = {}
 _fast_maps: list[dict] = []     # each stored_jit function's programs by call signature
@@ -103,6 +106,18 @@ def _leaf_key(x: Any) -> str:
     return f"{tuple(shape)}:{dtype}{':w' if weak else ''}"
 
 
+def _xla_flags(flags: str | None = None) -> str:
+    """``XLA_FLAGS`` (or ``flags``) as it bears on a compiled program: without
+    ``--xla_force_host_platform_device_count`` (how many CPU devices a process has, not what
+    one of them runs), so runs on 1 and 4 forced CPU devices share their programs.
+
+    >>> _xla_flags("--xla_force_host_platform_device_count=4 --xla_foo=1")
+    '--xla_foo=1'
+    """
+    flags = os.environ.get("XLA_FLAGS", "") if flags is None else flags
+    return re.sub(r"\s*--xla_force_host_platform_device_count=\S*", "", flags).strip()
+
+
 def program_key(name: str, args: tuple, static: dict, device, *, device_id: bool = True) -> str:
     """What program ``name`` for these arguments on ``device`` is known by in this process (a
     program runs on the device it was compiled or loaded for); ``device_id=False``: the same
@@ -115,7 +130,7 @@ def program_key(name: str, args: tuple, static: dict, device, *, device_id: bool
              repr(sorted(static.items())),
              f"{device.platform}:{device.device_kind}" + (f":{device.id}" if device_id else ""),
              f"jax={jax.__version__}", f"jaxlib={jaxlib.__version__}",
-             f"x64={bool(jax.config.jax_enable_x64)}", os.environ.get("XLA_FLAGS", ""),
+             f"x64={bool(jax.config.jax_enable_x64)}", _xla_flags(),
              source_hash()]
     options = compiler_options(name, device.platform)
     if options:
@@ -126,7 +141,7 @@ def program_key(name: str, args: tuple, static: dict, device, *, device_id: bool
 def shared(device, cpu_store: bool = False) -> bool:
     """Whether one stored executable serves every device of ``device``'s kind: on a GPU, and for
     CPU programs the store keeps (``cpu_store``). It is compiled once and loaded onto each
-    device (:func:`_deserialize_onto`), so a job on N GPUs compiles its programs once, not N
+    device (:func:`jaxrna.executable_files.deserialize_onto`), so a job on N GPUs compiles its programs once, not N
     times."""
     return device.platform != "cpu" or cpu_store
 
@@ -136,146 +151,6 @@ def store_key(name: str, args: tuple, static: dict, device, cpu_store: bool = Fa
     device's id where one executable serves all devices of a kind (:func:`shared`)."""
     return program_key(name, args, static, device,
                        device_id=not shared(device, cpu_store))
-
-
-def _deserialize_onto(payload: bytes, in_tree, out_tree, device):
-    """A serialized executable loaded to run on ``device``, whichever device of the same kind
-    it was compiled for: the pickled device becomes ``device`` and the executable is given a
-    device assignment of ``device`` (as JAX's own compilation cache reloads a GPU executable
-    on another device). Uses JAX internals; :func:`_load` falls back to JAX's public
-    ``deserialize_and_load`` (the compiling device only) where they are missing."""
-    import io
-
-    import jax
-    import numpy as np
-    from jax._src import compiler
-    from jax.experimental import serialize_executable as se
-
-    options = compiler.get_compile_options(num_replicas=1, num_partitions=1,
-                                           device_assignment=np.array([[device.id]]))
-
-    class Onto(se._JaxPjrtUnpickler):
-        def persistent_load(self, pid):
-            if pid[0] == "device":
-                return device
-            if pid[0] == "exec":
-                return self.backend.deserialize_executable(pid[1], self.execution_devices,
-                                                           options)
-            return super().persistent_load(pid)
-
-    unloaded, args_info_flat, no_kwargs = Onto(io.BytesIO(payload), device.client,
-                                               [device]).load()
-    return jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_info_flat),
-                               out_tree, no_kwargs=no_kwargs)
-
-
-def _load(path: str, device) -> Callable | None:
-    from jax.experimental.serialize_executable import deserialize_and_load
-
-    try:
-        # a pickle runs code when loaded: only a file no one else can have written is read
-        # (cachetrust.entry_trust: a regular file, not a symbolic link, owned by this user or
-        # root, writable by its owner alone), checked on the opened file itself
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            from jaxrna import cachetrust
-
-            untrusted = cachetrust.entry_trust(path, os.fstat(fh.fileno()))
-            if untrusted is not None:
-                _warn_untrusted(path, untrusted)
-                return None
-            fmt, payload, in_tree, out_tree = pickle.load(fh)
-        if fmt != _FORMAT:
-            return None
-        try:
-            loaded = _deserialize_onto(payload, in_tree, out_tree, device)
-        except Exception as exc:  # noqa: BLE001 - JAX's internals moved: the public loader
-            log.debug("loading %s onto %s: %s; trying JAX's loader", path, device, exc)
-            loaded = deserialize_and_load(payload, in_tree, out_tree, backend=device.platform,
-                                          execution_devices=[device])
-        try:
-            os.utime(path)                     # recently used: kept by _prune
-        except OSError:
-            pass
-        return loaded
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        import errno
-
-        if exc.errno == errno.ELOOP:            # a symbolic link (O_NOFOLLOW)
-            _warn_untrusted(path, f"{path} is a symbolic link")
-        else:
-            log.debug("ignoring cached executable %s: %s", path, exc)
-        return None
-    except Exception as exc:  # a damaged or incompatible file: compile afresh
-        log.debug("ignoring cached executable %s: %s", path, exc)
-        return None
-
-
-_warned_untrusted = False
-
-
-def _warn_untrusted(path: str, reason: str) -> None:
-    """One warning per process that an executable of the store was not loaded."""
-    global _warned_untrusted
-    if _warned_untrusted:
-        log.debug("not loading cached executable %s: %s", path, reason)
-        return
-    _warned_untrusted = True
-    log.warning("warning: not loading the cached executable %s (%s); compiling it in this "
-                "process instead (cache entries must be owned by you or root and writable by "
-                "no one else)", path, reason)
-
-
-#: The store keeps at most this many executables (the least recently used go first).
-MAX_FILES = 512
-
-
-def _save(path: str, compiled) -> None:
-    from jax.experimental.serialize_executable import serialize
-
-    try:
-        from jaxrna.io import cleanup
-    except ImportError:  # pragma: no cover
-        cleanup = None
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        payload, in_tree, out_tree = serialize(compiled)
-        from jaxrna.cachetrust import makedirs_private
-
-        makedirs_private(os.path.dirname(path))     # mode 0700, as the cache's
-        if cleanup is not None:
-            cleanup.register(tmp)              # a killed run leaves no temporary file
-        # never writable by group or others, whatever the umask (cachetrust.entry_trust)
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as fh:
-            os.fchmod(fh.fileno(), os.fstat(fh.fileno()).st_mode & 0o755)
-            pickle.dump((_FORMAT, payload, in_tree, out_tree), fh, protocol=4)
-        os.replace(tmp, path)
-        _prune(os.path.dirname(path))
-    except Exception as exc:  # read-only cache, a backend that cannot serialize, ...
-        log.debug("could not store executable %s: %s", path, exc)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-    finally:
-        if cleanup is not None:
-            cleanup.unregister(tmp)
-
-
-def _prune(directory: str) -> None:
-    """Remove the least recently used executables beyond :data:`MAX_FILES`."""
-    try:
-        entries = [e for e in os.scandir(directory) if e.name.endswith(".bin")]
-        if len(entries) <= MAX_FILES:
-            return
-        entries.sort(key=lambda e: e.stat().st_mtime)
-        for e in entries[:len(entries) - MAX_FILES]:
-            os.unlink(e.path)
-    except OSError:
-        pass
 
 
 def program(name: str, jitted, args: tuple, static: dict | None = None,

@@ -238,22 +238,24 @@ def test_load_skips_untrusted_executables(tmp_path, monkeypatch):
     marker = tmp_path / "marker"
     path = tmp_path / "k.bin"
     plant(path, marker)
-    monkeypatch.setattr(programs, "_warned_untrusted", False)
+    from jaxrna import executable_files
+
+    monkeypatch.setattr(executable_files, "_warned_untrusted", False)
     os.chmod(path, 0o664)
-    assert programs._load(str(path), device) is None and not marker.exists()
+    assert executable_files.load(str(path), device) is None and not marker.exists()
     os.chmod(path, 0o666)
-    assert programs._load(str(path), device) is None and not marker.exists()
+    assert executable_files.load(str(path), device) is None and not marker.exists()
     os.chmod(path, 0o644)
     link = tmp_path / "l.bin"
     link.symlink_to(path)
-    assert programs._load(str(link), device) is None and not marker.exists()
+    assert executable_files.load(str(link), device) is None and not marker.exists()
     if os.geteuid() == 0:
         os.chown(path, OTHER, OTHER)
-        assert programs._load(str(path), device) is None and not marker.exists()
+        assert executable_files.load(str(path), device) is None and not marker.exists()
         os.chown(path, 0, 0)
     # the control: the user's own private file is trusted, and this one does run its code
     # (the tests above can fail), then is ignored as no executable
-    assert programs._load(str(path), device) is None and marker.exists()
+    assert executable_files.load(str(path), device) is None and marker.exists()
 
 
 def test_written_entries_are_never_group_or_other_writable(tmp_path, monkeypatch):

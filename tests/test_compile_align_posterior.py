@@ -1,5 +1,5 @@
 """Issue 26 for ``jaxrna align --posterior``: a run compiles one program per padded class pair
-(powers of two from 64: :func:`jaxrna.align.partition._batch_class`) present in its input and
+(powers of two from 64: :func:`jaxrna.align.posterior_classes.batch_class`) present in its input and
 mode (global or local), with a fixed row count per class; lengths within the classes, the
 scores (the matrix is an argument of one shape), the gap and end gap penalties and the
 temperature are traced values and compile nothing new. (Before, the substitution scores were
@@ -55,7 +55,8 @@ def test_a_wide_mix_is_merged_into_the_budget_with_the_same_results(tmp_path):
     """Nine class pairs (64 to 256 on each side) compile :data:`PROGRAM_BUDGET` (8) programs:
     the cheapest joins put some pairs in a larger class, and their posteriors are those of
     each pair computed alone (float32: ln Z within 1e-4, probabilities within 1e-5)."""
-    from jaxrna.align.partition import PROGRAM_BUDGET, posterior_records
+    from jaxrna.align.partition import posterior_records
+    from jaxrna.align.posterior_classes import PROGRAM_BUDGET
     from jaxrna.align.scoring import make_scoring
     from jaxrna.io.fasta import Record
 

@@ -114,3 +114,21 @@ def test_devices_option_limits_them(jobs, one_device, tmp_path):
     assert limited.stdout == one.stdout and limited.compiled == one.compiled
     assert limited.batches_on("cpu:0") == one.batches_on("cpu:0") >= 4
     assert limited.batches_on("cpu:1") == 0
+
+
+@pytest.mark.slow  # two CLI runs of the energy model on a CPU (~15 s)
+def test_programs_one_device_compiled_serve_every_device(jobs, tmp_path):
+    """What a run on one device compiled (the energy model's program, kept in jaxrna's store)
+    is loaded by a later run on four devices with the same cache: nothing is compiled again,
+    each device loads it (as ``jaxrna warmup`` on one GPU prepares every GPU of a host)."""
+    args, _ = jobs["turner"]
+    cache = str(tmp_path / "shared-cache")
+    first = run_counted([*args, "--backend", "cpu"], cache, env=FORCE_JAX, devices=1)
+    assert first.returncode == 0 and first.compiled >= 1, first.stderr
+    later = run_counted([*args, "--backend", "cpu", "-v"], cache, env=FORCE_JAX, devices=4)
+    assert later.returncode == 0, later.stderr
+    assert later.stdout == first.stdout
+    assert later.compiled == 0, later.counts
+    assert later.loaded == 4 * first.compiled, later.counts
+    assert all(later.batches_on(f"cpu:{k}") == 1 for k in range(4)), later.counts
+    assert "computed batches on cpu:0 1, cpu:1 1, cpu:2 1, cpu:3 1" in later.stderr

@@ -1,5 +1,5 @@
 """One stored executable for every device of a kind (:func:`jaxrna.programs.store_key`): a
-program compiled for one device is loaded onto another (:func:`jaxrna.programs._load`) instead
+program compiled for one device is loaded onto another (:func:`jaxrna.executable_files.load`) instead
 of being compiled again, and runs there with the same results. Run with two forced CPU devices
 in a fresh process (the device count is fixed when JAX starts); a CPU program takes part when
 the store keeps it (``cpu_store``), as on a GPU every program does.
@@ -17,13 +17,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = r"""
 import json, sys
 import jax, jax.numpy as jnp, numpy as np
-from jaxrna import programs, stages
+from jaxrna import executable_files, programs, stages
 
 programs.use_disk(sys.argv[1])
 if sys.argv[2] == "no-internals":        # JAX's internals gone: only JAX's public loader
     def broken(*args, **kwargs):
         raise AttributeError("no such internal")
-    programs._deserialize_onto = broken
+    executable_files.deserialize_onto = broken
 d0, d1 = jax.devices()
 f = jax.jit(lambda x, k: jnp.cumsum(x * k) - x[::-1], static_argnames="k")
 out = {}

@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrna.align.posterior_classes import MATRIX_SIDE, batch_class, class_rows, within_budget
 from jaxrna.align.recurrence import cell
 from jaxrna.align.scoring import Scoring, check_end_gaps, make_scoring
 from jaxrna.batching import bucket_length
@@ -423,78 +424,6 @@ BATCH_BYTES = 1 << 30
 MAX_BATCH = 256
 
 
-#: Substitution matrices are passed padded to this side (letters' codes index them): one
-#: argument shape for every scheme (NUC.4.4, match/mismatch, protein matrices).
-MATRIX_SIDE = 32
-#: On a CPU a batch holds at most this many padded cells (rows x h x w): an empty row costs
-#: what a full one does, and a CPU gains nothing from wide batches.
-CPU_BATCH_CELLS = 1 << 18
-
-
-#: A run's posterior programs (per mode): the class pairs it meets are merged down to this many.
-PROGRAM_BUDGET = 8
-
-
-def _within_budget(groups: dict, limit: int, itemsize: int) -> dict:
-    """``groups`` (class pair -> pair indices) merged onto at most :data:`PROGRAM_BUDGET`
-    class pairs (:func:`jaxrna.class_budget.merge_to_budget`: the joins that add the fewest
-    padded cells; a pair in a larger class gets the same result). A join needing more than
-    ``limit`` bytes per pair is not made (the run then keeps more programs).
-
-    >>> g = {(64, 64 * k): [k] for k in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
-    >>> sorted(_within_budget(g, 0, 4))[-2:], len(_within_budget(g, 0, 4))
-    ([(64, 8192), (64, 16384)], 8)
-    """
-    from jaxrna.class_budget import merge_to_budget
-
-    if len(groups) <= PROGRAM_BUDGET:
-        return groups
-    order = sorted(groups)
-
-    def cost(c) -> float:
-        if limit and posterior_bytes(c[0], c[1], itemsize) > limit:
-            return float(1 << 62)            # never chosen while another join remains
-        return float(c[0] * c[1])
-
-    serve = merge_to_budget({c: len(groups[c]) for c in order}, PROGRAM_BUDGET,
-                            join=lambda a, b: (max(a[0], b[0]), max(a[1], b[1])), cost=cost)
-    merged: dict = {}
-    for c in order:
-        target = serve[c]
-        if limit and posterior_bytes(target[0], target[1], itemsize) > limit:
-            target = c                       # too large once joined: its own class
-        merged.setdefault(target, []).extend(groups[c])
-    for members in merged.values():
-        members.sort()                       # input order within a class
-    return merged
-
-
-def _batch_class(n: int) -> int:
-    """The padded length of a sequence of ``n`` in a posterior batch: powers of two from 64 to
-    4,096, then multiples of 1,024 (:func:`jaxrna.batching.bucket_length_coarse`): few shapes,
-    so few programs, whatever the mix of lengths.
-
-    >>> [_batch_class(n) for n in (1, 64, 65, 300, 5000)]
-    [64, 64, 128, 512, 5120]
-    """
-    from jaxrna.batching import bucket_length_coarse
-
-    return bucket_length_coarse(n, base=64)
-
-
-def _class_rows(h: int, w: int, cap: int, platform: str) -> int:
-    """The fixed row count of the ``h`` x ``w`` class: a power of two, at most ``cap`` (memory,
-    :data:`MAX_BATCH`) and on a CPU at most :data:`CPU_BATCH_CELLS` cells. Every batch of the
-    class has these rows (the last one topped up with empty rows): one program per class.
-
-    >>> _class_rows(64, 64, 256, "cpu"), _class_rows(64, 64, 256, "gpu"), _class_rows(1024, 2048, 3, "gpu")
-    (64, 256, 2)
-    """
-    if platform == "cpu":
-        cap = min(cap, max(1, CPU_BATCH_CELLS // (h * w)))
-    return 1 << (max(1, cap).bit_length() - 1)
-
-
 def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
                       temperature: float = 1.0, *, backend: str = "cpu",
                       max_bytes: int | None = None, on_done=None) -> Iterator[Posterior]:
@@ -531,7 +460,7 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
                     raise InputError(str(exc), path=rec.source, line=rec.line,
                                      record=rec.id) from None
             codes.append(cache[id(rec)])
-        h, w = _batch_class(codes[0].size), _batch_class(codes[1].size)
+        h, w = batch_class(codes[0].size), batch_class(codes[1].size)
         need = posterior_bytes(h, w, itemsize)
         if limit and need > limit:
             raise InputError(
@@ -541,7 +470,7 @@ def posterior_records(pairs: Sequence, scoring: Scoring, mode: str = "global",
                 f"memory, or raise --max-memory")
         encoded.append(codes)
         groups.setdefault((h, w), []).append(idx)
-    groups = _within_budget(groups, limit, itemsize)
+    groups = within_budget(groups, limit, itemsize, posterior_bytes)
     return _posterior_batches(pairs, encoded, groups, scoring, mode, float(temperature),
                               backend, limit, itemsize, on_done)
 
@@ -573,7 +502,7 @@ def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
     for (h, w), members in groups.items():
         per = posterior_bytes(h, w, itemsize)
         cap = max(1, min(MAX_BATCH, min(BATCH_BYTES, limit or BATCH_BYTES) // per))
-        rows = _class_rows(h, w, cap, platform)
+        rows = class_rows(h, w, cap, platform)
         batches += [((h, w), rows, members[s:s + rows]) for s in range(0, len(members), rows)]
 
     def launch(batch, device):
