@@ -131,6 +131,40 @@ def schedule(batches: Iterable[T], run: Callable[[T, object], P],
         yield finish()
 
 
+def schedule_on_threads(batches: Iterable[T], run: Callable[[T, object], P],
+                        collect: Callable[[T, P], R], devices: Sequence | None = None,
+                        depth: int = 1, retry: Callable[[T, object, BaseException], R] | None = None
+                        ) -> Iterator[tuple[T, R]]:
+    """:func:`schedule` with each device's ``run`` on a thread of its own, for programs whose
+    call returns only when the device is done (a program whose loops the host drives: the
+    energy model's partition function, the alignment posteriors on a GPU): called from one
+    thread, such calls would keep every device but one idle. ``collect(batch, result)`` gets
+    ``run``'s result, in input order, on the calling thread; an error of ``run`` reaches it
+    there (and ``retry`` for out of device memory, as in :func:`schedule`). One device: plain
+    :func:`schedule`.
+
+    >>> [(b, r) for b, r in schedule_on_threads([1, 2, 3], lambda b, d: (d, b * 10),
+    ...                                         lambda b, r: r, ["a", "b"])]
+    [(1, ('a', 10)), (2, ('b', 20)), (3, ('a', 30))]
+    """
+    import concurrent.futures
+
+    slots = list(devices) if devices else [None]
+    if len(slots) == 1:
+        yield from schedule(batches, run, collect, slots, depth=depth, retry=retry)
+        return
+    pools = [concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"jaxrna-device-{k}")
+             for k in range(len(slots))]
+    where = {id(d): k for k, d in enumerate(slots)}
+    try:
+        yield from schedule(batches, lambda b, d: pools[where[id(d)]].submit(run, b, d),
+                            lambda b, future: collect(b, future.result()), slots,
+                            depth=depth, retry=retry)
+    finally:  # an error, or the consumer stopped: batches not started are dropped
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
 class OrderedWriter:
     """Writes text to ``out`` from a background thread, in the order of :meth:`write` calls.
 

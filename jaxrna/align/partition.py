@@ -491,7 +491,7 @@ def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
     # (end gaps that cost what inner gaps cost are passed as such: one program either way)
     numbers = tuple(np.asarray(x, dtype) for x in
                     (go, ge, temperature, go if eo is None else eo, ge if ee is None else ee))
-    from jaxrna.pipeline import schedule
+    from jaxrna.pipeline import schedule_on_threads
     from jaxrna.runtime import devices
 
     done: dict[int, Posterior] = {}
@@ -519,10 +519,15 @@ def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
             inputs = jax.device_put((q, t, matrix, m, n) + numbers, device)
             return _batch_posteriors_of_codes(*inputs, local=local), m, n
 
-    # every device of the backend (or the first --devices N), batches in turn, in input order
-    for (_, _, part), ((log_z, P), m, n) in schedule(batches, launch, lambda b, out: out,
-                                                     used, depth=1):
-        log_z, P = np.asarray(log_z), np.asarray(P)
+    def run(batch, device):
+        """On ``device``'s own thread: the batch, waited for and read back."""
+        (log_z, P), m, n = launch(batch, device)
+        return np.asarray(log_z), np.asarray(P), m, n
+
+    # every device of the backend (or the first --devices N), each on a thread of its own,
+    # batches in turn, results in input order
+    for (_, _, part), (log_z, P, m, n) in schedule_on_threads(batches, run,
+                                                              lambda b, out: out, used, depth=1):
         for r, idx in enumerate(part):
             qr, tr = pairs[idx]
             done[idx] = Posterior(qr.id, tr.id, mode, temperature, float(log_z[r]),

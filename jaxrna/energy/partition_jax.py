@@ -252,7 +252,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
     import jax
 
     from jaxrna.energy import partition
-    from jaxrna.pipeline import schedule
+    from jaxrna.pipeline import schedule_on_threads
     from jaxrna.runtime import devices
     from jaxrna.stages import stage
 
@@ -279,7 +279,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
         batches += [(padded, members[s:s + rows], rows) for s in range(0, len(members), rows)]
 
     def launch(batch, dev):
-        """Dispatch one batch's program on ``dev`` (returns at once: JAX runs it async)."""
+        """Call one batch's program on ``dev`` (its outputs, on the device)."""
         padded, part, rows = batch
         pad = rows - len(part)
         seqs = [chunk[k].sequence for k in part] + [""] * pad
@@ -290,12 +290,17 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
                                               length=padded)
             return partition.batch_pair_probabilities(*jax.device_put(args, dev)), kT
 
-    def collect(batch, launched):
-        (lz, grad), kT = launched
-        _, part, _ = batch
+    def run(batch, dev):
+        """On ``dev``'s own thread: the batch's program, waited for (its call returns only
+        when the device is done), read back."""
+        (lz, grad), kT = launch(batch, dev)
         with stage("device"):
-            grad = np.asarray(grad)
-            energies = -np.asarray(lz) * kT / 1000.0
+            return np.asarray(lz), np.asarray(grad), kT
+
+    def collect(batch, done):
+        lz, grad, kT = done
+        _, part, _ = batch
+        energies = -lz * kT / 1000.0
         with stage("measures"):         # the dense matrices are not kept
             for row, k in enumerate(part):
                 n = lengths[k]
@@ -303,9 +308,10 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
                                      np.triu(grad[row, :n, :n], 1))
 
     parts: dict[int, dict] = {}
-    # every device of the backend: a batch ahead on each while the host takes the last one's
-    # measures; results in input order (the same whatever the device count)
-    for _ in schedule(batches, launch, collect, devices(platform), depth=1):
+    # every device of the backend, each on a thread of its own (the program's call waits for
+    # the device: from one thread the devices would take turns); a batch ahead on each while
+    # the host takes the last one's measures; results in input order
+    for _ in schedule_on_threads(batches, run, collect, devices(platform), depth=1):
         pass
     with stage("measures"):
         # the structures' energies and the MEA structure (Python loops) in worker processes
