@@ -141,8 +141,8 @@ def program_key(name: str, args: tuple, static: dict, device, *, device_id: bool
 def shared(device, cpu_store: bool = False) -> bool:
     """Whether one stored executable serves every device of ``device``'s kind: on a GPU, and for
     CPU programs the store keeps (``cpu_store``). It is compiled once and loaded onto each
-    device (:func:`jaxrna.executable_files.deserialize_onto`), so a job on N GPUs compiles its programs once, not N
-    times."""
+    device (:func:`jaxrna.executable_files.deserialize_onto`), so a job on N GPUs compiles its
+    programs once, not N times."""
     return device.platform != "cpu" or cpu_store
 
 

@@ -192,7 +192,7 @@ def devices_line(command: str) -> str | None:
 
     >>> reset(); count("batches on cpu:0", 2); count("batches on cpu:1")
     >>> devices_line("fold")
-    'jaxrna: fold computed batches on cpu:0 2, cpu:1 1 (programs: 0 compiled, 0 loaded from the cache)'
+    'jaxrna: fold computed batches on cpu:0 2, cpu:1 1 (programs: 0 compiled, 0 loaded)'
     """
     got = counts()
     per = [(k[len("batches on "):], v) for k, v in got.items() if k.startswith("batches on ")]
@@ -201,7 +201,7 @@ def devices_line(command: str) -> str | None:
     return (f"jaxrna: {command} computed batches on "
             + ", ".join(f"{d} {v}" for d, v in per)
             + f" (programs: {got['compiled']} compiled, "
-              f"{got.get('executables_loaded', 0)} loaded from the cache)")
+              f"{got.get('executables_loaded', 0)} loaded)")
 
 
 def report() -> dict:

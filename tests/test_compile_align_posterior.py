@@ -50,11 +50,12 @@ def test_a_run_compiles_one_program_per_class_and_other_options_compile_nothing(
     assert len(json.loads(out.read_text())) == 5
 
 
-@pytest.mark.slow  # 8 + 9 compilations of the posterior program (~21 s here)
+@pytest.mark.slow  # 8 compilations of the posterior program, and those of the pairs alone
 def test_a_wide_mix_is_merged_into_the_budget_with_the_same_results(tmp_path):
     """Nine class pairs (64 to 256 on each side) compile :data:`PROGRAM_BUDGET` (8) programs:
     the cheapest joins put some pairs in a larger class, and their posteriors are those of
-    each pair computed alone (float32: ln Z within 1e-4, probabilities within 1e-5)."""
+    each such pair computed alone in its own class (float32: ln Z within 1e-4, probabilities
+    within 1e-5)."""
     from jaxrna.align.partition import posterior_records
     from jaxrna.align.posterior_classes import PROGRAM_BUDGET
     from jaxrna.align.scoring import make_scoring
@@ -75,7 +76,16 @@ def test_a_wide_mix_is_merged_into_the_budget_with_the_same_results(tmp_path):
         seqs.update({lines[k][1:]: lines[k + 1] for k in range(0, len(lines), 2)})
     import numpy as np
 
-    for r in got:
+    from jaxrna.align.posterior_classes import batch_class, within_budget
+
+    # the pairs the merge moved to a larger class (their class alone would differ), and one
+    # that kept its class as a control: each computed alone (a program per class here)
+    own = {(batch_class(a), batch_class(b)): [k] for k, (a, b) in enumerate(sizes)}
+    served = {k: c for c, members in within_budget(own, 0, 4).items() for k in members}
+    moved = [k for k, (a, b) in enumerate(sizes) if served[k] != (batch_class(a), batch_class(b))]
+    assert 1 <= len(moved) < len(sizes)
+    kept = next(k for k in range(len(sizes)) if k not in moved)
+    for r in [got[k] for k in moved + [kept]]:
         alone = next(posterior_records([(Record(r["query_id"], seqs[r["query_id"]]),
                                          Record(r["target_id"], seqs[r["target_id"]]))],
                                        make_scoring(), "global"))
