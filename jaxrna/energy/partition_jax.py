@@ -124,7 +124,8 @@ def partition_records(records: Iterable[Record], model: EnergyModel | None = Non
                       ) -> Iterator[EnergyPartitionResult]:
     """:func:`jaxrna.energy.ensemble.partition_energy_records` on every device of ``backend``
     (None: JAX's default backend; or the first ``--devices N``): the batches go to the devices
-    in turn (:func:`jaxrna.pipeline.schedule`), the first device's memory sizes them;
+    in turn, each on a thread of its own (:func:`jaxrna.pipeline.schedule_on_threads`), the
+    first device's memory sizes them;
     ``processes`` is not used (the work is the devices')."""
     import jax
 

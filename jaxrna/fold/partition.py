@@ -541,13 +541,11 @@ def partition_records(records: Iterable, weights: WeightSet | str = "unit", min_
                       on_error=None) -> Iterator[PartitionResult]:
     """:func:`partition` for a stream of :class:`~jaxrna.io.Record`, in input order, on every
     device of ``backend`` (or the first ``--devices N``): records go to the devices in turn
-    (:func:`jaxrna.pipeline.schedule`), each device computing its records one at a time on a
-    thread of its own. A record too large for memory raises ``ResourceError``, or is passed to
-    ``on_error(record, error)`` and skipped."""
-    import concurrent.futures
-
+    (:func:`jaxrna.pipeline.schedule_on_threads`), each device computing its records one at a
+    time on a thread of its own. A record too large for memory raises ``ResourceError``, or is
+    passed to ``on_error(record, error)`` and skipped."""
     from jaxrna.io.errors import ResourceError
-    from jaxrna.pipeline import schedule
+    from jaxrna.pipeline import schedule_on_threads
     from jaxrna.runtime import devices
 
     ws = _weights(weights)
@@ -568,27 +566,14 @@ def partition_records(records: Iterable, weights: WeightSet | str = "unit", min_
             return partition(rec.sequence, ws, min_loop, temperature, method, id=rec.id)
 
     used = devices(backend)
-    if len(used) == 1:                  # here, record by record
-        runs = schedule(checked(), one, lambda rec, result: result, used, depth=0)
-        for _, result in runs:
-            if on_done:
-                on_done(1)
-            yield result
-        return
-    # a thread per device: one record on each device at a time (the device runs while the
-    # threads wait for it; the host's part of a record is small), results in input order
-    pools = {d: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"jaxrna-pf-{k}")
-             for k, d in enumerate(used)}
-    try:
-        runs = schedule(checked(), lambda rec, d: pools[d].submit(one, rec, d),
-                        lambda rec, future: future.result(), used, depth=1)
-        for _, result in runs:
-            if on_done:
-                on_done(1)
-            yield result
-    finally:
-        for pool in pools.values():
-            pool.shutdown(wait=True, cancel_futures=True)
+    # one device: here, record by record; several: a thread per device, one record on each
+    # device at a time (the device runs while its thread waits), results in input order
+    runs = schedule_on_threads(checked(), one, lambda rec, result: result, used,
+                               depth=0 if len(used) == 1 else 1)
+    for _, result in runs:
+        if on_done:
+            on_done(1)
+        yield result
 
 
 __all__ = ["inside_spans", "pair_score_matrix", "masked_log_weights", "log_partition_from_scores",
