@@ -45,9 +45,8 @@ def triples(P: np.ndarray, threshold: float = THRESHOLD) -> list[tuple[int, int,
     >>> triples(np.array([[0.9, 0.0], [1e-7, 0.5]]))
     [(1, 1, 0.9), (2, 2, 0.5)]
     """
-    P = np.asarray(P)
-    rows, cols = np.nonzero(P >= threshold)
-    return [(int(i) + 1, int(j) + 1, float(P[i, j])) for i, j in zip(rows, cols)]
+    i, j, p = _triples(P, threshold)
+    return list(zip(i.tolist(), j.tolist(), p.tolist()))
 
 
 def _log_z(value: float) -> float:
@@ -82,10 +81,11 @@ def write_dotplot(results: Iterable, out: IO[str]) -> None:
 
 
 def _triples(P: np.ndarray, threshold: float = THRESHOLD):
-    """:func:`triples` as arrays ``(i, j, p)`` (1-based, row-major)."""
-    P = np.asarray(P, np.float64)
+    """:func:`triples` as arrays ``(i, j, p)`` (1-based, row-major; ``p`` as float64, chosen
+    by comparing in ``P``'s own type: a float32 matrix's 1e-6 is kept)."""
+    P = np.asarray(P)
     rows, cols = np.nonzero(P >= threshold)
-    return rows + 1, cols + 1, P[rows, cols]
+    return rows + 1, cols + 1, P[rows, cols].astype(np.float64)
 
 
 WRITERS: dict[str, Callable[[Iterable, IO[str]], None]] = {
