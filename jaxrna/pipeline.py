@@ -153,15 +153,14 @@ def schedule_on_threads(batches: Iterable[T], run: Callable[[T, object], P],
     if len(slots) == 1:
         yield from schedule(batches, run, collect, slots, depth=depth, retry=retry)
         return
-    pools = [concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"jaxrna-device-{k}")
-             for k in range(len(slots))]
-    where = {id(d): k for k, d in enumerate(slots)}
+    pools = {d: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"jaxrna-device-{k}")
+             for k, d in enumerate(slots)}
     try:
-        yield from schedule(batches, lambda b, d: pools[where[id(d)]].submit(run, b, d),
+        yield from schedule(batches, lambda b, d: pools[d].submit(run, b, d),
                             lambda b, future: collect(b, future.result()), slots,
                             depth=depth, retry=retry)
     finally:  # an error, or the consumer stopped: batches not started are dropped
-        for pool in pools:
+        for pool in pools.values():
             pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -236,8 +236,7 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
     from jaxrna import stages
 
     with stages.stage("compile"):
-        path = os.path.join(_disk, f"{key}.bin") \
-            if _disk and (device.platform != "cpu" or cpu_store) else None
+        path = store_path(key, device, cpu_store)
         compiled = _load(path, device) if path else None
         loaded = compiled is not None
 

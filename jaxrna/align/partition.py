@@ -256,10 +256,6 @@ def _stored_posteriors():
                       cpu_store=True)(_posteriors_of_codes)
 
 
-def _batch_posteriors_of_codes(*args, local: bool):
-    return _stored_posteriors()(*args, local=local)
-
-
 @functools.partial(jax.jit, static_argnames=("local",))
 def _batch_log_z(S, go, ge, m, n, temperature, eo=None, ee=None, *, local: bool):
     inv = 1.0 / jnp.asarray(temperature, S.dtype)
@@ -505,8 +501,9 @@ def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
         rows = class_rows(h, w, cap, platform)
         batches += [((h, w), rows, members[s:s + rows]) for s in range(0, len(members), rows)]
 
-    def launch(batch, device):
-        """Dispatch one batch on ``device`` (JAX returns before the device is done)."""
+    def run(batch, device):
+        """On ``device``'s own thread (the program's call returns only when the device is
+        done): the batch's ``ln Z`` and match probabilities, read back."""
         (h, w), rows, part = batch
         q = np.zeros((rows, h), np.int32)
         t = np.zeros((rows, w), np.int32)
@@ -517,11 +514,7 @@ def _posterior_batches(pairs, encoded, groups, scoring: Scoring, mode: str,
             q[r, :qc.size], t[r, :tc.size], m[r], n[r] = qc, tc, qc.size, tc.size
         with jax.default_device(device):
             inputs = jax.device_put((q, t, matrix, m, n) + numbers, device)
-            return _batch_posteriors_of_codes(*inputs, local=local), m, n
-
-    def run(batch, device):
-        """On ``device``'s own thread: the batch, waited for and read back."""
-        (log_z, P), m, n = launch(batch, device)
+            log_z, P = _stored_posteriors()(*inputs, local=local)
         return np.asarray(log_z), np.asarray(P), m, n
 
     # every device of the backend (or the first --devices N), each on a thread of its own,

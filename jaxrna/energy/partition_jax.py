@@ -279,34 +279,23 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
         rows = rows_for(padded, platform, budget)
         batches += [(padded, members[s:s + rows], rows) for s in range(0, len(members), rows)]
 
-    def launch(batch, dev):
-        """Call one batch's program on ``dev`` (its outputs, on the device)."""
+    def run(batch, dev):
+        """On ``dev``'s own thread (the program's call returns only when the device is done):
+        the batch's ensemble energies and pair probabilities."""
         padded, part, rows = batch
         pad = rows - len(part)
         seqs = [chunk[k].sequence for k in part] + [""] * pad
-        with partition.x64(), jax.default_device(dev):
-            args, kT = partition.batch_inputs(seqs, model.params, model.dangles,
-                                              model.temperature,
-                                              [ups[k] for k in part] + [()] * pad,
-                                              length=padded)
-            return partition.batch_pair_probabilities(*jax.device_put(args, dev)), kT
-
-    def run(batch, dev):
-        """On ``dev``'s own thread: the batch's program, waited for (its call returns only
-        when the device is done), read back."""
-        (lz, grad), kT = launch(batch, dev)
-        with stage("device"):
-            return np.asarray(lz), np.asarray(grad), kT
+        with stage("device"), jax.default_device(dev):
+            return partition.pair_probabilities(seqs, model.params, model.dangles,
+                                                model.temperature,
+                                                [ups[k] for k in part] + [()] * pad,
+                                                length=padded)
 
     def collect(batch, done):
-        lz, grad, kT = done
-        _, part, _ = batch
-        energies = -lz * kT / 1000.0
+        energies, probs = done
         with stage("measures"):         # the dense matrices are not kept
-            for row, k in enumerate(part):
-                n = lengths[k]
-                parts[k] = _measures(chunk[k], mfe[k], float(energies[row]),
-                                     np.triu(grad[row, :n, :n], 1))
+            for row, k in enumerate(batch[1]):
+                parts[k] = _measures(chunk[k], mfe[k], float(energies[row]), probs[row])
 
     parts: dict[int, dict] = {}
     # every device of the backend, each on a thread of its own (the program's call waits for
