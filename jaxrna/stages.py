@@ -188,20 +188,28 @@ def counts() -> dict[str, int]:
 def devices_line(command: str) -> str | None:
     """For ``-v`` at a run's end: how many batches each device computed
     (:func:`jaxrna.pipeline.schedule` counts them) and how many programs were compiled and
-    loaded; None when no batch went to a device.
+    loaded, and how many pairs a host engine computed (``interact``:
+    :mod:`jaxrna.interact.host_engine`); None when neither computed anything.
 
     >>> reset(); count("batches on cpu:0", 2); count("batches on cpu:1")
     >>> devices_line("fold")
     'jaxrna: fold computed batches on cpu:0 2, cpu:1 1 (programs: 0 compiled, 0 loaded)'
+    >>> reset(); count("host engine pairs", 40); count("host engine threads", 2)
+    >>> devices_line("interact")
+    'jaxrna: interact computed 40 pairs on the host engine (2 threads)'
     """
     got = counts()
     per = [(k[len("batches on "):], v) for k, v in got.items() if k.startswith("batches on ")]
-    if not per:
-        return None
-    return (f"jaxrna: {command} computed batches on "
-            + ", ".join(f"{d} {v}" for d, v in per)
-            + f" (programs: {got['compiled']} compiled, "
-              f"{got.get('executables_loaded', 0)} loaded)")
+    host = got.get("host engine pairs", 0)
+    parts = []
+    if host:
+        parts.append(f"{host} pairs on the host engine ({got.get('host engine threads', 1)} "
+                     f"threads)")
+    if per:
+        parts.append("batches on " + ", ".join(f"{d} {v}" for d, v in per)
+                     + f" (programs: {got['compiled']} compiled, "
+                       f"{got.get('executables_loaded', 0)} loaded)")
+    return f"jaxrna: {command} computed " + "; ".join(parts) if parts else None
 
 
 def report() -> dict:

@@ -8,6 +8,10 @@ TEST_DATA = os.path.join(ROOT, "test-data")
 sys.path.insert(0, ROOT)
 # Keep test runs from writing a compilation cache into the user's home.
 os.environ.setdefault("JAXRNA_CACHE_DIR", "off")
+# `jaxrna interact` on a CPU runs small pairs on its host engine (C, no JAX): the interact tests
+# written for the device engine (JAX) keep testing it; tests/test_interact_host_engine.py runs
+# both engines (engine="host" / "device" or this variable set per test) and compares them.
+os.environ.setdefault("JAXRNA_INTERACT_ENGINE", "device")
 
 
 def _has_gpu() -> bool:

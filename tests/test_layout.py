@@ -65,7 +65,7 @@ def import_graph(mods: dict[str, str] | None = None) -> dict[str, set[str]]:
 #: cache, XLA options and the processes that compile them, runtime, batching, the host pipeline, out-of-memory handling, semirings). Its own
 #: order is kept by :func:`test_no_import_cycles`.
 BASE = frozenset({"_version", "_callable", "alphabet", "batching", "cachetrust", "class_budget",
-                  "compile_workers", "executable_files", "io", "oom",
+                  "compile_workers", "executable_files", "io", "native", "oom",
                   "pipeline", "programs", "progress", "runtime", "semiring", "stages",
                   "weights", "xla_options"})
 ALGORITHMS = frozenset({"fold", "align", "energy", "targets", "interact"})

@@ -4,9 +4,9 @@ The walk of :meth:`HostEngine._walk <jaxrna.align.host.HostEngine._walk>` takes 
 from the score table ``H`` alone; written with numpy it steps all pairs of a group at once and
 costs more than parasail's tables themselves. Here the same decisions are taken one pair at a
 time in a small C function (:data:`SOURCE`), compiled once with the system's C compiler
-(``$CC``, else ``cc``) into the compile cache (``<cache>/host/walk-<hash>.so``, a private
-directory checked like the rest of the cache: :func:`jaxrna.cachetrust.cache_trust`; without a
-cache, into a temporary directory). Loading it costs a millisecond, against seconds for a JIT
+into the compile cache (:func:`jaxrna.native.library`: ``<cache>/host/walk-<hash>.so``, a
+private directory checked like the rest of the cache; without a cache, into a temporary
+directory). Loading it costs a millisecond, against seconds for a JIT
 such as numba on a small job. Without a compiler (or with ``JAXRNA_HOST_WALK=numpy``) the numpy
 walk runs instead: the same alignments, byte for byte (``tests/test_align_cpu_engine.py``).
 
@@ -18,11 +18,8 @@ True
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
 import os
-import subprocess
-import tempfile
 
 import numpy as np
 
@@ -111,28 +108,7 @@ void jaxrna_walk(int64_t n, const int32_t *F, const int64_t *base, const int64_t
 _LIB: list = []          # [library or None], once per process
 
 
-def _build(directory: str, path: str) -> None:
-    """Compile :data:`SOURCE` into ``path`` (through a temporary file in ``directory``)."""
-    cc = os.environ.get("CC") or "cc"
-    fd, src = tempfile.mkstemp(suffix=".c", dir=directory)
-    tmp = src[:-2] + ".so"
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(SOURCE)
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, src], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    finally:
-        for f in (src, tmp):
-            try:
-                os.unlink(f)
-            except OSError:
-                pass
-
-
-def _load(path: str):
-    lib = ctypes.CDLL(path)
+def _declare(lib):
     fn = lib.jaxrna_walk
     fn.restype = None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
@@ -143,48 +119,21 @@ def _load(path: str):
 
 def library():
     """The compiled walk (a ``ctypes.CDLL`` with ``jaxrna_walk``), or None where it cannot be
-    had (no C compiler, ``JAXRNA_HOST_WALK=numpy``); built on first use, once per process."""
+    had (no C compiler, ``JAXRNA_HOST_WALK=numpy``); built on first use, once per process
+    (:func:`jaxrna.native.library`)."""
     if _LIB:
         return _LIB[0]
     lib = None
     if os.environ.get("JAXRNA_HOST_WALK", "").lower() != "numpy":
-        try:
-            lib = _open()
-        except Exception as exc:  # noqa: BLE001 - any failure: the numpy walk, same results
-            log.debug("compiled host walk unavailable (%s); using the numpy walk", exc)
+        from jaxrna.native import library as native_library
+
+        lib = native_library("walk", SOURCE)
+        if lib is not None:
+            lib = _declare(lib)
+        else:
+            log.debug("compiled host walk unavailable; using the numpy walk")
     _LIB.append(lib)
     return lib
-
-
-def _open():
-    from jaxrna.cachetrust import cache_trust, entry_trust, makedirs_private
-    from jaxrna.runtime import cache_dir
-
-    key = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    name = f"walk-{key}.so"
-    cache = cache_dir()
-    if cache is not None:
-        directory = os.path.join(cache, "host")
-        try:
-            makedirs_private(directory)
-            trusted = cache_trust(directory) is None
-        except OSError:
-            trusted = False
-        if trusted:
-            path = os.path.join(directory, name)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                st = None
-            if st is None:
-                _build(directory, path)
-                st = os.lstat(path)
-            if entry_trust(path, st) is None:
-                return _load(path)
-    with tempfile.TemporaryDirectory() as d:   # no (trusted) cache: built for this process
-        path = os.path.join(d, name)
-        _build(d, path)
-        return _load(path)
 
 
 def walk(lib, F, base, width, qcodes, q0, tcodes, t0, flat, moff, size, go, ge, local, free,

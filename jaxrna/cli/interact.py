@@ -107,13 +107,29 @@ def run(args) -> int:
         pairs = list(itertools.product(recs1, recs2))
 
     with stage("imports"):
+        from jaxrna.interact import host_engine
         from jaxrna.interact.api import interact_pairs
-        from jaxrna.runtime import choose_backend, enable_compilation_cache
+        from jaxrna.runtime import announce_host, choose_backend, enable_compilation_cache, \
+            gpu_possible
 
     with stage("setup"):
-        # (the GPU's memory is taken as needed, not 75% of it at the start: runtime)
-        backend = choose_backend(args.backend)
-        enable_compilation_cache()    # programs as executables: a warm run loads
+        # Pairs small enough for the host engine (C on every core, :mod:`jaxrna.interact.
+        # host_engine`) run there on a CPU, and a whole job of them runs there even where a GPU
+        # is present when it takes less than a GPU process spends starting; a job all on the
+        # host engine never imports JAX.
+        host_s = float("inf")
+        if args.backend != "gpu" and host_engine.engine_choice() != "device":
+            host_s = host_engine.job_seconds(((len(a), len(b)) for a, b in pairs),
+                                             args.window1, args.window2)
+        cpu_only = args.backend == "cpu" or not gpu_possible() or host_s < host_engine.SMALL_JOB_S
+        if host_s < float("inf") and cpu_only and host_engine.library() is not None:
+            backend = "cpu"
+            announce_host(f"--backend {args.backend}", "the host engine (C)",
+                          f"on {host_engine.cores()} threads")
+        else:
+            # (the GPU's memory is taken as needed, not 75% of it at the start: runtime)
+            backend = choose_backend(args.backend, host_s, host_engine.SMALL_JOB_S)
+            enable_compilation_cache()    # programs as executables: a warm run loads
     max_bytes = int(args.max_memory * 2**30) if args.max_memory else None
     bar = progress(len(pairs), "interact", unit="pair", quiet=args.quiet)
     summary = RunSummary("computed", "pair")

@@ -1,6 +1,6 @@
 """Writers for RNA-RNA interaction results: tsv, dbn and json, plus the all-windows table.
 
-Each writer takes an iterable of :class:`~jaxrna.interact.api.InteractResult` and a text
+Each writer takes an iterable of :class:`~jaxrna.interact.results.InteractResult` and a text
 handle, and streams. Positions are 1-based on each strand read 5'->3'. In structures,
 intramolecular pairs are ``()`` and an intermolecular pair is ``[`` on strand 1 and ``]`` on
 strand 2 (the joint structure ``s1&s2`` reads as one dot-bracket of the two strands joined).

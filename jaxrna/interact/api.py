@@ -21,19 +21,17 @@ from those cells (:mod:`jaxrna.interact.traceback`; about 10 ms for 23 x 128 nt)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from fractions import Fraction
-from functools import partial
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Iterable, Iterator, Sequence
 
-import jax
 import numpy as np
 
 from jaxrna.alphabet import encode, encode_batch
+from jaxrna.interact import host_engine
 from jaxrna.interact.classes import PROGRAM_BUDGET, ClassKey, key_of, run_geometries
-from jaxrna.interact.pairs import Pair
 from jaxrna.interact.program import BoxLayout, compiled
-from jaxrna.interact.traceback import to_original, traceback
+from jaxrna.interact.results import InteractResult, result_of
 from jaxrna.interact.windows import Box, Plan, dense_single, plan
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
@@ -41,87 +39,7 @@ from jaxrna.oom import split_on_oom
 from jaxrna.pipeline import schedule
 from jaxrna.runtime import device_memory_bytes, human_bytes, memory_bytes
 from jaxrna.stages import stage
-from jaxrna.weights import WeightSet, format_number, parse_weights, user_number
-
-
-@dataclass(frozen=True)
-class InteractResult:
-    """One interaction. Coordinates are 0-based on each strand read 5'->3'; ``window1`` and
-    ``window2`` are the (inclusive) ranges the score, S1, S2 and the structure refer to (the
-    whole strands when no window was asked for). ``pairs`` is None without a traceback;
-    ``windows[a, b]`` (integer units), when asked for, is the score of the window starting at
-    ``a`` on strand 1 and ``b`` on strand 2."""
-
-    id1: str
-    id2: str
-    sequence1: str
-    sequence2: str
-    weights: WeightSet
-    score_units: int
-    s1_units: int
-    s2_units: int
-    window1: tuple[int, int]
-    window2: tuple[int, int]
-    windowed: bool = False
-    pairs: tuple[Pair, ...] | None = None
-    windows: np.ndarray | None = field(default=None, compare=False, repr=False)
-
-    def value(self, units: int):
-        """A score in integer units in the user's units (an int when whole)."""
-        return user_number(Fraction(int(units), self.weights.scale))
-
-    @property
-    def score(self):
-        """The score in the user's units (an int when whole)."""
-        return self.value(self.score_units)
-
-    @property
-    def s1_score(self):
-        return self.value(self.s1_units)
-
-    @property
-    def s2_score(self):
-        return self.value(self.s2_units)
-
-    def text(self, units: int) -> str:
-        """A score in integer units as text without a trailing ``.0``."""
-        return format_number(Fraction(int(units), self.weights.scale))
-
-    @property
-    def score_text(self) -> str:
-        return self.text(self.score_units)
-
-    @property
-    def subsequence1(self) -> str:
-        return self.sequence1[self.window1[0]:self.window1[1] + 1]
-
-    @property
-    def subsequence2(self) -> str:
-        return self.sequence2[self.window2[0]:self.window2[1] + 1]
-
-    @property
-    def structures(self) -> tuple[str, str] | None:
-        """Dot-brackets of the two windows: ``()`` intramolecular, ``[`` on strand 1 and ``]``
-        on strand 2 for intermolecular pairs."""
-        if self.pairs is None:
-            return None
-        a0, b0 = self.window1[0], self.window2[0]
-        s1 = ["."] * (self.window1[1] - a0 + 1)
-        s2 = ["."] * (self.window2[1] - b0 + 1)
-        for p in self.pairs:
-            if p.kind == "intra1":
-                s1[p.i - a0], s1[p.j - a0] = "(", ")"
-            elif p.kind == "intra2":
-                s2[p.i - b0], s2[p.j - b0] = "(", ")"
-            else:
-                s1[p.i - a0], s2[p.j - b0] = "[", "]"
-        return "".join(s1), "".join(s2)
-
-    @property
-    def dotbracket(self) -> str | None:
-        """The joint structure ``s1&s2``."""
-        st = self.structures
-        return None if st is None else f"{st[0]}&{st[1]}"
+from jaxrna.weights import WeightSet, parse_weights
 
 
 # ---- planning --------------------------------------------------------------------------------
@@ -176,10 +94,12 @@ def memory_limit(max_bytes: int | None = None, backend: str = "cpu") -> int:
     return max_bytes if max_bytes is not None else int(0.8 * device_memory(backend))
 
 
-def check_memory(problem: Problem, max_bytes: int | None = None, backend: str = "cpu") -> None:
-    """Refuse up front a pair whose table would not fit, with an estimate and advice."""
+def check_memory(problem: Problem, max_bytes: int | None = None, backend: str = "cpu",
+                 need: int | None = None) -> None:
+    """Refuse up front a pair whose table would not fit, with an estimate and advice
+    (``need``: the bytes of the engine that runs it; default the device engine's)."""
     limit = memory_limit(max_bytes, backend)
-    need = problem.plan.bytes_needed()
+    need = problem.plan.bytes_needed() if need is None else need
     if limit and need > limit:
         p = problem.plan
         raise ResourceError(
@@ -212,13 +132,26 @@ def plan_run(problems: Sequence[Problem], budget: int = PROGRAM_BUDGET, limit: i
 
 # ---- computing -------------------------------------------------------------------------------
 
-@partial(jax.jit, static_argnames=("geo",))
-def fill_batch(codes_u: jax.Array, codes_v: jax.Array, weights: jax.Array, geo):
-    """:func:`~jaxrna.interact.recurrence.bpmax_fill` over a batch of same-geometry problems
-    (the tables themselves; :func:`run_problems` runs :mod:`jaxrna.interact.program`)."""
+def _fill_batch(codes_u, codes_v, weights, geo):
+    import jax
+
     from jaxrna.interact.recurrence import bpmax_fill
 
     return jax.vmap(lambda a, b: bpmax_fill(a, b, weights, geo))(codes_u, codes_v)
+
+
+@lru_cache(maxsize=1)
+def _fill_batch_jitted():
+    import jax
+
+    return jax.jit(_fill_batch, static_argnames=("geo",))
+
+
+def fill_batch(codes_u, codes_v, weights, geo):
+    """:func:`~jaxrna.interact.recurrence.bpmax_fill` over a batch of same-geometry problems
+    (the tables themselves, jitted with ``geo`` static; :func:`run_problems` runs
+    :mod:`jaxrna.interact.program`)."""
+    return _fill_batch_jitted()(codes_u, codes_v, weights, geo)
 
 
 def _finish(prob: Problem, host: dict, b: int, weights: WeightSet, with_pairs: bool,
@@ -226,19 +159,11 @@ def _finish(prob: Problem, host: dict, b: int, weights: WeightSet, with_pairs: b
     """The result of batch row ``b`` of a program's outputs (host copies)."""
     p, geo = prob.plan, prob.plan.geo
     score, o0, q0, s_o, s_i, row0 = (int(x) for x in host["summary"][b])
-    n1, n2 = len(prob.rec1), len(prob.rec2)
-    l1, l2 = (p.l_outer, p.l_inner) if prob.outer_is_1 else (p.l_inner, p.l_outer)
-    # strand-1 start a and strand-2 start b (5'->3'); the inner/outer start on the reversed
-    # strand 2 is the strand-2 start n2 - L2 - start
-    a, b2 = (o0, n2 - l2 - q0) if prob.outer_is_1 else (q0, n2 - l2 - o0)
-    s1u, s2u = (s_o, s_i) if prob.outer_is_1 else (s_i, s_o)
     windows = None
     if keep_windows:
         count_o, count_i = p.n_windows
-        scores = host["windows"][b][:count_o, :count_i]
-        # windows[a, b]: strand-1 start a, strand-2 start b
-        windows = (scores[:, ::-1] if prob.outer_is_1 else scores[::-1, :].T).astype(np.int64)
-    pairs = None
+        windows = host["windows"][b][:count_o, :count_i]
+    box = None
     if with_pairs:
         with stage("traceback"):
             lay = BoxLayout.of(geo)
@@ -248,13 +173,7 @@ def _finish(prob: Problem, host: dict, b: int, weights: WeightSet, with_pairs: b
                       codes_inner=encode(prob.inner[q0:q0 + p.l_inner]),
                       s_outer=dense_single(host["s_outer"][b], p.l_outer, at_o),
                       s_inner=dense_single(host["s_inner"][b], p.l_inner, at_q))
-            local = traceback(box, weights.matrix())
-            pairs = tuple(to_original(local, prob.outer_is_1, o0, q0, n2))
-    return InteractResult(
-        id1=prob.rec1.id, id2=prob.rec2.id, sequence1=prob.rec1.sequence,
-        sequence2=prob.rec2.sequence, weights=weights, score_units=score,
-        s1_units=s1u, s2_units=s2u, window1=(a, a + l1 - 1), window2=(b2, b2 + l2 - 1),
-        windowed=l1 < n1 or l2 < n2, pairs=pairs, windows=windows)
+    return result_of(prob, weights, score, o0, q0, s_o, s_i, windows, box)
 
 
 #: Window grids up to this many starts are read back even without ``keep_windows``.
@@ -342,6 +261,8 @@ def prepare(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool
 def _launch(problems: Sequence[Problem], batch, wm: np.ndarray, with_pairs: bool,
             keep_windows: bool, device):
     """Dispatch one batch's program (returns the device outputs without waiting)."""
+    import jax
+
     run, args = prepare(problems, batch, wm, with_pairs, keep_windows, device)
     with stage("device"):
         return run(*jax.device_put(args, device))
@@ -374,6 +295,8 @@ def run_problems(problems: Sequence[Problem], weights: WeightSet, with_pairs: bo
                      for b in batches) else 0
 
     def collect(batch, outputs):
+        import jax
+
         with stage("device"):
             return jax.device_get(outputs)
 
@@ -391,7 +314,8 @@ def interact_pairs(pairs: Iterable[tuple[Record, Record]], weights: WeightSet | 
                    with_pairs: bool = True, keep_windows: bool = False, chunk: int = 256,
                    max_bytes: int | None = None, batch_budget: int = 1 << 30,
                    backend: str = "cpu", tile: int | None = None, on_done=None,
-                   on_error=None, budget: int = PROGRAM_BUDGET) -> Iterator[InteractResult]:
+                   on_error=None, budget: int = PROGRAM_BUDGET,
+                   engine: str = "auto") -> Iterator[InteractResult]:
     """Interact a stream of ``(strand 1, strand 2)`` record pairs, yielding results in order.
 
     ``window1``/``window2``: window lengths (None = whole strand). ``backend``: a JAX platform
@@ -399,6 +323,8 @@ def interact_pairs(pairs: Iterable[tuple[Record, Record]], weights: WeightSet | 
     ``on_error(pair, error)`` is given, is reported to it and skipped. ``on_done(k)`` is called
     as ``k`` more pairs finish. The run is planned before its first pair is computed (every
     pair's class is read first): it compiles at most ``budget`` programs (:func:`plan_run`).
+    ``engine``: ``"auto"`` (on the CPU backend, pairs that fit the host engine run there:
+    :mod:`jaxrna.interact.host_engine`; the same results), ``"host"`` or ``"device"``.
     """
     if isinstance(weights, str):
         weights = parse_weights(weights)
@@ -406,45 +332,69 @@ def interact_pairs(pairs: Iterable[tuple[Record, Record]], weights: WeightSet | 
         if w is not None and w < 1:
             raise ValueError(f"{name} must be at least 1, got {w}")
     buffer: list[Problem] = []
-
-    from jaxrna.runtime import devices
-
-    used = devices(backend)             # every device of the backend, or --devices N
+    used: list = []             # every device of the backend, or --devices N (JAX on first use)
 
     def flush() -> Iterator[InteractResult]:
-        with jax.default_device(used[0]):
-            results = split_on_oom(  # out of device memory: halves, down to one pair
-                lambda probs: run_problems(probs, weights, with_pairs, keep_windows, batch_budget,
-                                           used),
-                buffer, lambda prob: f"pair {prob.rec1.id} x {prob.rec2.id}",
-                on_error and (lambda prob, exc: on_error((prob.rec1, prob.rec2), exc)))
-        if on_done:
-            on_done(len(results))
+        results: list = [None] * len(buffer)
+        device = [k for k, prob in enumerate(buffer) if k not in on_host]
+        if device:
+            import jax
+
+            from jaxrna.runtime import devices
+
+            used[:] = used or devices(backend)
+            with jax.default_device(used[0]):
+                done = split_on_oom(  # out of device memory: halves, down to one pair
+                    lambda probs: run_problems(probs, weights, with_pairs, keep_windows,
+                                               batch_budget, used),
+                    [buffer[k] for k in device], lambda prob: f"pair {prob.rec1.id} x {prob.rec2.id}",
+                    on_error and (lambda prob, exc: on_error((prob.rec1, prob.rec2), exc)))
+            for k, r in zip(device, done):
+                results[k] = r
+            if on_done:
+                on_done(len(device))
+        host = sorted(on_host)
+        if host:
+            for k, r in zip(host, host_engine.run_host([buffer[k] for k in host], weights, with_pairs,
+                                           keep_windows, on_done=on_done)):
+                results[k] = r
         yield from (r for r in results if r is not None)
 
     # the run's plan first: its classes, merged onto at most ``budget`` programs (issue 26)
     planned: list = []          # a Problem, or the pair and why it does not fit
+    # pairs the host engine takes need no program (issue 26: on a CPU, a few small pairs were
+    # seconds of compiling); the others are planned onto at most ``budget`` programs
+    host_pair: list[bool] = []
     for rec1, rec2 in pairs:
         prob = make_problem(rec1, rec2, window1, window2, outer, tile, backend)
+        on_host_engine = host_engine.wanted(prob, engine, backend)
         try:
-            check_memory(prob, max_bytes, backend)
+            check_memory(prob, max_bytes, backend,
+                         host_engine.pair_bytes(prob) if on_host_engine else None)
         except ResourceError as exc:
             planned.append(((rec1, rec2), exc))
+            host_pair.append(False)
             continue
         planned.append(prob)
-    fit = plan_run([p for p in planned if isinstance(p, Problem)], budget,
-                   memory_limit(max_bytes, backend), backend, tile)
+        host_pair.append(on_host_engine)
+    fit = plan_run([p for p, h in zip(planned, host_pair) if isinstance(p, Problem) and not h],
+                   budget, memory_limit(max_bytes, backend), backend, tile)
     fit.reverse()
-    for item in planned:
+    on_host: set[int] = set()
+    for item, h in zip(planned, host_pair):
         if not isinstance(item, Problem):
             if on_error is None:
                 raise item[1]
             on_error(*item)
             continue
-        buffer.append(fit.pop())
+        if h:
+            on_host.add(len(buffer))
+            buffer.append(item)
+        else:
+            buffer.append(fit.pop())
         if len(buffer) >= chunk:
             yield from flush()
-            buffer = []
+            buffer, on_host = [], set()
     if buffer:
         yield from flush()
 

@@ -19,10 +19,8 @@ window.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.interact.geometry import Geometry
@@ -190,11 +188,25 @@ def cell_index(geo: Geometry, i1, j1, i2, j2):
     return (geo.offset(j1 - i1) + i1, jp // t - i2 // t, i2 // t, i2 % t, jp % t)
 
 
-@partial(jax.jit, static_argnames=("geo", "w_outer", "w_inner", "count_outer", "count_inner"))
-def window_scores_device(table, geo, w_outer, w_inner, count_outer, count_inner):
+def _window_scores(table, geo, w_outer, w_inner, count_outer, count_inner):
+    import jax.numpy as jnp
+
     o = jnp.arange(count_outer)[:, None]
     q = jnp.arange(count_inner)[None, :]
     return table[cell_index(geo, o, o + w_outer, q, q + w_inner)]
+
+
+@lru_cache(maxsize=1)
+def _window_scores_jitted():
+    import jax
+
+    return jax.jit(_window_scores, static_argnames=("geo", "w_outer", "w_inner", "count_outer",
+                                                    "count_inner"))
+
+
+def window_scores_device(table, geo, w_outer, w_inner, count_outer, count_inner):
+    """:func:`window_scores` on the device (jitted; JAX is imported on first use)."""
+    return _window_scores_jitted()(table, geo, w_outer, w_inner, count_outer, count_inner)
 
 
 def window_scores(table, geo: Geometry, w_outer: int, w_inner: int, count_outer: int,
@@ -264,7 +276,7 @@ def dense_single(s_diag: np.ndarray, length: int, start: int = 0) -> np.ndarray:
     return out
 
 
-def extract_box(table: jax.Array | np.ndarray, s_outer: np.ndarray, s_inner: np.ndarray, geo: Geometry,
+def extract_box(table, s_outer: np.ndarray, s_inner: np.ndarray, geo: Geometry,
                 codes_outer: np.ndarray, codes_inner: np.ndarray, o0: int, p: int, q0: int,
                 q: int) -> Box:
     """Copy to the host what the traceback of the box ``[o0, o0+p) x [q0, q0+q)`` reads."""
@@ -279,6 +291,8 @@ def extract_box(table: jax.Array | np.ndarray, s_outer: np.ndarray, s_inner: np.
     if isinstance(table, np.ndarray):
         tiles = table[rows][:, :, row0:row1]
     else:
+        import jax.numpy as jnp
+
         tiles = np.asarray(table[jnp.asarray(rows)][:, :, row0:row1])
     return Box(tiles=tiles, cells=cells, geo=geo, o0=o0, q0=q0, row0=row0,
                codes_outer=np.asarray(codes_outer[o0:o0 + p]),
