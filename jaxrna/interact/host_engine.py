@@ -44,12 +44,16 @@ from jaxrna.interact.results import result_of
 from jaxrna.stages import count, counts, stage
 from jaxrna.weights import WeightSet
 
-#: Largest tables of one pair the host engine fills (bytes); larger pairs go to the device
-#: engine (its memory checks and out-of-memory split apply there).
-MAX_BYTES = 256 << 20
-#: Most max-plus steps of one pair on the host engine (:func:`~jaxrna.interact.host_fill.work`):
-#: about 5 s of one core of the development VM.
-MAX_WORK = 1e10
+#: Largest tables of one pair the host engine fills (bytes): two strands of 128 nt whole,
+#: longer ones windowed; larger pairs go to the device engine (its memory checks and
+#: out-of-memory split apply there). Fewer pairs are filled at once where several such tables
+#: would not fit in half the host's memory (:func:`run_host`).
+MAX_BYTES = 1 << 30
+#: Most max-plus steps of one pair on the host engine (:func:`~jaxrna.interact.host_fill.work`),
+#: about 10 minutes of one core of the development VM. Below it the host engine was always the
+#: faster on a CPU: a pair of 60 x 100 nt (7e9 steps) took 4.8 s against 51 s for the JAX
+#: engine warm (this VM, 2 cores, 2026-11-26), 40 x 80 nt 0.8 s against 30 s.
+MAX_WORK = 1e12
 #: Host steps per second and core (the development VM, one core of 2, ``-O3 -march=native``:
 #: 1.5-3e9 on pairs of 30 x 45 to 60 x 100 nt).
 STEPS_PER_S = 1.5e9
@@ -155,6 +159,11 @@ def run_host(problems: Sequence, weights: WeightSet, with_pairs: bool = True,
         raise RuntimeError("the interact host engine needs a C compiler")
     wm = np.asarray(weights.matrix(), np.int32)
     workers = max(1, min(workers or cores(), len(problems) or 1))
+    largest = max((pair_bytes(p) for p in problems), default=0)
+    if largest:                      # at most 2 tables a worker in flight, in half the memory
+        from jaxrna.runtime import memory_bytes
+
+        workers = max(1, min(workers, int(memory_bytes() or 1 << 34) // (4 * largest)))
     count("host engine pairs", len(problems))
     if counts().get("host engine threads", 0) < workers:
         count("host engine threads", workers - counts().get("host engine threads", 0))
