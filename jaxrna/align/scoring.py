@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -291,12 +292,63 @@ def matrix_names() -> list[str]:
     return sorted(substitution_matrices.load()) + sorted(MATRIX_ALIASES)
 
 
-def from_matrix(name: str, gap_open=10, gap_extend=0.5) -> Scoring:
-    """A Biopython substitution matrix by name (e.g. ``NUC.4.4``/``EDNAFULL``, ``BLOSUM62``)."""
+def matrix_directory() -> str | None:
+    """Where Biopython keeps its substitution matrices (found without importing Biopython;
+    None where it is not installed)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("Bio")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "Align",
+                        "substitution_matrices", "data")
+    return path if os.path.isdir(path) else None
+
+
+def read_matrix_file(path: str) -> tuple[str, np.ndarray] | None:
+    """``(alphabet, values)`` of a substitution matrix file in Biopython's plain layout (``#``
+    comments, a header row of single letters, a row per letter: the letter, then its scores),
+    or None for any other layout (then Biopython's own reader is used). Importing
+    ``Bio.Align`` costs ~0.1 s of every ``jaxrna align`` run; this reads the default matrix in
+    a millisecond (``tests/test_align_scoring.py`` compares it with Biopython on every
+    matrix)."""
+    try:
+        with open(path) as fh:
+            lines = [ln.split() for ln in fh if ln.strip() and not ln.lstrip().startswith("#")]
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not lines:
+        return None
+    alphabet = lines[0]
+    k = len(alphabet)
+    if any(len(a) != 1 for a in alphabet) or len(set(alphabet)) != k or len(lines) != k + 1:
+        return None
+    values = np.empty((k, k))
+    for row in lines[1:]:
+        if len(row) != k + 1 or row[0] not in alphabet:
+            return None
+        try:
+            values[alphabet.index(row[0])] = [float(v) for v in row[1:]]
+        except ValueError:
+            return None
+    if sorted(r[0] for r in lines[1:]) != sorted(alphabet):
+        return None
+    return "".join(alphabet), values
+
+
+def _load_matrix(name: str) -> tuple[str, str, np.ndarray]:
+    """``(real name, alphabet, values)`` of a Biopython matrix by name (any case, aliases)."""
+    directory = matrix_directory()
+    key = MATRIX_ALIASES.get(name.upper(), name).upper()
+    if directory is not None:
+        known = {n.upper(): n for n in os.listdir(directory)}
+        if key in known:
+            got = read_matrix_file(os.path.join(directory, known[key]))
+            if got is not None:
+                return known[key], got[0], got[1]
     from Bio.Align import substitution_matrices
 
     known = {n.upper(): n for n in substitution_matrices.load()}
-    key = MATRIX_ALIASES.get(name.upper(), name).upper()
     if key not in known:
         raise ValueError(f"unknown substitution matrix {name!r}; "
                          f"known: {', '.join(matrix_names())}")
@@ -305,8 +357,13 @@ def from_matrix(name: str, gap_open=10, gap_extend=0.5) -> Scoring:
     alphabet = m.alphabet
     if not isinstance(alphabet, str) or any(len(a) != 1 for a in alphabet):
         raise ValueError(f"matrix {real} scores codons, not single letters; it cannot be used here")
+    return real, alphabet, np.asarray(m, dtype=float)
+
+
+def from_matrix(name: str, gap_open=10, gap_extend=0.5) -> Scoring:
+    """A Biopython substitution matrix by name (e.g. ``NUC.4.4``/``EDNAFULL``, ``BLOSUM62``)."""
+    real, alphabet, values = _load_matrix(name)
     o, e = _gaps(gap_open, gap_extend)
-    values = np.asarray(m, dtype=float)
     fracs = [_fraction(v, f"matrix {real} value") for v in np.unique(values)]
     scale = _scale_of(fracs + [o, e])
     ints = np.rint(values * scale).astype(np.int64)
