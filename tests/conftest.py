@@ -12,6 +12,10 @@ os.environ.setdefault("JAXRNA_CACHE_DIR", "off")
 # written for the device engine (JAX) keep testing it; tests/test_interact_host_engine.py runs
 # both engines (engine="host" / "device" or this variable set per test) and compares them.
 os.environ.setdefault("JAXRNA_INTERACT_ENGINE", "device")
+# Likewise `jaxrna fold` (Nussinov) runs every job on its compiled host fill on a CPU-only
+# machine: the fold tests keep the split they were written for (jobs below 4e8 split operations
+# on the host engine, larger ones on JAX); tests/test_fold_host_engine.py covers the choice.
+os.environ.setdefault("JAXRNA_FOLD_HOST_WORK", "4e8")
 
 
 def _has_gpu() -> bool:

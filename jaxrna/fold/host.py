@@ -1,21 +1,27 @@
-"""The Nussinov fill in NumPy, for work too small to be worth starting JAX.
+"""The Nussinov fill on the host: compiled C on every core, or NumPy; no JAX.
 
 A CLI run that folds one short sequence spends ~0.7 s importing JAX and a few tenths of a
-second more loading (or tracing) its compiled programs, for ~1 ms of device work. This engine
-fills the same table with NumPy (the table is unique, so the traceback of
-:mod:`jaxrna.fold.traceback` gives the same structure as every other path) and never imports
-JAX. ``jaxrna fold`` uses it when the whole job is below :data:`HOST_WORK_LIMIT` split
-operations (:func:`jaxrna.fold.plan.choose_engine`).
+second more loading (or tracing) its compiled programs, for ~1 ms of device work; on a CPU
+without a GPU, JAX's fill of a padded batch is also slower than a plain loop over the cells a
+sequence has. This engine fills each sequence's table at its true length in a small C function
+(:data:`SOURCE`, built once with the system's C compiler: :func:`jaxrna.native.library`), the
+sequences on a thread per core, or, without a C compiler, batches of one padded length with
+NumPy (:func:`fill_host`). The table is unique, so the traceback of :mod:`jaxrna.fold.traceback`
+gives the same structure as every other path. ``jaxrna fold`` uses it as
+:func:`jaxrna.fold.plan.choose_engine` decides (every job on a CPU-only machine with a C
+compiler; small jobs elsewhere).
 
-Layout as :mod:`jaxrna.fold.fill`, for a batch of ``B`` sequences of one padded length ``n``:
-``rows[b, 1 + d, i] = N(i, i + d)`` and ``cols[b, n - 1 - d, j] = N(j - d, j)``; the split
-maximum of every cell of diagonal ``d`` is one reduction over the leading axis of two
-rectangular slices.
+Layout as :mod:`jaxrna.fold.fill`: ``rows[1 + d, i] = N(i, i + d)`` and ``cols[n - 1 - d, j] =
+N(j - d, j)``; the split maximum of every cell of diagonal ``d`` is a reduction over ``d``
+contiguous rows of both (vectorised by the compiler, or one NumPy reduction).
 
 >>> from jaxrna.alphabet import encode
 >>> from jaxrna.weights import parse_weights
 >>> rows = fill_host(encode("GGGAAAUCC")[None], parse_weights("unit").matrix(), 3)
 >>> int(rows[0, 9, 0])
+3
+>>> lib = library()
+>>> lib is None or int(fill_c(encode("GGGAAAUCC"), parse_weights("unit").matrix(), 3, lib)[9, 0])
 3
 """
 
@@ -25,9 +31,93 @@ import numpy as np
 
 #: Cells not computed yet (as :data:`jaxrna.fold.fill.NEG`).
 NEG = -(1 << 29)
-#: Jobs below this many split operations (sum of n^3 / 6) run on this engine when the CPU is
-#: asked for (or chosen by ``--backend auto``): about 0.3 s of NumPy on one core.
+#: Jobs below this many split operations (sum of n^3 / 6) run on the NumPy engine when the CPU
+#: is asked for (or chosen by ``--backend auto``): about 0.3 s of NumPy on one core.
 HOST_WORK_LIMIT = 4e8
+#: Split operations per second and core of the C fill (the development VM, ``-O3
+#: -march=native``: 2-4e9 on sequences of 500-2,000 nt): a GPU host keeps a job on the host
+#: while it takes its cores less than :data:`SMALL_JOB_S` (:func:`jaxrna.fold.plan.choose_engine`).
+C_SPLITS_PER_S = 2e9
+SMALL_JOB_S = 0.5
+
+#: The C fill of one sequence (see the module docstring; ``rows`` and ``cols`` preset to NEG).
+SOURCE = r"""
+#include <stdint.h>
+
+void jaxrna_nussinov(int64_t n, const int8_t *c, const int32_t *w, int64_t K,
+                     int64_t min_loop, int32_t *rows, int32_t *cols, int32_t *dense) {
+    for (int64_t i = 0; i < n; i++) {
+        rows[i] = 0; rows[n + i] = 0;               /* the empty and one-letter diagonals */
+        cols[(n - 1) * n + i] = 0;
+    }
+    for (int64_t d = 1; d < n; d++) {
+        const int64_t h = n - d;
+        int32_t *restrict best = rows + (1 + d) * n;
+        const int32_t *first = rows + n, *last = cols + (n - d) * n + d;
+        for (int64_t i = 0; i < h; i++) best[i] = first[i] + last[i];       /* t = 0 */
+        for (int64_t t = 1; t < d; t++) {
+            const int32_t *restrict a = rows + (1 + t) * n;
+            const int32_t *restrict b = cols + (n - d + t) * n + d;
+            for (int64_t i = 0; i < h; i++) {
+                int32_t v = a[i] + b[i];
+                best[i] = v > best[i] ? v : best[i];
+            }
+        }
+        if (d > min_loop) {
+            const int32_t *inner = rows + (d - 1) * n + 1;
+            for (int64_t i = 0; i < h; i++) {
+                int32_t p = w[c[i] * K + c[i + d]];
+                int32_t v = p > 0 ? inner[i] + p : best[i];
+                best[i] = v > best[i] ? v : best[i];
+            }
+        }
+        int32_t *col = cols + (n - 1 - d) * n + d;
+        for (int64_t i = 0; i < h; i++) col[i] = best[i];
+        if (dense)                                  /* N[i, i + d] of the square table */
+            for (int64_t i = 0; i < h; i++) dense[i * n + i + d] = best[i];
+    }
+}
+"""
+FLAGS = ("-O3", "-march=native", "-funroll-loops")
+
+
+def library():
+    """The compiled fill (``jaxrna_nussinov``), or None without a C compiler (or with
+    ``JAXRNA_FOLD_HOST_FILL=numpy``)."""
+    import ctypes
+    import os
+
+    if os.environ.get("JAXRNA_FOLD_HOST_FILL", "").lower() == "numpy":
+        return None
+    from jaxrna.native import library as native_library
+
+    lib = native_library("nussinov", SOURCE, FLAGS)
+    if lib is not None and lib.jaxrna_nussinov.argtypes is None:
+        lib.jaxrna_nussinov.restype = None
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        lib.jaxrna_nussinov.argtypes = [i64, ptr, ptr, i64, i64, ptr, ptr, ptr]
+    return lib
+
+
+def fill_c(codes: np.ndarray, weights: np.ndarray, min_loop: int, lib=None,
+           dense: bool = False):
+    """``rows`` ``(n + 1, n)`` of one sequence's codes (as :func:`fill_host`'s, unpadded)
+    through the compiled fill (``lib``: :func:`library`); with ``dense``, ``(rows, table)``
+    where ``table`` is the square table of :func:`dense_from_rows`, written by the fill."""
+    lib = lib or library()
+    if lib is None:
+        raise RuntimeError("the compiled Nussinov fill needs a C compiler")
+    c = np.ascontiguousarray(codes, np.int8)
+    w = np.ascontiguousarray(weights, np.int32)
+    n = len(c)
+    rows = np.full((n + 1, n), NEG, np.int32)
+    cols = np.full((n, n), NEG, np.int32)
+    table = np.zeros((n, n), np.int32) if dense else None
+    if n:
+        lib.jaxrna_nussinov(n, c.ctypes.data, w.ctypes.data, w.shape[0], int(min_loop),
+                            rows.ctypes.data, cols.ctypes.data,
+                            table.ctypes.data if dense else None)
+    return (rows, table) if dense else rows
 
 
 def fill_host(codes: np.ndarray, weights: np.ndarray, min_loop: int) -> np.ndarray:
@@ -79,16 +169,72 @@ def dense_from_rows(rows: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
+def cores() -> int:
+    """CPU cores this process may use."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _fold_c(sequences: list[str], weights: np.ndarray, min_loop: int, with_pairs: bool,
+            lib) -> list[tuple[int, tuple | None]]:
+    """:func:`fold_host` through the compiled fill: each sequence at its own length, on a
+    thread per core (ctypes releases the GIL), the tracebacks on this thread in order."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jaxrna.alphabet import encode
+    from jaxrna.fold.traceback import traceback
+
+    out: list = []
+    workers = max(1, min(cores(), len(sequences)))
+    with ThreadPoolExecutor(workers) as pool:
+        pending: deque = deque()
+        it = iter(sequences)
+
+        def submit() -> None:
+            seq = next(it, None)
+            if seq is not None:
+                codes = encode(seq)
+                pending.append((codes, pool.submit(fill_c, codes, weights, min_loop, lib,
+                                                   with_pairs)))
+
+        for _ in range(2 * workers):
+            submit()
+        while pending:
+            codes, fut = pending.popleft()
+            got = fut.result()
+            submit()
+            rows, table = got if with_pairs else (got, None)
+            n = len(codes)
+            if n <= 1:
+                out.append((0, () if with_pairs else None))
+                continue
+            pairs = None
+            if with_pairs:
+                pairs = tuple(traceback(table, codes, weights, min_loop))
+            out.append((int(rows[n, 0]), pairs))
+    return out
+
+
 def fold_host(sequences: list[str], weights: np.ndarray, min_loop: int,
               with_pairs: bool = True) -> list[tuple[int, tuple | None]]:
     """``(score, pairs)`` of each sequence (pairs None without ``with_pairs``), in order.
 
-    Sequences are grouped by padded length so each group is one batched fill.
+    With a C compiler each sequence is filled at its length by the compiled fill
+    (:func:`fill_c`, a thread per core); without one, sequences are grouped by padded length so
+    each group is one batched NumPy fill (:func:`fill_host`).
     """
     from jaxrna.alphabet import encode
     from jaxrna.batching import bucket_length
     from jaxrna.fold.traceback import traceback
 
+    lib = library()
+    if lib is not None:
+        return _fold_c(sequences, weights, min_loop, with_pairs, lib)
     out: list[tuple[int, tuple | None] | None] = [None] * len(sequences)
     groups: dict[int, list[int]] = {}
     for k, s in enumerate(sequences):
