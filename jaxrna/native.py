@@ -77,7 +77,7 @@ def cpu_fingerprint() -> str:
     return f"{platform.machine()}|{platform.processor()}|{text}"
 
 
-def _open(name: str, source: str, flags: list[str]):
+def _open(name: str, source: str, flags: list[str], build: bool = True):
     from jaxrna.cachetrust import cache_trust, entry_trust, makedirs_private
     from jaxrna.runtime import cache_dir
 
@@ -99,30 +99,38 @@ def _open(name: str, source: str, flags: list[str]):
             except FileNotFoundError:
                 st = None
             if st is None:
+                if not build:
+                    return None
                 _build(source, flags, directory, path)
                 st = os.lstat(path)
             if entry_trust(path, st) is None:
                 return ctypes.CDLL(path)
+    if not build:
+        return None
     with tempfile.TemporaryDirectory() as d:   # no (trusted) cache: built for this process
         path = os.path.join(d, fname)
         _build(source, flags, d, path)
         return ctypes.CDLL(path)
 
 
-def library(name: str, source: str, flags: tuple[str, ...] = ("-O2",)):
+def library(name: str, source: str, flags: tuple[str, ...] = ("-O2",), build: bool = True):
     """The compiled ``source`` as a ``ctypes.CDLL``, or None where it cannot be built (no C
     compiler, or a failing one); built or loaded on the first call for ``name``, once per
-    process (the caller declares its functions' argument types)."""
+    process (the caller declares its functions' argument types). ``build=False``: only a
+    library the cache already holds (None, and nothing remembered, when it holds none: a
+    caller with a cheap other path for small work need not pay the build)."""
     with _LOCK:
         if name not in _LIBS:
             lib = None
             tries = [list(flags)] + ([[f for f in flags if f != NATIVE]] if NATIVE in flags else [])
             for attempt in tries:
                 try:
-                    lib = _open(name, source, attempt)
+                    lib = _open(name, source, attempt, build)
                     break
                 except Exception as exc:  # noqa: BLE001 - any failure: the caller's other path
                     log.debug("compiled %s unavailable with %s (%s)", name, attempt, exc)
+            if lib is None and not build:
+                return None
             _LIBS[name] = lib
         return _LIBS[name]
 

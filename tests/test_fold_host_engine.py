@@ -24,6 +24,21 @@ def test_the_library_builds_here():
     assert host.library() is not None        # CI and this VM have a C compiler
 
 
+def test_a_small_job_does_not_build_the_library(monkeypatch, tmp_path):
+    """Below HOST_WORK_LIMIT with no library built yet, fold_host takes NumPy (no ~0.3 s
+    build for one short sequence); above it, the library is built."""
+    from jaxrna import native
+
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(native, "_LIBS", {})
+    w = parse_weights("unit").matrix()
+    assert host.fold_host(["GGGAAAUCC"], w, 3) == [(3, ((0, 8), (1, 7), (2, 6)))]
+    assert "nussinov" not in native._LIBS and host.library(build=False) is None
+    monkeypatch.setattr(host, "HOST_WORK_LIMIT", 0)
+    assert host.fold_host(["GGGAAAUCC"], w, 3) == [(3, ((0, 8), (1, 7), (2, 6)))]
+    assert native._LIBS.get("nussinov") is not None
+
+
 def test_compiled_fill_equals_reference_and_numpy():
     rng = random.Random(11)
     lib = host.library()
@@ -46,7 +61,8 @@ def test_fold_host_structures_are_the_reference_tracebacks():
     rng = random.Random(12)
     w = parse_weights("integer")
     seqs = ["".join(rng.choice("ACGU") for _ in range(rng.randint(0, 300))) for _ in range(40)]
-    got = host.fold_host(seqs, w.matrix(), 3)
+    got = host._fold_c(seqs, w.matrix(), 3, True, host.library())
+    assert host.fold_host(seqs, w.matrix(), 3) == got       # NumPy or C: this job is small
     numpy_way = []
     for s in seqs:
         if len(s) <= 1:
@@ -56,7 +72,8 @@ def test_fold_host_structures_are_the_reference_tracebacks():
             host.dense_from_rows(host.fill_host(encode(s)[None], w.matrix(), 3)[0], len(s))
         numpy_way.append((int(ref[0, len(s) - 1]), tuple(traceback(ref, encode(s), w.matrix(), 3))))
     assert got == numpy_way
-    assert host.fold_host(seqs, w.matrix(), 3, with_pairs=False) == [(sc, None) for sc, _ in got]
+    assert host._fold_c(seqs, w.matrix(), 3, False, host.library()) == \
+        [(sc, None) for sc, _ in got]
 
 
 def _fold(capsys, monkeypatch, env, *argv):
@@ -74,7 +91,9 @@ def _fold(capsys, monkeypatch, env, *argv):
                                   ["-f", "ct", "--min-loop", "1"], ["--score-only", "-f", "tsv"]])
 def test_cli_bytes_equal_on_every_engine(capsys, monkeypatch, args):
     fa = os.path.join(TEST_DATA, "fold_example.fa")
+    monkeypatch.setattr(host, "HOST_WORK_LIMIT", 0)       # the compiled fill, however small
     c = _fold(capsys, monkeypatch, {}, fa, *args)                                 # C, auto
+    monkeypatch.undo()
     numpy_way = _fold(capsys, monkeypatch, {"JAXRNA_FOLD_HOST_FILL": "numpy",
                                             "JAXRNA_FOLD_HOST_WORK": "1e15"}, fa, *args)
     jax_way = _fold(capsys, monkeypatch, {"JAXRNA_FOLD_HOST_WORK": "0"}, fa, *args)

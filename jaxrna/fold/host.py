@@ -78,12 +78,12 @@ void jaxrna_nussinov(int64_t n, const int8_t *c, const int32_t *w, int64_t K,
     }
 }
 """
-FLAGS = ("-O3", "-march=native", "-funroll-loops")
+FLAGS = ("-O3", "-march=native")
 
 
-def library():
+def library(build: bool = True):
     """The compiled fill (``jaxrna_nussinov``), or None without a C compiler (or with
-    ``JAXRNA_FOLD_HOST_FILL=numpy``)."""
+    ``JAXRNA_FOLD_HOST_FILL=numpy``); ``build=False``: only one the cache already holds."""
     import ctypes
     import os
 
@@ -91,7 +91,7 @@ def library():
         return None
     from jaxrna.native import library as native_library
 
-    lib = native_library("nussinov", SOURCE, FLAGS)
+    lib = native_library("nussinov", SOURCE, FLAGS, build)
     if lib is not None and lib.jaxrna_nussinov.argtypes is None:
         lib.jaxrna_nussinov.restype = None
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
@@ -225,14 +225,18 @@ def fold_host(sequences: list[str], weights: np.ndarray, min_loop: int,
     """``(score, pairs)`` of each sequence (pairs None without ``with_pairs``), in order.
 
     With a C compiler each sequence is filled at its length by the compiled fill
-    (:func:`fill_c`, a thread per core); without one, sequences are grouped by padded length so
-    each group is one batched NumPy fill (:func:`fill_host`).
+    (:func:`fill_c`, a thread per core); without one (or for a job below
+    :data:`HOST_WORK_LIMIT` while the compiled fill is not built yet), sequences are grouped by
+    padded length so each group is one batched NumPy fill (:func:`fill_host`).
     """
     from jaxrna.alphabet import encode
     from jaxrna.batching import bucket_length
     from jaxrna.fold.traceback import traceback
 
-    lib = library()
+    # the compiled fill, unless it is not built yet and the job is small enough for NumPy
+    # (building it takes ~0.3 s: a Galaxy job's empty cache would pay that for one short fold)
+    small = sum(len(s) ** 3 for s in sequences) / 6 < HOST_WORK_LIMIT
+    lib = library(build=not small)
     if lib is not None:
         return _fold_c(sequences, weights, min_loop, with_pairs, lib)
     out: list[tuple[int, tuple | None] | None] = [None] * len(sequences)
