@@ -21,12 +21,8 @@ True
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import logging
 import os
-import subprocess
-import tempfile
 import threading
 
 log = logging.getLogger("jaxrna")
@@ -38,6 +34,9 @@ _LOCK = threading.Lock()
 def _build(source: str, flags: list[str], directory: str, path: str) -> None:
     """Compile ``source`` into the shared library ``path`` (through a temporary file in
     ``directory``, renamed into place: another process never sees half a library)."""
+    import subprocess
+    import tempfile
+
     cc = os.environ.get("CC") or "cc"
     fd, src = tempfile.mkstemp(suffix=".c", dir=directory)
     tmp = src[:-2] + ".so"
@@ -77,7 +76,18 @@ def cpu_fingerprint() -> str:
     return f"{platform.machine()}|{platform.processor()}|{text}"
 
 
+def compiler_available() -> bool:
+    """Whether a C compiler is on the path (``$CC``, else ``cc``): cheap, builds nothing."""
+    import shutil
+
+    return shutil.which(os.environ.get("CC") or "cc") is not None
+
+
 def _open(name: str, source: str, flags: list[str], build: bool = True):
+    import ctypes
+    import hashlib
+    import tempfile
+
     from jaxrna.cachetrust import cache_trust, entry_trust, makedirs_private
     from jaxrna.runtime import cache_dir
 
@@ -135,4 +145,4 @@ def library(name: str, source: str, flags: tuple[str, ...] = ("-O2",), build: bo
         return _LIBS[name]
 
 
-__all__ = ["library"]
+__all__ = ["library", "compiler_available", "cpu_fingerprint"]

@@ -110,7 +110,12 @@ def test_engine_choice(monkeypatch):
     small = plan.host_limit("auto")
     assert host.HOST_WORK_LIMIT <= small < float("inf")
     assert plan.host_limit("cpu") == float("inf")
-    monkeypatch.setattr(host, "library", lambda: None)          # no C compiler
+    from jaxrna import native
+
+    monkeypatch.setenv("CC", "/nonexistent/cc")                  # no C compiler
+    monkeypatch.setattr(native, "_LIBS", {})
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", "off")
+    assert host.library() is None
     assert plan.host_limit("auto") == host.HOST_WORK_LIMIT == plan.host_limit("cpu")
     monkeypatch.setenv("JAXRNA_FOLD_HOST_WORK", "0")
     assert plan.host_limit("cpu") == 0

@@ -156,9 +156,16 @@ def choose_engine(requested: str, work: float) -> str:
 
 
 def _compiled() -> bool:
-    from jaxrna.fold.host import library
+    """Whether the compiled fill can be had: built already, or a C compiler to build it (a
+    job small enough for NumPy does not build it: :func:`jaxrna.fold.host.fold_host`)."""
+    import os
 
-    return library() is not None
+    from jaxrna.fold.host import library
+    from jaxrna.native import compiler_available
+
+    if os.environ.get("JAXRNA_FOLD_HOST_FILL", "").lower() == "numpy":
+        return False
+    return library(build=False) is not None or compiler_available()
 
 
 def host_limit(requested: str) -> float:
