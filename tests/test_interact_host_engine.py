@@ -193,3 +193,27 @@ def test_host_only_run_never_imports_jax(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == golden("interact_zip.tsv")
+
+
+def test_one_pair_split_over_threads_gives_the_same_tables_and_results():
+    """A run of fewer pairs than workers splits each pair's outer spans over the threads
+    (``host_fill.tables(..., pool, threads)``): the same tables, the same results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(5)
+    wm = np.asarray(parse_weights("bpmax").matrix(), np.int32)
+    with ThreadPoolExecutor(3) as pool:
+        for _ in range(12):
+            n, m = rng.randint(1, 24), rng.randint(1, 40)
+            u, t = encode(strand(rng, n)), encode(strand(rng, m))
+            w1, w2 = rng.randint(0, n - 1), rng.randint(0, m - 1)
+            one = host_fill.tables(u, t, wm, w1, w2)
+            split = host_fill.tables(u, t, wm, w1, w2, pool=pool, threads=3)
+            assert all(np.array_equal(a, b) for a, b in zip(one, split))
+    recs = _records(rng, 2, 30, 45)
+    probs = [make_problem(a, b, None, 20) for a, b in recs]
+    w = parse_weights("bpmax")
+    few = host_engine.run_host(probs, w, keep_windows=True, workers=4)      # 2 pairs < 4
+    many = host_engine.run_host(probs, w, keep_windows=True, workers=1)
+    _compare(few, many)
+    _compare(few, list(interact_pairs(recs, w, window2=20, keep_windows=True, engine="device")))

@@ -137,12 +137,13 @@ def job_seconds(lengths, window1: int | None, window2: int | None,
     return total / (STEPS_PER_S * (n_cores or cores()))
 
 
-def _fill(prob, wm: np.ndarray, lib):
-    """Tables, window scores and best window of one problem (runs on a worker thread)."""
+def _fill(prob, wm: np.ndarray, lib, pool=None, threads: int = 1):
+    """Tables, window scores and best window of one problem (on a worker thread, or here
+    with its outer spans split over ``threads`` calls on ``pool``)."""
     p = prob.plan
     u, t = encode(prob.outer), encode(prob.inner)
     wo, wi = p.l_outer - 1, p.l_inner - 1
-    tab = tables(u, t, wm, wo, wi, lib)
+    tab = tables(u, t, wm, wo, wi, lib, pool, threads)
     count_o, count_i = p.n_windows
     scores = tab.F[:count_o, wo, :count_i, wi]
     o0, q0 = best_window(scores, prob.outer_is_1)
@@ -153,7 +154,8 @@ def run_host(problems: Sequence, weights: WeightSet, with_pairs: bool = True,
              keep_windows: bool = False, workers: int | None = None, on_done=None) -> list:
     """Every problem on the host engine, results in input order (the C fills on ``workers``
     threads, default every core; tracebacks on this thread as the fills arrive, at most two
-    per worker in flight)."""
+    per worker in flight). A run of fewer pairs than workers fills its pairs one after the
+    other, each over every worker (the boxes of each outer span split between them)."""
     lib = library()
     if lib is None:
         raise RuntimeError("the interact host engine needs a C compiler")
@@ -168,6 +170,16 @@ def run_host(problems: Sequence, weights: WeightSet, with_pairs: bool = True,
     if counts().get("host engine threads", 0) < workers:
         count("host engine threads", workers - counts().get("host engine threads", 0))
     out = []
+    if len(problems) < workers and workers > 1:          # few pairs: each on every core
+        with ThreadPoolExecutor(workers) as pool:
+            for prob in problems:
+                with stage("device"):
+                    tab, u, t, scores, o0, q0 = _fill(prob, wm, lib, pool, workers)
+                out.append(_result(prob, weights, tab, u, t, scores, o0, q0, with_pairs,
+                                   keep_windows))
+                if on_done:
+                    on_done(1)
+        return out
     with ThreadPoolExecutor(workers) as pool:
         pending: deque = deque()
         it = iter(problems)
@@ -184,15 +196,20 @@ def run_host(problems: Sequence, weights: WeightSet, with_pairs: bool = True,
             with stage("device"):           # the fill: the host engine's device time
                 tab, u, t, scores, o0, q0 = fut.result()
             submit()
-            p = prob.plan
-            box = HostBox(tab, u, t, o0, q0, p.l_outer, p.l_inner) if with_pairs else None
-            s_o = int(tab.S1[o0, o0 + p.l_outer - 1])
-            s_i = int(tab.S2[q0, q0 + p.l_inner - 1])
-            out.append(result_of(prob, weights, int(scores.max()), o0, q0, s_o, s_i,
-                                 scores if keep_windows else None, box))
+            out.append(_result(prob, weights, tab, u, t, scores, o0, q0, with_pairs,
+                               keep_windows))
             if on_done:
                 on_done(1)
     return out
+
+
+def _result(prob, weights, tab, u, t, scores, o0, q0, with_pairs: bool, keep_windows: bool):
+    p = prob.plan
+    box = HostBox(tab, u, t, o0, q0, p.l_outer, p.l_inner) if with_pairs else None
+    s_o = int(tab.S1[o0, o0 + p.l_outer - 1])
+    s_i = int(tab.S2[q0, q0 + p.l_inner - 1])
+    return result_of(prob, weights, int(scores.max()), o0, q0, s_o, s_i,
+                     scores if keep_windows else None, box)
 
 
 __all__ = ["run_host", "wanted", "fits", "pair_bytes", "job_seconds", "pair_work", "engine_choice", "MAX_BYTES",

@@ -69,14 +69,16 @@ static inline void vmax_add(v_t *restrict c, const v_t *restrict b, v_t a, int64
     }
 }
 
-/* F banded: F[((i1 * W1p + d1) * M + i2) * W2p + d2], W1p = W1 + 1, W2p = W2 + 1 */
-void jaxrna_bpmax(int64_t N, int64_t M, int64_t W1, int64_t W2, const int8_t *u,
-                  const int8_t *t, const int32_t *w, int64_t K, const v_t *S1, const v_t *S2,
-                  v_t *F) {
+/* F banded: F[((i1 * W1p + d1) * M + i2) * W2p + d2], W1p = W1 + 1, W2p = W2 + 1.
+   The boxes (i1, d1) of outer span d1 for i1 in [lo, hi): each reads only boxes of smaller
+   spans, so the boxes of one span may be filled by several threads at once. */
+void jaxrna_bpmax_span(int64_t N, int64_t M, int64_t W1, int64_t W2, const int8_t *u,
+                       const int8_t *t, const int32_t *w, int64_t K, const v_t *S1,
+                       const v_t *S2, v_t *F, int64_t d1, int64_t lo, int64_t hi) {
     const int64_t W1p = W1 + 1, W2p = W2 + 1, mat = M * W2p;
 #define BOX(i1, d1) (F + ((i1) * W1p + (d1)) * mat)
-    for (int64_t d1 = 0; d1 <= W1 && d1 < N; d1++)
-        for (int64_t i1 = 0; i1 + d1 < N; i1++) {
+    if (hi > N - d1) hi = N - d1;
+    for (int64_t i1 = lo; i1 < hi; i1++) {
             const int64_t j1 = i1 + d1;
             v_t *C = BOX(i1, d1);
             memset(C, 0, (size_t)mat * sizeof(v_t));
@@ -121,8 +123,15 @@ void jaxrna_bpmax(int64_t N, int64_t M, int64_t W1, int64_t W2, const int8_t *u,
                     }
                     C[i2 * W2p + d2] = best;
                 }
-        }
+    }
 #undef BOX
+}
+
+void jaxrna_bpmax(int64_t N, int64_t M, int64_t W1, int64_t W2, const int8_t *u,
+                  const int8_t *t, const int32_t *w, int64_t K, const v_t *S1, const v_t *S2,
+                  v_t *F) {
+    for (int64_t d1 = 0; d1 <= W1 && d1 < N; d1++)
+        jaxrna_bpmax_span(N, M, W1, W2, u, t, w, K, S1, S2, F, d1, 0, N);
 }
 """
 
@@ -143,6 +152,8 @@ def library():
         lib.jaxrna_single.argtypes = [i64, ptr, ptr, i64, ptr]
         lib.jaxrna_bpmax.restype = None
         lib.jaxrna_bpmax.argtypes = [i64] * 4 + [ptr] * 3 + [i64] + [ptr] * 3
+        lib.jaxrna_bpmax_span.restype = None
+        lib.jaxrna_bpmax_span.argtypes = [i64] * 4 + [ptr] * 3 + [i64] + [ptr] * 3 + [i64] * 3
     return lib
 
 
@@ -184,9 +195,11 @@ def work(n_outer: int, n_inner: int, w_outer: int, w_inner: int) -> float:
 
 
 def tables(codes_outer: np.ndarray, codes_inner: np.ndarray, wm: np.ndarray, w_outer: int,
-           w_inner: int, lib=None) -> Tables:
+           w_inner: int, lib=None, pool=None, threads: int = 1) -> Tables:
     """The tables of one pair (codes in internal orientation, :func:`jaxrna.alphabet.encode`;
-    ``wm`` the weight matrix in integer units; ``w_*`` the largest spans)."""
+    ``wm`` the weight matrix in integer units; ``w_*`` the largest spans). With ``pool`` (an
+    executor) and ``threads > 1``, the boxes of each outer span are split over ``threads``
+    calls on the pool (one large pair on every core)."""
     lib = lib or library()
     if lib is None:
         raise RuntimeError("the host engine needs a C compiler")
@@ -202,8 +215,16 @@ def tables(codes_outer: np.ndarray, codes_inner: np.ndarray, wm: np.ndarray, w_o
     if n and m:
         lib.jaxrna_single(n, u.ctypes.data, wm.ctypes.data, k, s1.ctypes.data)
         lib.jaxrna_single(m, t.ctypes.data, wm.ctypes.data, k, s2.ctypes.data)
-        lib.jaxrna_bpmax(n, m, w_outer, w_inner, u.ctypes.data, t.ctypes.data, wm.ctypes.data,
-                         k, s1.ctypes.data, s2.ctypes.data, f.ctypes.data)
+        args = (n, m, w_outer, w_inner, u.ctypes.data, t.ctypes.data, wm.ctypes.data, k,
+                s1.ctypes.data, s2.ctypes.data, f.ctypes.data)
+        if pool is None or threads <= 1:
+            lib.jaxrna_bpmax(*args)
+        else:
+            for d1 in range(w_outer + 1):
+                boxes = n - d1
+                step = -(-boxes // min(threads, boxes))
+                list(pool.map(lambda lo: lib.jaxrna_bpmax_span(*args, d1, lo, lo + step),
+                              range(0, boxes, step)))
     return Tables(F=f, S1=s1, S2=s2)
 
 
