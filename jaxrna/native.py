@@ -83,17 +83,32 @@ def compiler_available() -> bool:
     return shutil.which(os.environ.get("CC") or "cc") is not None
 
 
+def file_name(name: str, source: str, flags) -> str:
+    """The library's file name in the cache's ``host`` directory (source, flags and, for
+    ``-march=native``, this CPU: :func:`cpu_fingerprint`)."""
+    import hashlib
+
+    parts = [source, *flags] + ([cpu_fingerprint()] if NATIVE in flags else [])
+    return f"{name}-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}.so"
+
+
+def cached(name: str, source: str, flags) -> bool:
+    """Whether the cache holds the library already (built by an earlier run or warm-up)."""
+    from jaxrna.runtime import cache_dir
+
+    cache = cache_dir()
+    return cache is not None and os.path.exists(
+        os.path.join(cache, "host", file_name(name, source, list(flags))))
+
+
 def _open(name: str, source: str, flags: list[str], build: bool = True):
     import ctypes
-    import hashlib
     import tempfile
 
     from jaxrna.cachetrust import cache_trust, entry_trust, makedirs_private
     from jaxrna.runtime import cache_dir
 
-    parts = [source, *flags] + ([cpu_fingerprint()] if NATIVE in flags else [])
-    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-    fname = f"{name}-{key}.so"
+    fname = file_name(name, source, flags)
     cache = cache_dir()
     if cache is not None:
         directory = os.path.join(cache, "host")
@@ -145,4 +160,4 @@ def library(name: str, source: str, flags: tuple[str, ...] = ("-O2",), build: bo
         return _LIBS[name]
 
 
-__all__ = ["library", "compiler_available", "cpu_fingerprint"]
+__all__ = ["library", "compiler_available", "cpu_fingerprint", "cached", "file_name"]

@@ -68,3 +68,28 @@ def test_warmup_on_a_cpu_skips_the_energy_model_that_auto_folds_with_viennarna(t
     assert r.returncode == 0, r.stderr
     assert "fold turner (ViennaRNA engine: nothing to compile)\t0\t0" in r.stdout
     assert r.compiled == 0
+
+
+def test_warmup_builds_the_host_engines_libraries(tmp_path, monkeypatch):
+    """Each warmed subcommand's host-engine C library lands in the cache (a fresh job then
+    loads it instead of building it); a second warm-up builds nothing."""
+    from jaxrna import native
+    from jaxrna.align import hostwalk
+    from jaxrna.cli import build_parser
+    from jaxrna.cli.warmup import _host_engines
+
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(native, "_LIBS", {})
+    monkeypatch.setattr(hostwalk, "_LIB", [])          # (the walk keeps its own per process)
+    args = build_parser().parse_args(["warmup", "interact", "fold", "align", "-q"])
+    rows = _host_engines(args)
+    assert [r[:3] for r in rows] == [("interact host engine (C)", 1, 1),
+                                     ("fold nussinov host fill (C)", 1, 1),
+                                     ("align host walk (C)", 1, 1)]
+    names = sorted(f.split("-")[0] for f in os.listdir(tmp_path / "cache" / "host"))
+    assert names == ["bpmax", "nussinov", "walk"]
+    monkeypatch.setattr(native, "_LIBS", {})
+    monkeypatch.setattr(hostwalk, "_LIB", [])
+    assert [r[2] for r in _host_engines(args)] == [0, 0, 0]
+    turner = build_parser().parse_args(["warmup", "fold", "--model", "turner", "-q"])
+    assert _host_engines(turner) == []

@@ -105,6 +105,10 @@ void jaxrna_walk(int64_t n, const int32_t *F, const int64_t *base, const int64_t
 }
 """
 
+#: Compiler flags and the library's name in the cache (:mod:`jaxrna.native`).
+FLAGS = ("-O2",)
+LIBRARY_NAME = "walk"
+
 _LIB: list = []          # [library or None], once per process
 
 
@@ -127,7 +131,7 @@ def library():
     if os.environ.get("JAXRNA_HOST_WALK", "").lower() != "numpy":
         from jaxrna.native import library as native_library
 
-        lib = native_library("walk", SOURCE)
+        lib = native_library(LIBRARY_NAME, SOURCE, FLAGS)
         if lib is not None:
             lib = _declare(lib)
         else:

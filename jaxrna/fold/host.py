@@ -79,6 +79,8 @@ void jaxrna_nussinov(int64_t n, const int8_t *c, const int32_t *w, int64_t K,
 }
 """
 FLAGS = ("-O3", "-march=native")
+#: The library's name in the cache (:mod:`jaxrna.native`).
+LIBRARY_NAME = "nussinov"
 
 
 def library(build: bool = True):
@@ -91,7 +93,7 @@ def library(build: bool = True):
         return None
     from jaxrna.native import library as native_library
 
-    lib = native_library("nussinov", SOURCE, FLAGS, build)
+    lib = native_library(LIBRARY_NAME, SOURCE, FLAGS, build)
     if lib is not None and lib.jaxrna_nussinov.argtypes is None:
         lib.jaxrna_nussinov.restype = None
         i64, ptr = ctypes.c_int64, ctypes.c_void_p

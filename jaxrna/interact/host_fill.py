@@ -138,6 +138,8 @@ void jaxrna_bpmax(int64_t N, int64_t M, int64_t W1, int64_t W2, const int8_t *u,
 #: Compiler flags: max-plus rows vectorised for this machine (a library built with
 #: ``-march=native`` is named by the CPU it was built on: :func:`jaxrna.native.cpu_fingerprint`).
 FLAGS = ("-O3", "-march=native", "-funroll-loops")
+#: The library's name in the cache (:mod:`jaxrna.native`).
+LIBRARY_NAME = "bpmax"
 
 
 def library():
@@ -145,7 +147,7 @@ def library():
     (:func:`jaxrna.native.library`)."""
     from jaxrna.native import library as native_library
 
-    lib = native_library("bpmax", SOURCE, FLAGS)
+    lib = native_library(LIBRARY_NAME, SOURCE, FLAGS)
     if lib is not None and lib.jaxrna_bpmax.argtypes is None:
         ptr, i64 = ctypes.c_void_p, ctypes.c_int64
         lib.jaxrna_single.restype = None
