@@ -451,3 +451,48 @@ def test_interact_with_a_cache_others_can_write(tmp_path):
     assert again.stdout == first.stdout, again.stderr
     assert again.counts.get("cache_hits", 0) + again.counts.get("executables_loaded", 0) > 0
     assert again.compiled == 0 and not warnings_of(again.stderr), (again.counts, again.stderr)
+
+
+@pytest.mark.parametrize("how", ["file", "directory"])
+def test_a_planted_host_library_is_never_loaded(tmp_path, monkeypatch, how):
+    """The host engines' C libraries (:mod:`jaxrna.native`) are machine code loaded from the
+    cache's ``host`` folder: one others can write (the file, or the folder) is not loaded (its
+    constructor would create the marker); the library is built for this process instead and
+    gives the right tables."""
+    import subprocess
+
+    import numpy as np
+
+    from jaxrna import native
+    from jaxrna.alphabet import encode
+    from jaxrna.fold import host
+    from jaxrna.weights import parse_weights
+
+    cache = tmp_path / "cache"
+    (cache / "host").mkdir(parents=True)
+    os.chmod(cache, 0o700)
+    os.chmod(cache / "host", 0o700)
+    marker = tmp_path / "ran"
+    src = tmp_path / "evil.c"
+    src.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void evil(void) '
+                   f'{{ FILE *f = fopen("{marker}", "w"); if (f) fclose(f); }}\n'
+                   f'void jaxrna_nussinov(void) {{}}\n')
+    planted = cache / "host" / native.file_name(host.LIBRARY_NAME, host.SOURCE, host.FLAGS)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(planted), str(src)], check=True)
+    if how == "file":
+        os.chmod(planted, 0o666)
+    else:
+        os.chmod(cache / "host", 0o777)
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(cache))
+    monkeypatch.setattr(native, "_LIBS", {})
+    lib = host.library()
+    assert not marker.exists(), "the planted library was loaded"
+    assert lib is not None
+    rows = host.fill_c(encode("GGGAAAUCC"), parse_weights("unit").matrix(), 3, lib)
+    assert int(rows[9, 0]) == 3
+    # the same planted file, made private, is the cache's own: then it is loaded
+    os.chmod(cache / "host", 0o700)
+    os.chmod(planted, 0o600)
+    monkeypatch.setattr(native, "_LIBS", {})
+    host.library()
+    assert marker.exists()
