@@ -142,8 +142,11 @@ def test_vmap_of_mixed_lengths_equals_one_by_one_and_compiles_once():
 
 
 @functools.partial(jax.jit, static_argnames=("outside",))
-def _value_and_grads(dp, bonus, s, allowed, special, n, dangles, outside=True):
-    """``log Z`` and its gradient with respect to the parameters and the pair bonus."""
+def _value_and_grads(dp, bonus, s, allowed, special, n, dangles, *, outside):
+    """``log Z`` and its gradient with respect to the parameters and the pair bonus.
+    ``outside`` is a keyword every call passes: ``jax.jit`` keys a static argument left at its
+    default apart from one passed, and the finite-difference test and the reverse-mode test
+    share the outside pass's program (one ~5 CPU-second compilation less)."""
     return jax.value_and_grad(
         lambda dp, b: pf.log_partition(s, allowed, special, n, dp, dangles, b, outside),
         argnums=(0, 1))(dp, bonus)
@@ -163,7 +166,7 @@ def test_gradient_wrt_parameters_matches_finite_differences():
     with jax.enable_x64(True):
         dp, args = _single(seq, 48)
         bonus = np.zeros((48, 48))
-        _, (grad, _) = _value_and_grads(dp, bonus, *args, np.int32(2))
+        _, (grad, _) = _value_and_grads(dp, bonus, *args, np.int32(2), outside=True)
         checked = 0
         for key in ("stack", "int11", "mismatch_exterior", "mismatch_multi", "hp_len", "ml_base",
                     "ml_closing", "kT"):
@@ -174,8 +177,9 @@ def test_gradient_wrt_parameters_matches_finite_differences():
             down = {**dp, key: dp[key].copy()}
             up[key][index] += h
             down[key][index] -= h
-            fd = (float(_value_and_grads(up, bonus, *args, np.int32(2))[0])
-                  - float(_value_and_grads(down, bonus, *args, np.int32(2))[0])) / (2 * h)
+            fd = (float(_value_and_grads(up, bonus, *args, np.int32(2), outside=True)[0])
+                  - float(_value_and_grads(down, bonus, *args, np.int32(2),
+                                          outside=True)[0])) / (2 * h)
             g = float(g_all[index])
             assert abs(g) > 1e-6, (key, index, g)
             assert abs(fd - g) < 1e-6 * max(1.0, abs(g)), (key, index, fd, g)
@@ -201,31 +205,42 @@ def test_outside_pass_equals_reverse_mode():
                 assert np.abs(x - y).max() < 1e-9 * max(1.0, np.abs(y).max())
 
 
+#: The padded length of the longer energies: past the one band of up to 256
+#: (:data:`jaxrna.energy.partition_sweep.ONE_BAND_MAX`), so the sweep runs in two bands as
+#: their class 384 does, at half its run time (a 384 x 8 batch: 3.9 s warm, 288 x 8: 1.9 s).
+LONGER = 288
+
+
 @pytest.mark.slow
 def test_longer_sequences_equal_vienna():
-    """121-300 nt, both dangle models, energies (a batch of 8 each: a 384 x 8 batch takes ~6
-    CPU-seconds here, CI time) and (for a few, 100-190 nt) pair probabilities."""
+    """121-288 nt padded to :data:`LONGER` (two bands), both dangle models, energies (a batch
+    of 8 each) and (for a few, 100-190 nt) pair probabilities."""
+    from jaxrna.energy.partition_sweep import bands
+
+    assert len(bands(LONGER)) == len(bands(384)) == 2
     rng = random.Random("pf-long")
     with vienna_params("turner2004"):
         for dangles in (0, 2):
-            cases = [random_case(rng, 121, 300) for _ in range(8)]
-            check_batches(cases, "turner2004", 37.0, dangles, 384, bpp=False)
+            cases = [random_case(rng, 121, LONGER) for _ in range(8)]
+            assert max(len(s) for s, _ in cases) > 256
+            check_batches(cases, "turner2004", 37.0, dangles, LONGER, bpp=False)
     with vienna_params("turner1999"):
         cases = [random_case(rng, 100, 190) for _ in range(8)]
         check_batches(cases, "turner1999", 45.0, 2, 192, bpp=True)
 
 
 @pytest.mark.slow
-def test_700_nt_equals_vienna():
-    """One 700 nt sequence (four bands, as 1,024 has, padded to 768): energy and every
-    probability. The run costs the padded length's cube: 1,000 nt (padded to 1,024) took 32
-    CPU-seconds here after a 21-second compilation, CI time."""
+def test_520_nt_equals_vienna():
+    """One 520 nt sequence padded to 528 (four bands, as its class 768 and 1,024 have: a CPU
+    sweeps above 512 in four): energy and every probability. The run costs the padded
+    length's cube: 700 nt padded to 768 took 3x the run of 528 here, 1,000 nt (padded to
+    1,024) 32 CPU-seconds after a 21-second compilation, CI time."""
     from jaxrna.energy.partition_sweep import bands
 
     rng = random.Random("pf-1000")
-    seq = "".join(rng.choice("ACGU") for _ in range(700))
-    assert pf.length_class(len(seq)) == 768 and len(bands(768)) == 4
-    got, (probs,) = pf.pair_probabilities([seq])
+    seq = "".join(rng.choice("ACGU") for _ in range(520))
+    assert pf.length_class(len(seq)) == 768 and len(bands(768)) == len(bands(528)) == 4
+    got, (probs,) = pf.pair_probabilities([seq], length=528)
     want, want_p = vienna_pf(seq, 2, 37.0, bpp=True)
     assert abs(got[0] - want) < 1e-4
     assert np.abs(probs - want_p).max() < 1e-6

@@ -116,16 +116,19 @@ def test_against_vienna_random():
 
 @pytest.mark.slow
 def test_against_vienna_random_more():
-    """The same checks on 110 more random sequences (the fast subset runs 60)."""
-    _check_against_vienna(random.Random(2026), 110, 64)
+    """The same checks on 48 more random sequences (the fast subset runs 60): each slot of
+    the cycles of sets, dangles, temperatures and gammas (24 cases) twice more. (110 took 12
+    CPU-seconds here, CI time.)"""
+    _check_against_vienna(random.Random(2026), 48, 64)
 
 
 @pytest.mark.slow
 def test_against_vienna_sweep():
-    """1-100 nt, 5-95 C, MEA gammas 0.1-10: 56 cases, so that each slot of the dangles and
+    """1-80 nt, 5-95 C, MEA gammas 0.1-10: 56 cases, so that each slot of the dangles and
     parameter-set cycle (8) meets each of the 7 temperatures once (the pairs 150 cases met;
-    the pure-Python reference is cubic: 150 cases took 53-61 CPU-seconds here, CI time)."""
-    _check_against_vienna(random.Random(7), 56, 100, gammas=(0.1, 0.5, 1.0, 2.0, 4.0, 10.0),
+    the pure-Python reference is cubic: 150 cases took 53-61 CPU-seconds here, the 56 of
+    1-100 nt 17.6, of 1-80 nt 12.8, CI time)."""
+    _check_against_vienna(random.Random(7), 56, 80, gammas=(0.1, 0.5, 1.0, 2.0, 4.0, 10.0),
                           temperatures=(37.0, 5.0, 25.0, 37.0, 50.0, 70.0, 95.0))
 
 
@@ -202,11 +205,12 @@ def test_ensemble_quantities_on_simple_matrices():
 
 @pytest.mark.slow
 def test_long_sequence_finite_and_equal():
-    """The reference on a longer sequence (300 nt, ten times the longest interior loop: the
-    pure-Python reference is cubic, 400 nt took 30-34 CPU-seconds here; the JAX path's 700-nt
-    test is tests/test_energy_partition.py's)."""
+    """The reference on a longer sequence (200 nt, twice the sweep's longest and more than six
+    times the longest interior loop: the pure-Python reference is cubic, 300 nt took 18
+    CPU-seconds here, 400 nt 30-34, CI time; the JAX path's 520-nt test is
+    tests/test_energy_partition.py's)."""
     rng = random.Random(600)
-    seq = "".join(rng.choice("ACGU") for _ in range(300))
+    seq = "".join(rng.choice("ACGU") for _ in range(200))
     _, _, _, g, _ = vienna_pf(seq, 2, 37.0)
     got, _ = partition(seq, "turner2004", 2, 37.0, probabilities=False)
     assert math.isfinite(got) and abs(got - g) <= 1e-4

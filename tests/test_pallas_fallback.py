@@ -250,7 +250,10 @@ def test_targets_scan_falls_back(monkeypatch, capsys):
     kernels = []
 
     def run():
-        engine = eng.Engine(params, kernel="pallas", interpret=True)
+        # the XLA scan's defaults (one miRNA per launch, 1,024 tiles per refill) for both: the
+        # Pallas programs of 16 x 32,768 took 2-3 CPU-seconds more to build and interpret
+        engine = eng.Engine(params, kernel="pallas", interpret=True, query_block=1,
+                            lane_batch=eng.LANE_BATCH["xla"])
         kernels.append(engine.kernel)
         found = engine.scan_chunk([q], targets)
         return sorted(found.items())
