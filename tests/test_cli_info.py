@@ -90,9 +90,13 @@ def test_verbose_names_the_device(sub, tmp_path, capsys):
     devices = jax.devices(backend)          # every subcommand uses every device (issue 27)
     expected = (f"jaxrna: {sub} runs on {backend} (--backend auto): "
                 + ", ".join(f"{d} ({d.device_kind})" for d in devices))
-    if sub == "fold":     # a job this small folds with NumPy, JAX not even imported
+    if sub == "fold":     # a job this small folds with NumPy (the compiled fill where it is
+        from jaxrna.fold.host import library  # built already), JAX not even imported
+
         expected = ("jaxrna: fold runs on cpu (--backend auto, a small job): NumPy in this "
-                    "process, without JAX")
+                    "process, without JAX") if library(build=False) is None else (
+            f"jaxrna: fold runs on cpu (--backend auto, a small job): the compiled fill (C) "
+            f"on {len(os.sched_getaffinity(0))} threads, without JAX")
     if sub == "align":    # parasail, where installed (the test extra has it)
         from jaxrna import runtime
 

@@ -171,6 +171,24 @@ def dense_from_rows(rows: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
+_WHOLE_JOB_LARGE = False     # set by will_use_compiled: a job of many small chunks builds
+
+
+def will_use_compiled(work: float) -> bool:
+    """Whether a job of ``work`` split operations folds with the compiled fill (already
+    built, or a C compiler and work beyond NumPy's :data:`HOST_WORK_LIMIT`); remembered for
+    :func:`fold_host`, whose calls each see one chunk of the job."""
+    global _WHOLE_JOB_LARGE
+    import os
+
+    from jaxrna.native import compiler_available
+
+    if os.environ.get("JAXRNA_FOLD_HOST_FILL", "").lower() == "numpy":
+        return False
+    _WHOLE_JOB_LARGE = work >= HOST_WORK_LIMIT
+    return library(build=False) is not None or (_WHOLE_JOB_LARGE and compiler_available())
+
+
 def cores() -> int:
     """CPU cores this process may use."""
     import os
@@ -237,7 +255,7 @@ def fold_host(sequences: list[str], weights: np.ndarray, min_loop: int,
 
     # the compiled fill, unless it is not built yet and the job is small enough for NumPy
     # (building it takes ~0.3 s: a Galaxy job's empty cache would pay that for one short fold)
-    small = sum(len(s) ** 3 for s in sequences) / 6 < HOST_WORK_LIMIT
+    small = not _WHOLE_JOB_LARGE and sum(len(s) ** 3 for s in sequences) / 6 < HOST_WORK_LIMIT
     lib = library(build=not small)
     if lib is not None:
         return _fold_c(sequences, weights, min_loop, with_pairs, lib)

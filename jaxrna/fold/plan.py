@@ -144,9 +144,9 @@ def choose_engine(requested: str, work: float) -> str:
 
     limit = host_limit(requested)
     if requested in ("auto", "cpu") and work < limit:
-        from jaxrna.fold.host import cores
+        from jaxrna.fold.host import cores, will_use_compiled
 
-        compiled = _compiled()
+        compiled = will_use_compiled(work)
         announce_host(f"--backend {requested}" + (", a small job" if limit < float("inf")
                                                   else ""),
                       "the compiled fill (C)" if compiled else "NumPy",
