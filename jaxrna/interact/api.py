@@ -7,7 +7,10 @@ integers in units of ``1/scale`` (:mod:`jaxrna.weights`).
 Pairs of one padded geometry run as one device program per batch
 (:mod:`jaxrna.interact.program`: fill, every window's score, the best window and the cells its
 traceback reads); the table stays on the device, and the structure is traced back on the host
-from those cells (:mod:`jaxrna.interact.traceback`; about 10 ms for 23 x 128 nt).
+from those cells (:mod:`jaxrna.interact.traceback`; about 10 ms for 23 x 128 nt). On the CPU
+backend, pairs up to 1 GiB of tables run instead on the host engine
+(:mod:`jaxrna.interact.host_engine`: the same tables in compiled C at each pair's true size,
+nothing to compile per class), with the same results (:func:`interact_pairs`' ``engine``).
 
 >>> r = interact("UCGCUGCU", "GUCGGA", weights="bpmax")
 >>> r.score, r.s1_score, r.s2_score
