@@ -332,16 +332,30 @@ def map_ordered(func: Callable[[T], R], items: Iterable[T], workers: int,
         for item in items:
             yield func(item)
         return
-    pool = worker_pool(workers)
-    ahead = ahead or 2 * workers + 2
+    for _, fut in submitted_in_order(worker_pool(workers), func, items,
+                                     ahead or 2 * workers + 2):
+        yield fut.result()
+
+
+def submitted_in_order(pool: concurrent.futures.Executor, func: Callable[[T], R],
+                       items: Iterable[T], ahead: int) -> Iterator[tuple[T, concurrent.futures.Future]]:
+    """``(item, future of func(item))`` in input order, ``func`` run on ``pool`` (threads or
+    processes) with at most ``ahead`` items submitted and not yet handed back: the caller
+    waits on each future (and books the wait) while the next ones compute.
+
+    >>> with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    ...     [(x, f.result()) for x, f in submitted_in_order(pool, lambda x: x * x, range(4), 2)]
+    [(0, 0), (1, 1), (2, 4), (3, 9)]
+    """
     window: collections.deque = collections.deque()
     for item in items:
-        window.append(pool.submit(func, item))
+        window.append((item, pool.submit(func, item)))
         if len(window) >= ahead:
-            yield window.popleft().result()
+            yield window.popleft()
     while window:
-        yield window.popleft().result()
+        yield window.popleft()
 
 
-__all__ = ["schedule", "launch_ahead", "OrderedWriter", "map_ordered", "worker_pool", "default_workers",
+__all__ = ["schedule", "launch_ahead", "OrderedWriter", "map_ordered", "submitted_in_order",
+           "worker_pool", "default_workers",
            "cores", "keep_heap", "shutdown_pools", "WORKER_NICENESS"]

@@ -109,6 +109,7 @@ def run(args) -> int:
     with stage("imports"):
         from jaxrna.interact import host_engine
         from jaxrna.interact.api import interact_pairs
+        from jaxrna.pipeline import cores
         from jaxrna.runtime import announce_host, choose_backend, enable_compilation_cache, \
             gpu_possible
 
@@ -125,7 +126,7 @@ def run(args) -> int:
         if host_s < float("inf") and cpu_only and host_engine.library() is not None:
             backend = "cpu"
             announce_host(f"--backend {args.backend}", "the host engine (C)",
-                          f"on {host_engine.cores()} threads")
+                          f"on {cores()} threads")
         else:
             # (the GPU's memory is taken as needed, not 75% of it at the start: runtime)
             backend = choose_backend(args.backend, host_s, host_engine.SMALL_JOB_S)

@@ -189,45 +189,23 @@ def will_use_compiled(work: float) -> bool:
     return library(build=False) is not None or (_WHOLE_JOB_LARGE and compiler_available())
 
 
-def cores() -> int:
-    """CPU cores this process may use."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _fold_c(sequences: list[str], weights: np.ndarray, min_loop: int, with_pairs: bool,
             lib) -> list[tuple[int, tuple | None]]:
     """:func:`fold_host` through the compiled fill: each sequence at its own length, on a
     thread per core (ctypes releases the GIL), the tracebacks on this thread in order."""
-    from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     from jaxrna.alphabet import encode
     from jaxrna.fold.traceback import traceback
+    from jaxrna.pipeline import cores, submitted_in_order
 
     out: list = []
     workers = max(1, min(cores(), len(sequences)))
     with ThreadPoolExecutor(workers) as pool:
-        pending: deque = deque()
-        it = iter(sequences)
-
-        def submit() -> None:
-            seq = next(it, None)
-            if seq is not None:
-                codes = encode(seq)
-                pending.append((codes, pool.submit(fill_c, codes, weights, min_loop, lib,
-                                                   with_pairs)))
-
-        for _ in range(2 * workers):
-            submit()
-        while pending:
-            codes, fut = pending.popleft()
+        for codes, fut in submitted_in_order(
+                pool, lambda codes: fill_c(codes, weights, min_loop, lib, with_pairs),
+                (encode(seq) for seq in sequences), 2 * workers):
             got = fut.result()
-            submit()
             rows, table = got if with_pairs else (got, None)
             n = len(codes)
             if n <= 1:

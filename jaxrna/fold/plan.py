@@ -144,7 +144,8 @@ def choose_engine(requested: str, work: float) -> str:
 
     limit = host_limit(requested)
     if requested in ("auto", "cpu") and work < limit:
-        from jaxrna.fold.host import cores, will_use_compiled
+        from jaxrna.fold.host import will_use_compiled
+        from jaxrna.pipeline import cores
 
         compiled = will_use_compiled(work)
         announce_host(f"--backend {requested}" + (", a small job" if limit < float("inf")
@@ -171,7 +172,8 @@ def _compiled() -> bool:
 def host_limit(requested: str) -> float:
     """Split operations below which a ``fold`` job runs on the host engine
     (:func:`choose_engine`)."""
-    from jaxrna.fold.host import C_SPLITS_PER_S, HOST_WORK_LIMIT, SMALL_JOB_S, cores
+    from jaxrna.fold.host import C_SPLITS_PER_S, HOST_WORK_LIMIT, SMALL_JOB_S
+    from jaxrna.pipeline import cores
     from jaxrna.runtime import gpu_possible
 
     forced = os.environ.get("JAXRNA_FOLD_HOST_WORK")

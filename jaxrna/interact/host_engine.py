@@ -31,7 +31,6 @@ auto`` then keeps JAX on the CPU).
 from __future__ import annotations
 
 import os
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -41,6 +40,7 @@ from jaxrna.alphabet import encode
 from jaxrna.interact.host_fill import HostBox, library, table_bytes, tables, work
 from jaxrna.interact.program import best_window
 from jaxrna.interact.results import result_of
+from jaxrna.pipeline import cores, submitted_in_order
 from jaxrna.stages import count, counts, stage
 from jaxrna.weights import WeightSet
 
@@ -65,14 +65,6 @@ SMALL_JOB_S = 0.5
 ENV = "JAXRNA_INTERACT_ENGINE"
 
 
-def cores() -> int:
-    """CPU cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def pair_work(prob) -> float:
     """Max-plus steps of one problem (:class:`jaxrna.interact.api.Problem`) on the host."""
     p = prob.plan
@@ -85,12 +77,20 @@ def pair_bytes(prob) -> int:
     return table_bytes(p.n_outer, p.n_inner, p.l_outer - 1, p.l_inner - 1)
 
 
+def _steps(n1: int, n2: int, l1: int, l2: int) -> float | None:
+    """Max-plus steps of strands of ``n1`` and ``n2`` nt with windows of ``l1`` and ``l2``,
+    or None where the pair is not the host engine's: an empty strand, tables over
+    :data:`MAX_BYTES`, steps over :data:`MAX_WORK`."""
+    if n1 < 1 or n2 < 1 or table_bytes(n1, n2, l1 - 1, l2 - 1) > MAX_BYTES:
+        return None
+    steps = work(n1, n2, l1 - 1, l2 - 1)
+    return steps if steps <= MAX_WORK else None
+
+
 def fits(prob) -> bool:
-    """Whether one problem is the host engine's: non-empty strands, tables within
-    :data:`MAX_BYTES`, steps within :data:`MAX_WORK`."""
+    """Whether one problem is the host engine's (:func:`_steps`)."""
     p = prob.plan
-    return (p.n_outer > 0 and p.n_inner > 0 and pair_work(prob) <= MAX_WORK
-            and pair_bytes(prob) <= MAX_BYTES)
+    return _steps(p.n_outer, p.n_inner, p.l_outer, p.l_inner) is not None
 
 
 def engine_choice(engine: str = "auto") -> str:
@@ -126,12 +126,9 @@ def job_seconds(lengths, window1: int | None, window2: int | None,
     """
     total = 0.0
     for n1, n2 in lengths:
-        l1 = n1 if window1 is None else min(window1, n1)
-        l2 = n2 if window2 is None else min(window2, n2)
-        if n1 < 1 or n2 < 1:
-            return float("inf")
-        steps = work(n1, n2, l1 - 1, l2 - 1)
-        if steps > MAX_WORK or table_bytes(n1, n2, l1 - 1, l2 - 1) > MAX_BYTES:
+        steps = _steps(n1, n2, n1 if window1 is None else min(window1, n1),
+                       n2 if window2 is None else min(window2, n2))
+        if steps is None:
             return float("inf")
         total += steps
     return total / (STEPS_PER_S * (n_cores or cores()))
@@ -181,21 +178,10 @@ def run_host(problems: Sequence, weights: WeightSet, with_pairs: bool = True,
                     on_done(1)
         return out
     with ThreadPoolExecutor(workers) as pool:
-        pending: deque = deque()
-        it = iter(problems)
-
-        def submit() -> None:
-            prob = next(it, None)
-            if prob is not None:
-                pending.append((prob, pool.submit(_fill, prob, wm, lib)))
-
-        for _ in range(2 * workers):
-            submit()
-        while pending:
-            prob, fut = pending.popleft()
+        for prob, fut in submitted_in_order(pool, lambda prob: _fill(prob, wm, lib), problems,
+                                            2 * workers):
             with stage("device"):           # the fill: the host engine's device time
                 tab, u, t, scores, o0, q0 = fut.result()
-            submit()
             out.append(_result(prob, weights, tab, u, t, scores, o0, q0, with_pairs,
                                keep_windows))
             if on_done:
