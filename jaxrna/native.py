@@ -14,8 +14,11 @@ machines never hands one a library built for another's instructions; a compiler 
 ``-march=native`` builds without it. Where no compiler works, :func:`library` returns None and the caller takes
 its pure Python/JAX path (same results).
 
->>> lib = library("doctest_add", "int add(int a, int b) { return a + b; }")
->>> lib is None or lib.add(2, 3) == 5
+>>> lib = library("doctest_add", "void add(int a, int b, long *out) { *out = a + b; }",
+...               signatures={"add": "i32 i32 ptr"})
+>>> import ctypes
+>>> out = ctypes.c_long()
+>>> lib is None or (lib.add(2, 3, ctypes.byref(out)), out.value)[1] == 5
 True
 """
 
@@ -138,12 +141,29 @@ def _open(name: str, source: str, flags: list[str], build: bool = True):
         return ctypes.CDLL(path)
 
 
-def library(name: str, source: str, flags: tuple[str, ...] = ("-O2",), build: bool = True):
+#: Argument type names of :func:`library`'s ``signatures``.
+_CTYPES = {"i64": "c_int64", "i32": "c_int32", "ptr": "c_void_p"}
+
+
+def _declare(lib, signatures: dict[str, str]):
+    """Declare each function's arguments (``"i64 ptr ..."``) and no return value."""
+    import ctypes
+
+    for fname, args in signatures.items():
+        fn = getattr(lib, fname)
+        fn.restype = None
+        fn.argtypes = [getattr(ctypes, _CTYPES[a]) for a in args.split()]
+    return lib
+
+
+def library(name: str, source: str, flags: tuple[str, ...] = ("-O2",), build: bool = True,
+            signatures: dict[str, str] | None = None):
     """The compiled ``source`` as a ``ctypes.CDLL``, or None where it cannot be built (no C
     compiler, or a failing one); built or loaded on the first call for ``name``, once per
-    process (the caller declares its functions' argument types). ``build=False``: only a
-    library the cache already holds (None, and nothing remembered, when it holds none: a
-    caller with a cheap other path for small work need not pay the build)."""
+    process, its functions declared from ``signatures`` (name -> argument types, each
+    ``i64``, ``i32`` or ``ptr``; no return value). ``build=False``: only a library the cache
+    already holds (None, and nothing remembered, when it holds none: a caller with a cheap
+    other path for small work need not pay the build)."""
     with _LOCK:
         if name not in _LIBS:
             lib = None
@@ -156,7 +176,7 @@ def library(name: str, source: str, flags: tuple[str, ...] = ("-O2",), build: bo
                     log.debug("compiled %s unavailable with %s (%s)", name, attempt, exc)
             if lib is None and not build:
                 return None
-            _LIBS[name] = lib
+            _LIBS[name] = lib if lib is None else _declare(lib, signatures or {})
         return _LIBS[name]
 
 

@@ -17,7 +17,6 @@ True
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 
@@ -112,13 +111,9 @@ LIBRARY_NAME = "walk"
 _LIB: list = []          # [library or None], once per process
 
 
-def _declare(lib):
-    fn = lib.jaxrna_walk
-    fn.restype = None
-    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    fn.argtypes = [i64] + [ptr] * 9 + [i64] * 3 + [ctypes.c_int32] * 2 + [ptr] * 6 + \
-        [i64, ptr]          # n, F .. moff, size go ge, local free, I .. rev, stride, COUNT
-    return lib
+#: ``jaxrna_walk``'s arguments: n, F .. moff, size go ge, local free, I .. rev, stride, COUNT.
+SIGNATURE = " ".join(["i64"] + ["ptr"] * 9 + ["i64"] * 3 + ["i32"] * 2 + ["ptr"] * 6
+                     + ["i64", "ptr"])
 
 
 def library():
@@ -131,10 +126,8 @@ def library():
     if os.environ.get("JAXRNA_HOST_WALK", "").lower() != "numpy":
         from jaxrna.native import library as native_library
 
-        lib = native_library(LIBRARY_NAME, SOURCE, FLAGS)
-        if lib is not None:
-            lib = _declare(lib)
-        else:
+        lib = native_library(LIBRARY_NAME, SOURCE, FLAGS, signatures={"jaxrna_walk": SIGNATURE})
+        if lib is None:
             log.debug("compiled host walk unavailable; using the numpy walk")
     _LIB.append(lib)
     return lib

@@ -86,19 +86,14 @@ LIBRARY_NAME = "nussinov"
 def library(build: bool = True):
     """The compiled fill (``jaxrna_nussinov``), or None without a C compiler (or with
     ``JAXRNA_FOLD_HOST_FILL=numpy``); ``build=False``: only one the cache already holds."""
-    import ctypes
     import os
 
     if os.environ.get("JAXRNA_FOLD_HOST_FILL", "").lower() == "numpy":
         return None
     from jaxrna.native import library as native_library
 
-    lib = native_library(LIBRARY_NAME, SOURCE, FLAGS, build)
-    if lib is not None and lib.jaxrna_nussinov.argtypes is None:
-        lib.jaxrna_nussinov.restype = None
-        i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        lib.jaxrna_nussinov.argtypes = [i64, ptr, ptr, i64, i64, ptr, ptr, ptr]
-    return lib
+    return native_library(LIBRARY_NAME, SOURCE, FLAGS, build,
+                          {"jaxrna_nussinov": "i64 ptr ptr i64 i64 ptr ptr ptr"})
 
 
 def fill_c(codes: np.ndarray, weights: np.ndarray, min_loop: int, lib=None,

@@ -34,7 +34,6 @@ tables exactly as the device engine does from its own.
 
 from __future__ import annotations
 
-import ctypes
 from typing import NamedTuple
 
 import numpy as np
@@ -147,16 +146,10 @@ def library():
     (:func:`jaxrna.native.library`)."""
     from jaxrna.native import library as native_library
 
-    lib = native_library(LIBRARY_NAME, SOURCE, FLAGS)
-    if lib is not None and lib.jaxrna_bpmax.argtypes is None:
-        ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-        lib.jaxrna_single.restype = None
-        lib.jaxrna_single.argtypes = [i64, ptr, ptr, i64, ptr]
-        lib.jaxrna_bpmax.restype = None
-        lib.jaxrna_bpmax.argtypes = [i64] * 4 + [ptr] * 3 + [i64] + [ptr] * 3
-        lib.jaxrna_bpmax_span.restype = None
-        lib.jaxrna_bpmax_span.argtypes = [i64] * 4 + [ptr] * 3 + [i64] + [ptr] * 3 + [i64] * 3
-    return lib
+    bpmax = "i64 i64 i64 i64 ptr ptr ptr i64 ptr ptr ptr"          # N M W1 W2 u t w K S1 S2 F
+    return native_library(LIBRARY_NAME, SOURCE, FLAGS, signatures={
+        "jaxrna_single": "i64 ptr ptr i64 ptr", "jaxrna_bpmax": bpmax,
+        "jaxrna_bpmax_span": bpmax + " i64 i64 i64"})                 # d1 lo hi
 
 
 class Tables(NamedTuple):
