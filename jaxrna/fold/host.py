@@ -169,19 +169,26 @@ def dense_from_rows(rows: np.ndarray, length: int) -> np.ndarray:
 _WHOLE_JOB_LARGE = False     # set by will_use_compiled: a job of many small chunks builds
 
 
+def compiled_possible(build: bool = True) -> bool:
+    """Whether the compiled fill can be had: built already, or (``build``) a C compiler to
+    build it, unless ``JAXRNA_FOLD_HOST_FILL=numpy``. Builds nothing."""
+    import os
+
+    from jaxrna.native import compiler_available
+
+    if library(build=False) is not None:
+        return True
+    return (build and os.environ.get("JAXRNA_FOLD_HOST_FILL", "").lower() != "numpy"
+            and compiler_available())
+
+
 def will_use_compiled(work: float) -> bool:
     """Whether a job of ``work`` split operations folds with the compiled fill (already
     built, or a C compiler and work beyond NumPy's :data:`HOST_WORK_LIMIT`); remembered for
     :func:`fold_host`, whose calls each see one chunk of the job."""
     global _WHOLE_JOB_LARGE
-    import os
-
-    from jaxrna.native import compiler_available
-
-    if os.environ.get("JAXRNA_FOLD_HOST_FILL", "").lower() == "numpy":
-        return False
     _WHOLE_JOB_LARGE = work >= HOST_WORK_LIMIT
-    return library(build=False) is not None or (_WHOLE_JOB_LARGE and compiler_available())
+    return compiled_possible(build=_WHOLE_JOB_LARGE)
 
 
 def _fold_c(sequences: list[str], weights: np.ndarray, min_loop: int, with_pairs: bool,

@@ -156,30 +156,17 @@ def choose_engine(requested: str, work: float) -> str:
     return choose_backend(requested, work, GPU_WORK_FROM)
 
 
-def _compiled() -> bool:
-    """Whether the compiled fill can be had: built already, or a C compiler to build it (a
-    job small enough for NumPy does not build it: :func:`jaxrna.fold.host.fold_host`)."""
-    import os
-
-    from jaxrna.fold.host import library
-    from jaxrna.native import compiler_available
-
-    if os.environ.get("JAXRNA_FOLD_HOST_FILL", "").lower() == "numpy":
-        return False
-    return library(build=False) is not None or compiler_available()
-
-
 def host_limit(requested: str) -> float:
     """Split operations below which a ``fold`` job runs on the host engine
     (:func:`choose_engine`)."""
-    from jaxrna.fold.host import C_SPLITS_PER_S, HOST_WORK_LIMIT, SMALL_JOB_S
+    from jaxrna.fold.host import C_SPLITS_PER_S, HOST_WORK_LIMIT, SMALL_JOB_S, compiled_possible
     from jaxrna.pipeline import cores
     from jaxrna.runtime import gpu_possible
 
     forced = os.environ.get("JAXRNA_FOLD_HOST_WORK")
     if forced is not None:
         return float(forced)
-    if not _compiled():
+    if not compiled_possible():
         return HOST_WORK_LIMIT
     if requested == "cpu" or not gpu_possible():
         return float("inf")
