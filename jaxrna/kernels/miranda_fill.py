@@ -144,7 +144,7 @@ def _refill_kernel(qidx_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref,
         pinned = [-seed_ref[q, r] for r in range(H)]
         zero = jnp.zeros((block,), jnp.int32)
 
-        def column(j, carry, owned: bool):
+        def column(j, carry):
             a_p, b_p, c_p, m_p = carry
             t = lanes_ref[j, pl.ds(b0, block)].astype(jnp.int32)
             keep = (t & RESET) == 0    # a new target starts here: the previous column is 0
@@ -176,20 +176,24 @@ def _refill_kernel(qidx_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref,
                 t1 = jnp.where(a_raw > 0, argmax3(ua, ub, uc), 0)
                 code = t0 | (t1 << 2) | jnp.where(from_b > from_a, 16, 0) | from_c
                 code_ref[j, r, pl.ds(b0, block)] = code.astype(jnp.int8)
-                if owned:
-                    best_ref[j - lead, r, pl.ds(b0, block)] = jnp.maximum(m, 0)
                 diag, ua, ub, uc = m_p[r], a_p[r], b_p[r], c_p[r]
                 up_a, c_prev = a, c
                 a_new.append(a)
                 b_new.append(b)
                 c_new.append(c)
                 m_new.append(m)
+
+            @pl.when(j >= lead)        # a column whose candidates are wanted: its best scores
+            def _owned():
+                for r in range(H):
+                    best_ref[j - lead, r, pl.ds(b0, block)] = jnp.maximum(m_new[r], 0)
+
             return a_new, b_new, c_new, m_new
 
+        # one loop over every column (one copy of the unrolled rows: half the kernel that two
+        # loops, the lead's and the owned columns', made for Triton to compile)
         init = [zero] * H
-        carry = (list(init), list(init), list(init), list(init))
-        carry = jax.lax.fori_loop(0, lead, partial(column, owned=False), carry)
-        jax.lax.fori_loop(lead, length, partial(column, owned=True), carry)
+        jax.lax.fori_loop(0, length, column, (list(init), list(init), list(init), list(init)))
 
 
 @stored_jit("kernels.miranda_fill.refill_pallas", static_argnames=("lead", "block", "interpret", "num_warps"))
