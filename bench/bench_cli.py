@@ -20,6 +20,9 @@ job in the same call: parasail on every core for ``align`` (``bench/peer_parasai
     python bench/bench_cli.py --preset gpu --devices 1,2,4 --no-peer   # scaling over GPUs
 
 The table goes to stdout; ``--json`` keeps every run's numbers, ``--log DIR`` every run's stderr.
+``--compile-log`` runs the cold run with JAX's compile log (``JAX_LOG_COMPILES``, compile
+workers included) and prints under its row the programs whose tracing, lowering or XLA
+compilation took longest, with their seconds: which program a cold run waits for.
 
 Processes run as from an installed package: jaxrna's modules are byte-compiled first and the
 children may write bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment), as
@@ -54,6 +57,8 @@ SEED = 20261124
 BYTECODE = True
 #: ``--sha-warn``: outputs that differ between runs are reported, not an error.
 SHA_WARN = False
+#: ``--compile-log``: the cold run logs JAX's compilations; its longest are reported.
+COMPILE_LOG = False
 #: The jaxrna tree the CLI runs from (``--root``: another checkout, for before/after in one call).
 JAXRNA_ROOT = ROOT
 
@@ -220,12 +225,30 @@ def _sha(path: str) -> str:
     return h.hexdigest()[:16]
 
 
-def run_cli(args: list[str], cache: str, log: str | None, out: str) -> dict:
-    """One fresh ``python -m jaxrna`` process: wall time, stage times, output hash."""
+def compile_log(stderr: str, top: int = 6) -> list[tuple[float, str]]:
+    """The ``top`` longest steps of JAX's compile log (``JAX_LOG_COMPILES``) in ``stderr``:
+    (seconds, "XLA compilation of jit(name)" or "tracing name ..." or "jaxpr to MLIR ...").
+
+    >>> compile_log("Finished XLA compilation of jit(f) in 2.5 sec\\nFinished tracing f for jit in 0.1 sec")
+    [(2.5, 'XLA compilation of jit(f)'), (0.1, 'tracing f for jit')]
+    """
+    import re
+
+    steps = [(float(m.group(2)), m.group(1)[:120])
+             for m in re.finditer(r"Finished (.*?) in ([0-9.]+) sec", stderr)]
+    return sorted(steps, reverse=True)[:top]
+
+
+def run_cli(args: list[str], cache: str, log: str | None, out: str, *,
+            log_compiles: bool = False) -> dict:
+    """One fresh ``python -m jaxrna`` process: wall time, stage times, output hash (with
+    ``log_compiles``, the longest steps of JAX's compile log)."""
     fd, profile = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     env = dict(os.environ, JAXRNA_CACHE_DIR=cache, JAXRNA_PROFILE=profile,
                PYTHONPATH=JAXRNA_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if log_compiles:
+        env["JAX_LOG_COMPILES"] = "1"
     env = installed_env(env, BYTECODE)
     if BYTECODE and JAXRNA_ROOT != ROOT:
         import compileall
@@ -249,9 +272,12 @@ def run_cli(args: list[str], cache: str, log: str | None, out: str) -> dict:
     stages = {k: v for k, v in prof["stages"].items() if not k.startswith("_")}
     stages["startup"] = wall - prof["in_process_s"]
     stages["other"] = wall - sum(v for k, v in stages.items() if "(background)" not in k)
-    return {"wall": wall, "stages": stages, "counts": prof["counts"],
-            "compile_parts": {k: v for k, v in prof["stages"].items() if k.startswith("_")},
-            "sha": _sha(out)}
+    result = {"wall": wall, "stages": stages, "counts": prof["counts"],
+              "compile_parts": {k: v for k, v in prof["stages"].items() if k.startswith("_")},
+              "sha": _sha(out)}
+    if log_compiles:
+        result["compile_log"] = compile_log(proc.stderr.decode(errors="replace"))
+    return result
 
 
 def run_peer(name: str, args: list[str], log: str | None) -> dict | None:
@@ -295,7 +321,7 @@ def bench_job(name: str, size: dict, data: str, backend: str, warm: int, log_dir
     cache = tempfile.mkdtemp(prefix=f"jaxrna-cache-{name}-")
     then = None
     try:
-        cold = run_cli(args, cache, log, out)
+        cold = run_cli(args, cache, log, out, log_compiles=COMPILE_LOG)
         if then_args:      # new data and options on the same cache: should compile nothing
             then = run_cli(then_args, cache, log, out)
         warms = [run_cli(args, cache, log, out) for _ in range(warm)]
@@ -339,7 +365,9 @@ def _row(r: dict) -> str:
     return (f"{job:15s} cold {r['cold']['wall']:6.2f} s (compiled {r['cold']['counts'].get('compiled', 0)}, "
             f"compile {cc:.1f} s){then}"
             f"  warm {warm} s (compiled {w['counts'].get('compiled', 0)})  [{parts} {bg}]{peer}"
-            f"  sha {r['sha']}{used}")
+            f"  sha {r['sha']}{used}"
+            + "".join(f"\n    cold, longest: {sec:6.2f} s  {what}"
+                      for sec, what in r["cold"].get("compile_log", [])))
 
 
 def main() -> None:
@@ -360,11 +388,14 @@ def main() -> None:
                          "--devices N for each, outputs checked identical across counts")
     ap.add_argument("--sha-warn", action="store_true",
                     help="report outputs that differ between runs instead of stopping")
+    ap.add_argument("--compile-log", action="store_true",
+                    help="log the cold runs' compilations; print the longest under each row")
     ap.add_argument("--source-only", action="store_true",
                     help="no bytecode: every process compiles jaxrna's modules from source")
     args = ap.parse_args()
-    global BYTECODE, JAXRNA_ROOT, SHA_WARN
+    global BYTECODE, COMPILE_LOG, JAXRNA_ROOT, SHA_WARN
     BYTECODE = not args.source_only
+    COMPILE_LOG = args.compile_log
     SHA_WARN = args.sha_warn
     JAXRNA_ROOT = os.path.abspath(args.root)
     if args.log:
