@@ -70,12 +70,14 @@ def workers() -> int:
 
 
 def prefetch(name: str, source: str, args: tuple, static: dict | None = None, device=None, *,
-             cpu_store: bool = False) -> None:
+             cpu_store: bool = False, processes: bool = True) -> None:
     """Start preparing program ``name`` (:func:`jaxrna.programs.program` of the ``jax.jit``
     function ``source`` returns, for these argument shapes) in the background: in a worker
     process when the store keeps it (``cpu_store``: on CPUs too), it is not stored yet and a
     program is already being traced in a thread here; else in a thread here
-    (:func:`jaxrna.programs.prefetch`)."""
+    (:func:`jaxrna.programs.prefetch`). ``processes=False``: in a thread here in any case, for
+    programs that trace in a fraction of a second, whose wait a worker's start (an interpreter,
+    JAX and a device client: 2-3 s on a GPU host) only lengthens."""
     from jaxrna import programs
 
     static = dict(static or {})
@@ -86,7 +88,7 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
     path = programs.store_path(skey, device, cpu_store)
     # another device's program of the same executable is under way: a thread here waits for
     # it and loads it for this device (programs.program), nothing is compiled again
-    remote = (path is not None and workers() > 0 and not os.path.exists(path)
+    remote = (processes and path is not None and workers() > 0 and not os.path.exists(path)
               and not programs.claimed_elsewhere(skey, key))
     if remote and programs.local_busy():
         if programs.ready(name, args, static, device):

@@ -135,3 +135,33 @@ def test_threads_asking_at_once_compile_a_program_once():
     [t.join() for t in threads]
     assert len(errors) == 3
     programs.forget()
+
+
+def test_a_program_asked_for_without_processes_is_prepared_in_a_thread(tmp_path, monkeypatch):
+    """``prefetch(..., processes=False)`` (targets' scan programs): a thread of this process
+    prepares the program even where a worker would be started (workers available, a thread
+    already busy, the program not stored); the same call without it starts a worker."""
+    import threading
+
+    import jax
+
+    from jaxrna import compile_workers, programs
+
+    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "2")
+    monkeypatch.setattr(programs, "local_busy", lambda: True)
+    started, threaded = [], []
+    monkeypatch.setattr(compile_workers, "_start", lambda spec, future: started.append(spec["name"]))
+    monkeypatch.setattr(programs, "prefetch",
+                        lambda name, *a, **k: threaded.append((name, threading.current_thread())))
+    programs.use_disk(str(tmp_path))
+    try:
+        spec = (jax.ShapeDtypeStruct((3,), "int32"),)
+        compile_workers.prefetch("test.workers.thread", "jaxrna.compile_workers:_example", spec,
+                                 {}, cpu_store=True, processes=False)
+        assert started == [] and [n for n, _ in threaded] == ["test.workers.thread"]
+        compile_workers.prefetch("test.workers.process", "jaxrna.compile_workers:_example", spec,
+                                 {}, cpu_store=True)
+        assert started == ["test.workers.process"]
+    finally:
+        programs.use_disk(None)
+        programs.forget()

@@ -7,9 +7,10 @@ height the bulk scan and the refill with its traceback; with the ``device`` ener
 its batch program. :func:`chunk_programs` lists them with the exact argument shapes, dtypes
 and static values the engine's calls have (so their program keys are the calls' keys:
 :func:`jaxrna.programs.program_key`), and :func:`prefetch_chunk` hands them to
-:func:`jaxrna.compile_workers.prefetch`: on hosts with cores to spare (or with
-``JAXRNA_COMPILE_PROCESSES``), they are traced, compiled and stored by worker processes at
-once, and each call of the scan loads its program instead of compiling it in turn.
+:func:`jaxrna.compile_workers.prefetch`: on hosts with cores to spare they are traced and
+compiled in background threads (the device energy engine's program, which traces for seconds,
+in a worker process), and each call of the scan finds its program ready or under way instead
+of compiling it in turn.
 
 Not prepared: free gaps (whole targets per lane, host extraction) and ``profile`` runs (each
 stage its own program). A tiling or refill program is prepared even where no block turns out
@@ -140,7 +141,10 @@ def prefetch_chunk(engine, run) -> int:
     count = 0
     for device in engine.devices:
         for name, args, static in chunk_programs(engine, run, device):
-            compile_workers.prefetch(name, SOURCES[name], args, static, device, cpu_store=True)
+            # in threads here: they trace in about a second together, and a cold GPU run
+            # waited 2.5 s longer with them in worker processes (H100, 2,000 x 30,000)
+            compile_workers.prefetch(name, SOURCES[name], args, static, device, cpu_store=True,
+                                     processes=False)
             count += 1
     energy = engine.energy
     if getattr(energy, "name", None) != "device" or getattr(engine, "_energy_prefetched", False):
