@@ -77,6 +77,7 @@ import numpy as np
 
 from jaxrna.kernels.fallback import pallas_builds
 from jaxrna.kernels.miranda_fill import packed_positions
+from jaxrna.targets import host_scan as host_scan_module
 from jaxrna.pipeline import schedule
 from jaxrna.stages import NO_EVENTS, Events
 from jaxrna.targets import extract
@@ -132,7 +133,7 @@ class Engine:
                  lane_columns: int | None = None, kernel: str = "auto", devices=None,
                  query_block: int | None = None, threads_per_device: int | None = None,
                  lane_batch: int | None = None, interpret: bool = False, profile: bool = False,
-                 timeline: Events = NO_EVENTS):
+                 timeline: Events = NO_EVENTS, host_scan: bool | None = None):
         """``kernel``: ``"xla"`` (pure JAX), ``"pallas"`` (the GPU kernels of
         :mod:`jaxrna.kernels.miranda_fill`; ``interpret=True`` runs them in Pallas' interpret
         mode, for tests on CPUs) or ``"auto"`` (Pallas on GPUs). ``query_block`` miRNAs per
@@ -141,7 +142,9 @@ class Engine:
         ``lane_batch``: segments refilled per device call (at most). ``profile``: time each
         device stage on its own (:meth:`_stage`; slower). ``timeline``: a
         :class:`~jaxrna.stages.Events` recorder (``bench/timeline.py``'s ``Timeline``) told when each
-        block runs."""
+        block runs. ``host_scan``: the bulk scan in C on the host's cores
+        (:mod:`jaxrna.targets.host_scan`, the same flag words; None = where the scan is the XLA
+        one on CPUs and a C compiler works)."""
         self.params = params
         self.energy = energy
         self.max_lanes = max_lanes
@@ -156,6 +159,10 @@ class Engine:
         self.query_block = query_block or (16 if kernel == "pallas" else 1)
         self.threads_per_device = threads_per_device or THREADS_PER_DEVICE.get(self.devices[0].platform, 1)
         self.lane_batch = lane_batch or LANE_BATCH[kernel]
+        if host_scan is None:
+            host_scan = (kernel == "xla" and self.devices[0].platform == "cpu"
+                         and host_scan_module.library() is not None)
+        self.host_scan = bool(host_scan)
         self.profile = profile
         self.timeline = timeline
         #: a directory: blocks' candidates are written there (:class:`SpilledRows`) for worker
@@ -308,7 +315,7 @@ class Engine:
             scanned = self._words(run, dev, qs)
             words = scanned[0]
             if self.profile:  # (else the tile counts wait for it)
-                words.block_until_ready()
+                jax.block_until_ready(words)
             t1 = clock()
             if run.chunk.lane_of_target:
                 parts = []
@@ -368,6 +375,13 @@ class Engine:
         _, tables = self._tables(run, qs, self.query_block)
         sizes = [np.int32(x) for x in (self.params.score_threshold, chunk.rows // WORD, chunk.width,
                                        chunk.span, chunk.n_lanes, chunk.total)]  # traced values
+        if self.host_scan:      # the same words from the host's cores; the tile counts in JAX
+            live = [np.asarray(t)[:len(qs)] for t in tables]
+            words = host_scan_module.scan_words_host(*live, np.asarray(dev.lanes), *sizes[:2],
+                                                      dtype=run.dtype)
+            if words is not None:
+                words = np.concatenate([words] + [words[-1:]] * (self.query_block - len(qs)))
+                return words, extract.segment_counts(words, *sizes[2:])
         return extract.scan_block(*tables, dev.lanes, *sizes,
                                   pallas=self.kernel == "pallas", dtype=run.dtype,
                                   interpret=self.interpret)

@@ -71,7 +71,7 @@ def _tiles(words, width, span, n_lanes, total):
     return flagged, b * span + x0 + lo - width, jnp.maximum(hi - lo, 0)
 
 
-@stored_jit("targets.extract.segment_counts")
+@stored_jit("targets.extract.segment_counts", cpu_store=True)
 def segment_counts(words, width, span, n_lanes, total):
     """Tiles per miRNA: ``words`` (Q, L/32, B) packed flags; the rest the chunk's geometry."""
     return _tiles(words, width, span, n_lanes, total)[0].sum(axis=(1, 2), dtype=jnp.int32)

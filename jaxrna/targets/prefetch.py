@@ -21,7 +21,7 @@ to hold a candidate (it is then compiled for nothing; a run with hits needs them
 >>> from jaxrna.targets.select import TargetText
 >>> from jaxrna.targets.scoring import ScanParams
 >>> p = ScanParams(no_energy=True)
->>> engine = Engine(p)
+>>> engine = Engine(p, host_scan=False)     # (on CPUs the scan may be C: no scan_block then)
 >>> qs = [prepare_query("m", "", "GUGAGAUCAUUUUGAAAGCUG", p)]
 >>> run = ChunkRun(engine, qs, Chunk(TargetText.from_sequences(["ACGU" * 50]), qs[0].overlap), [True])
 >>> [name for name, *_ in chunk_programs(engine, run, engine.devices[0])]   # doctest: +NORMALIZE_WHITESPACE
@@ -39,6 +39,7 @@ from jaxrna.targets.scan import WORD
 SOURCES = {
     "targets.engine._pack_lanes": "jaxrna.targets.lanes:pack_lanes.jitted",
     "targets.extract.scan_block": "jaxrna.targets.extract:scan_block.jitted",
+    "targets.extract.segment_counts": "jaxrna.targets.extract:segment_counts.jitted",
     "targets.extract.segment_tiles": "jaxrna.targets.extract:segment_tiles.jitted",
     "targets.extract.refill_and_trace": "jaxrna.targets.extract:refill_and_trace.jitted",
     "targets.energy.fold_batch": "jaxrna.targets.energy:fold_batch_jitted",
@@ -84,11 +85,15 @@ def chunk_programs(engine, run, device) -> list[tuple[str, tuple, dict]]:
                 _spec((rows, height), np.int32), _spec((rows, height), np.bool_))
 
     lanes = _spec((rows_out, lanes_out), np.int8)
-    for height in heights:
-        out.append(("targets.extract.scan_block", (*tables(height), lanes) + (_scalar(),) * 6,
-                    {"pallas": pallas, "dtype": run.dtype, "interpret": engine.interpret}))
-    batch = engine.lane_batch
     words = (rows, rows_out // WORD, lanes_out)
+    if engine.host_scan:        # the scan in C (jaxrna.targets.host_scan); its tile counts
+        out.append(("targets.extract.segment_counts", (_spec(words, np.int32),) + (_scalar(),) * 4,
+                    {}))
+    else:
+        for height in heights:
+            out.append(("targets.extract.scan_block", (*tables(height), lanes) + (_scalar(),) * 6,
+                        {"pallas": pallas, "dtype": run.dtype, "interpret": engine.interpret}))
+    batch = engine.lane_batch
     out.append(("targets.extract.segment_tiles",
                 (_spec(words, np.int32),) + (_scalar(),) * 4 + (_spec((rows,), np.int32), _scalar()),
                 {"batch": batch}))

@@ -20,6 +20,8 @@ class, and per height one bulk-scan and one refill-and-traceback program (2 + 2 
 most), and with energies the ``device`` energy engine's one program
 (:mod:`jaxrna.targets.energy`; the ``cpu`` and ``vienna`` engines compile none): **at most 7
 per run** (per device), for target records of up to 10,240 nt (or the first chunk's longest).
+On a CPU with a C compiler the bulk scan runs in C (:mod:`jaxrna.targets.host_scan`): its tile
+counts are one program for every height instead of a scan program per height.
 With the default chunk size a run's class is at most 2^26 (a full chunk of 64,000,000 nt plus
 a record); with ``--chunk-nt C``, at most ``bucket(C + 10,239)``, which :func:`chunk_classes`
 covers where ``target_nt`` reaches it.
