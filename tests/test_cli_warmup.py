@@ -81,15 +81,16 @@ def test_warmup_builds_the_host_engines_libraries(tmp_path, monkeypatch):
     monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(native, "_LIBS", {})
     monkeypatch.setattr(hostwalk, "_LIB", [])          # (the walk keeps its own per process)
-    args = build_parser().parse_args(["warmup", "interact", "fold", "align", "-q"])
+    args = build_parser().parse_args(["warmup", "interact", "fold", "align", "targets", "-q"])
     rows = _host_engines(args)
     assert [r[:3] for r in rows] == [("interact host engine (C)", 1, 1),
                                      ("fold nussinov host fill (C)", 1, 1),
-                                     ("align host walk (C)", 1, 1)]
+                                     ("align host walk (C)", 1, 1),
+                                     ("targets bulk scan (C)", 1, 1)]
     names = sorted(f.split("-")[0] for f in os.listdir(tmp_path / "cache" / "host"))
-    assert names == ["bpmax", "nussinov", "walk"]
+    assert names == ["bpmax", "miranda_scan", "nussinov", "walk"]
     monkeypatch.setattr(native, "_LIBS", {})
     monkeypatch.setattr(hostwalk, "_LIB", [])
-    assert [r[2] for r in _host_engines(args)] == [0, 0, 0]
+    assert [r[2] for r in _host_engines(args)] == [0, 0, 0, 0]
     turner = build_parser().parse_args(["warmup", "fold", "--model", "turner", "-q"])
     assert _host_engines(turner) == []

@@ -153,7 +153,8 @@ def _partition_runs_vienna(requested: str) -> bool:
 #: The host engines' compiled C (:mod:`jaxrna.native`) of each subcommand: (label, module).
 HOST_LIBRARIES = {"fold": ("fold nussinov host fill (C)", "jaxrna.fold.host"),
                   "align": ("align host walk (C)", "jaxrna.align.hostwalk"),
-                  "interact": ("interact host engine (C)", "jaxrna.interact.host_fill")}
+                  "interact": ("interact host engine (C)", "jaxrna.interact.host_fill"),
+                  "targets": ("targets bulk scan (C)", "jaxrna.targets.host_scan")}
 
 
 def _host_engines(args: argparse.Namespace) -> list[tuple[str, int, int, float]]:
