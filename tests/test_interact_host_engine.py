@@ -218,3 +218,22 @@ def test_one_pair_split_over_threads_gives_the_same_tables_and_results():
     many = host_engine.run_host(probs, w, keep_windows=True, workers=1)
     _compare(few, many)
     _compare(few, list(interact_pairs(recs, w, window2=20, keep_windows=True, engine="device")))
+
+
+def test_cpu_warmup_leaves_out_the_classes_the_host_engine_takes(monkeypatch):
+    """``jaxrna warmup interact`` on a CPU compiles the device engine's programs only for the
+    classes holding a pair past the host engine's limits (with the device engine forced, all)."""
+    from jaxrna.interact import warmup
+
+    everything = warmup.run_classes("cpu", 2000)
+    on_host = lambda p: host_engine.wanted(p, "auto", "cpu")  # noqa: E731
+    monkeypatch.delenv(host_engine.ENV, raising=False)
+    kept = warmup.run_classes("cpu", 2000, host_engine=on_host)
+    assert kept and set(kept) < set(everything)
+    # a class left out: every pair of it runs on the host (its sample pair among them)
+    assert all(on_host(everything[g]) for g in set(everything) - set(kept))
+    prepared = []
+    monkeypatch.setattr(api, "prepare", lambda problems, *a, **k: prepared.append(len(problems)))
+    assert warmup.warm("cpu", 2000) == len(kept)
+    monkeypatch.setenv(host_engine.ENV, "device")
+    assert warmup.warm("cpu", 2000) == len(everything)

@@ -8,7 +8,9 @@ every input up to ``max_length`` nt are known in advance: :func:`run_classes` pl
 synthetic pair per class (class by class, through the CLI's own planning code) and adds every
 join of classes a run may merge them into; :func:`warm` compiles each geometry's program, or
 loads it from the cache, without running it. Classes whose tables would not fit in the
-backend's memory are skipped (the CLI refuses such pairs, and merges into none).
+backend's memory are skipped (the CLI refuses such pairs, and merges into none), and on a CPU
+the classes whose every pair the host engine takes (:mod:`jaxrna.interact.host_engine`; with
+``JAXRNA_INTERACT_ENGINE=device``, none).
 
 Options that select other programs: ``window1``/``window2`` (only for strands longer than
 :data:`~jaxrna.interact.windows.FULL_BAND` nt, and only through
@@ -49,12 +51,13 @@ def _lengths(max_length: int) -> tuple[list[int], list[int]]:
 
 def run_classes(backend: str = "cpu", max_length: int = 10_000, window1: int | None = None,
                 window2: int | None = None, outer: str = "auto", max_bytes: int | None = None,
-                tile: int | None = None) -> dict:
+                tile: int | None = None, host_engine=None) -> dict:
     """Every geometry a run of pairs up to ``max_length`` nt with these options can compile,
     each with a pair of it: ``{geometry: problem}``. The classes of single pairs (one synthetic
     pair per class, through the CLI's own planning code) and every join of them a run may merge
     them into (:func:`jaxrna.interact.classes.closure`), less those whose tables would not fit
-    (the CLI refuses such pairs, and never merges into such a class)."""
+    (the CLI refuses such pairs, and never merges into such a class) and, with ``host_engine``
+    (a predicate: the pair runs on the host engine), those whose every pair it takes."""
     from jaxrna.interact.api import check_memory, make_problem, memory_limit
     from jaxrna.interact.classes import closure, geometry, join
     from jaxrna.io.errors import ResourceError
@@ -83,9 +86,11 @@ def run_classes(backend: str = "cpu", max_length: int = 10_000, window1: int | N
         geo = geometry(key, backend, tile)
         if geo in out:
             continue
+        members = [p for k, p in sorted(base.items()) if join(k, key) == key]
+        if host_engine and all(host_engine(p) for p in members):
+            continue                      # every pair of the class runs on the host engine
         # a pair the class holds (any: lengths and windows are runtime values)
-        prob = next(p for k, p in sorted(base.items()) if join(k, key) == key)
-        out[geo] = replace(prob, plan=replace(prob.plan, geo=geo))
+        out[geo] = replace(members[0], plan=replace(members[0].plan, geo=geo))
     return out
 
 
@@ -105,8 +110,14 @@ def warm(backend: str = "cpu", max_length: int = 10_000, window1: int | None = N
     from jaxrna.runtime import enable_compilation_cache
     from jaxrna.weights import parse_weights
 
+    from jaxrna.interact import host_engine
+
     enable_compilation_cache()
-    seen = run_classes(backend, max_length, window1, window2, outer, max_bytes)
+    # on a CPU the host engine takes every pair it fits (jaxrna.interact.host_engine): only the
+    # classes of larger pairs need the device engine's programs
+    on_host = (lambda p: host_engine.wanted(p, "auto", backend)) if backend == "cpu" else None
+    seen = run_classes(backend, max_length, window1, window2, outer, max_bytes,
+                       host_engine=on_host)
     wm = np.asarray(parse_weights("bpmax").matrix(), np.int32)
     with jax.default_device(jax.devices(backend)[0]):
         device = programs.default_device()
