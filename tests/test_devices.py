@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 
 import pytest
 
@@ -59,8 +60,11 @@ def jobs(tmp_path_factory):
     }
 
 
-def _run(args, devices: int, tmp_path, *extra):
+def _run(args, devices: int, tmp_path, *extra, seed=None):
+    """The run on ``devices`` CPU devices in a fresh cache (a copy of ``seed``'s, if given)."""
     cache = tmp_path / f"cache{devices}{''.join(extra)}"
+    if seed is not None:
+        shutil.copytree(seed, cache)
     r = run_counted([*args, "--backend", "cpu", "-v", *extra], str(cache), env=FORCE_JAX,
                     devices=devices)
     assert r.returncode == 0, r.stderr
@@ -69,15 +73,25 @@ def _run(args, devices: int, tmp_path, *extra):
     return r, re.findall(r"\b(cpu:\d+) \(cpu\)", line[0])
 
 
+#: Jobs whose runs start from a copy of another job's one-device cache: the energy model's
+#: partition job folds the MFE of the ``turner`` job first, the same program (kept in jaxrna's
+#: store), which its runs then load onto every device instead of compiling it again (one
+#: ~7 CPU-second compilation less per run, CI time; ``turner`` counts its compilation).
+SEEDED = {"turner_partition": "turner"}
+
+
 @pytest.fixture(scope="module")
 def one_device(jobs, tmp_path_factory):
-    """Each job's run on one device (in a fresh cache of its own), made once per module: both
-    tests of a job compare with the same run."""
+    """Each job's run on one device (in a fresh cache of its own, or a copy of its
+    :data:`SEEDED` job's), made once per module: every test of a job compares with the same
+    run. ``(run, devices used, its cache)``."""
     runs = {}
 
     def get(name):
         if name not in runs:
-            runs[name] = _run(jobs[name][0], 1, tmp_path_factory.mktemp(f"one_{name}"))
+            tmp = tmp_path_factory.mktemp(f"one_{name}")
+            seed = get(SEEDED[name])[2] if name in SEEDED else None
+            runs[name] = (*_run(jobs[name][0], 1, tmp, seed=seed), tmp / "cache1")
         return runs[name]
     return get
 
@@ -87,12 +101,14 @@ def one_device(jobs, tmp_path_factory):
                                   "interact", "align", "align_posterior"])
 def test_every_device_same_output(jobs, one_device, name, tmp_path):
     args, batches = jobs[name]
-    one, used = one_device(name)
+    one, used, _ = one_device(name)
+    seed = one_device(SEEDED[name])[2] if name in SEEDED else None
     assert used == ["cpu:0"] and one.stdout
     assert one.batches_on("cpu:0") >= batches           # enough for 4 devices
+    assert one.loaded == (1 if name in SEEDED else 0), one.counts   # the seed's MFE program
     # (the energy model's partition: 4 devices only, each run compiles its heavy program)
     for n in (4,) if name == "turner_partition" else (2, 4):
-        many, used = _run(args, n, tmp_path)
+        many, used = _run(args, n, tmp_path, seed=seed)
         assert used == [f"cpu:{k}" for k in range(n)]
         assert many.stdout == one.stdout               # byte for byte, in input order
         # the batches of one device's run, every device given some (round robin)
@@ -100,16 +116,17 @@ def test_every_device_same_output(jobs, one_device, name, tmp_path):
         assert sum(many.batches_on(f"cpu:{k}") for k in range(n)) == one.batches_on("cpu:0")
         # one program per class on each device: compiled there, or for a program the store
         # keeps (the energy model's, interact's, the posteriors'), compiled once and loaded
-        # onto the others
-        assert many.compiled + many.loaded == one.compiled * n, (many.counts, one.counts)
+        # onto the others; one the seeded cache holds, loaded onto each
+        assert many.compiled + many.loaded == (one.compiled + one.loaded) * n, (many.counts,
+                                                                               one.counts)
         shared = one.compiled if name in ("turner", "turner_partition", "interact",
                                           "align_posterior") else 0
-        assert many.loaded == shared * (n - 1), (many.counts, one.counts)
+        assert many.loaded == shared * (n - 1) + one.loaded * n, (many.counts, one.counts)
 
 
 def test_devices_option_limits_them(jobs, one_device, tmp_path):
     args, _ = jobs["interact"]
-    one, used = one_device("interact")
+    one, used, _ = one_device("interact")
     limited, used = _run(args, 2, tmp_path, "--devices", "1")
     assert used == ["cpu:0"]
     assert limited.stdout == one.stdout and limited.compiled == one.compiled
@@ -117,15 +134,18 @@ def test_devices_option_limits_them(jobs, one_device, tmp_path):
     assert limited.batches_on("cpu:1") == 0
 
 
-@pytest.mark.slow  # two CLI runs of the energy model on a CPU (~15 s)
-def test_programs_one_device_compiled_serve_every_device(jobs, tmp_path):
+@pytest.mark.slow  # a CLI run of the energy model on a CPU (~5 s), after the one-device run
+def test_programs_one_device_compiled_serve_every_device(jobs, one_device, tmp_path):
     """What a run on one device compiled (the energy model's program, kept in jaxrna's store)
-    is loaded by a later run on four devices with the same cache: nothing is compiled again,
-    each device loads it (as ``jaxrna warmup`` on one GPU prepares every GPU of a host)."""
+    is loaded by a later run on four devices with (a copy of) the same cache: nothing is
+    compiled again, each device loads it (as ``jaxrna warmup`` on one GPU prepares every GPU
+    of a host). The first run is the ``turner`` job's one-device run (its own process and
+    cache; a run of its own here compiled the same program again, ~7 CPU-seconds, CI time)."""
     args, _ = jobs["turner"]
+    first, _, one_cache = one_device("turner")
     cache = str(tmp_path / "shared-cache")
-    first = run_counted([*args, "--backend", "cpu"], cache, env=FORCE_JAX, devices=1)
-    assert first.returncode == 0 and first.compiled >= 1, first.stderr
+    shutil.copytree(one_cache, cache)
+    assert first.returncode == 0 and first.compiled >= 1 and first.loaded == 0, first.counts
     later = run_counted([*args, "--backend", "cpu", "-v"], cache, env=FORCE_JAX, devices=4)
     assert later.returncode == 0, later.stderr
     assert later.stdout == first.stdout
