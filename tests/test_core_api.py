@@ -27,9 +27,11 @@ def test_fold_batch_equals_fold(weights, min_loop):
     seqs = [_rna(rng, rng.randint(0, 40)) for _ in range(12)] + ["GGGGAAACCCC"]
     w, scale = core.pair_weights(weights)
     codes, lengths = core.encode_batch(seqs, 48)
-    scores, partners = jax.jit(jax.vmap(lambda c, n: core.fold_structure(c, w, n, min_loop)))(
-        codes, lengths)
-    plain = jax.vmap(lambda c: core.fold_score(c, w, min_loop))(codes)
+    # both functions, vmapped, in one program: one compilation per case (the batched
+    # fold_score run apart was a second one, ~4 CPU-seconds each, CI time)
+    both = jax.jit(lambda c, n: (jax.vmap(lambda c, n: core.fold_structure(c, w, n, min_loop))(
+        c, n), jax.vmap(lambda c: core.fold_score(c, w, min_loop))(c)))
+    (scores, partners), plain = both(codes, lengths)
     expected = jaxrna.fold(seqs, weights=weights, min_loop=min_loop)
     for k, res in enumerate(expected):
         assert int(scores[k]) == int(plain[k]) == res.score_units
