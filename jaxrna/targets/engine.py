@@ -77,10 +77,10 @@ import numpy as np
 
 from jaxrna.kernels.fallback import pallas_builds
 from jaxrna.kernels.miranda_fill import packed_positions
-from jaxrna.targets import host_scan as host_scan_module
 from jaxrna.pipeline import schedule
 from jaxrna.stages import NO_EVENTS, Events
 from jaxrna.targets import extract
+from jaxrna.targets import host_scan as host_scan_module
 from jaxrna.targets import hits as hitlib
 from jaxrna.targets.lanes import Chunk, ChunkRun, OnDevice
 from jaxrna.targets.queries import (Query, Target, lead_for, make_target, overlap_bound,
