@@ -100,13 +100,25 @@ def test_pallas_refill_interpret_matches_pure_jax():
 
 
 @pytest.mark.slow
-def test_pallas_engine_interpret_matches_xla_engine():
+def test_pallas_engine_interpret_matches_xla_engine(monkeypatch):
     """The whole Pallas path (bulk scan, tiles, refill, device traceback) in interpret mode,
-    two device threads, against the pure-JAX engine."""
+    two device threads, against the pure-JAX engine; blocks of two miRNAs, one of them of a
+    lower height served by its block's (one height class: one compiled shape). Every program
+    the Pallas scan calls is one that :func:`jaxrna.targets.prefetch.chunk_programs` lists,
+    with the same key, and no listed one goes unused: the Pallas case of
+    tests/test_targets_prefetch.py's key test (which checks two height classes with the
+    XLA engine), on this test's programs (a Pallas scan of its own there compiled six more
+    programs in interpret mode, ~25 CPU-seconds, CI time)."""
     from test_targets_engine import random_seq, site_for
+    from test_targets_prefetch import _recorded_keys
 
+    from jaxrna import programs
+    from jaxrna.targets.lanes import Chunk, ChunkRun
+    from jaxrna.targets.prefetch import chunk_programs
+
+    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "0")
     rng = np.random.default_rng(4)
-    mirnas = [random_seq(rng, int(n)) for n in (18, 20, 22, 24)]  # one height: one compiled shape
+    mirnas = [random_seq(rng, int(n)) for n in (16, 20, 22, 24)]  # heights 16, 24, 24, 24
     targets = []
     for k in range(8):
         seq = random_seq(rng, int(rng.integers(20, 150)))
@@ -115,7 +127,20 @@ def test_pallas_engine_interpret_matches_xla_engine():
     params = ScanParams(score_threshold=90, no_energy=True)
     qs = [prepare_query(f"m{k}", "", s.upper(), params) for k, s in enumerate(mirnas)]
     ts = [make_target(f"t{k}", "", s.upper()) for k, s in enumerate(targets)]
+    assert [q.height for q in qs] == [16, 24, 24, 24]
     expected = Engine(params, kernel="xla", lane_columns=61).scan_chunk(qs, ts)
-    got = Engine(params, kernel="pallas", interpret=True, query_block=2, lane_columns=61,
-                 threads_per_device=2, lane_batch=128).scan_chunk(qs, ts)
+    engine = Engine(params, kernel="pallas", interpret=True, query_block=2, lane_columns=61,
+                    threads_per_device=2, lane_batch=128)
+    engine.prefetch = False
+    seen = _recorded_keys(monkeypatch)
+    got = engine.scan_chunk(qs, ts)
     assert got == expected and sum(map(len, expected.values())) >= 5
+    assert {k for k, _ in got} == {0, 1, 2, 3}            # hits for every miRNA
+    called = {key for name, key in seen if name.startswith("targets.")}
+    chunk = Chunk(ts, engine.overlap(qs), engine.max_lanes, engine.lane_columns)
+    run = ChunkRun(engine, qs, chunk, [True] * len(qs))
+    assert run.block_heights(engine.blocks(len(qs))) == [24]
+    device = engine.devices[0]
+    listed = {programs.program_key(name, args, static, device)
+              for name, args, static in chunk_programs(engine, run, device)}
+    assert listed == called and len(listed) == 4          # 2 + 2 per height class

@@ -3,9 +3,11 @@
 
 The prefetched programs must be the very programs the scan calls (same program keys), else a
 thread compiles something nobody uses: checked in-process against the keys of the calls
-themselves, and in whole CLI processes on the CPU with ``JAXRNA_COMPILE_PROCESSES=2`` against
-``=0`` (same output, the same programs compiled, and a warm run that compiles nothing). The
-scan's programs are prepared in threads even where compile workers are available
+themselves (here the CPU's scan: in C with its tile-count program where a C compiler works; the
+Pallas scan's in interpret mode on the programs of tests/test_targets_gpu.py's engine test), and
+in whole CLI processes on the CPU with ``JAXRNA_COMPILE_PROCESSES=2`` against ``=0`` (same
+output, the same programs compiled, and a warm run that compiles nothing). The scan's programs
+are prepared in threads even where compile workers are available
 (:func:`jaxrna.targets.prefetch.prefetch_chunk`); only the ``device`` energy engine's program
 goes to a worker.
 """
@@ -48,15 +50,13 @@ def _planted(rng, mirnas, n_targets, length):
     return out
 
 
-@pytest.mark.parametrize("options", [
-    {},
-    # the Pallas kernels in interpret mode: lanes in kernel blocks, blocks of two miRNAs
-    pytest.param({"kernel": "pallas", "interpret": True, "query_block": 2, "lane_batch": 256},
-                 marks=pytest.mark.slow, id="pallas"),
-])
-def test_prefetched_programs_are_the_programs_the_scan_calls(monkeypatch, options):
+def test_prefetched_programs_are_the_programs_the_scan_calls(monkeypatch):
     """Every program a chunk's scan calls (two heights, hits in both) is one that
-    :func:`chunk_programs` lists, with the same key, and no listed one goes unused."""
+    :func:`chunk_programs` lists, with the same key, and no listed one goes unused. (The
+    Pallas kernels' case, blocks of two miRNAs, is
+    ``test_targets_gpu.py::test_pallas_engine_interpret_matches_xla_engine``, on the programs
+    that test compiles: a scan of its own here compiled six Pallas programs in interpret
+    mode, ~25 CPU-seconds, CI time.)"""
     from jaxrna import programs
     from jaxrna.targets.engine import Engine, prepare_query
     from jaxrna.targets.lanes import Chunk, ChunkRun
@@ -72,7 +72,7 @@ def test_prefetched_programs_are_the_programs_the_scan_calls(monkeypatch, option
     queries = [prepare_query(f"m{k}", "", m, params) for k, m in enumerate(mirnas)]
     assert len({q.height for q in queries}) == 3          # three heights: two classes
     text = TargetText.from_sequences(_planted(rng, mirnas, 40, 300))
-    engine = Engine(params, **options)
+    engine = Engine(params)
     engine.prefetch = False
     seen = _recorded_keys(monkeypatch)
     found = engine.scan_chunk(queries, text)
