@@ -233,7 +233,8 @@ def test_cpu_warmup_leaves_out_the_classes_the_host_engine_takes(monkeypatch):
     # a class left out: every pair of it runs on the host (its sample pair among them)
     assert all(on_host(everything[g]) for g in set(everything) - set(kept))
     prepared = []
-    monkeypatch.setattr(api, "prepare", lambda problems, *a, **k: prepared.append(len(problems)))
+    monkeypatch.setattr(api, "prepare", lambda problems, batch, *a, **k: prepared.append(batch[0]))
     assert warmup.warm("cpu", 2000) == len(kept)
+    assert set(prepared) == set(kept)                  # each kept geometry's program, no other
     monkeypatch.setenv(host_engine.ENV, "device")
     assert warmup.warm("cpu", 2000) == len(everything)

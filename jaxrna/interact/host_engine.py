@@ -65,12 +65,6 @@ SMALL_JOB_S = 0.5
 ENV = "JAXRNA_INTERACT_ENGINE"
 
 
-def pair_work(prob) -> float:
-    """Max-plus steps of one problem (:class:`jaxrna.interact.api.Problem`) on the host."""
-    p = prob.plan
-    return work(p.n_outer, p.n_inner, p.l_outer - 1, p.l_inner - 1)
-
-
 def pair_bytes(prob) -> int:
     """Bytes of one problem's tables on the host engine."""
     p = prob.plan
@@ -198,5 +192,5 @@ def _result(prob, weights, tab, u, t, scores, o0, q0, with_pairs: bool, keep_win
                      scores if keep_windows else None, box)
 
 
-__all__ = ["run_host", "wanted", "fits", "pair_bytes", "job_seconds", "pair_work", "engine_choice", "MAX_BYTES",
+__all__ = ["run_host", "wanted", "fits", "pair_bytes", "job_seconds", "engine_choice", "MAX_BYTES",
            "MAX_WORK", "STEPS_PER_S", "SMALL_JOB_S"]

@@ -119,8 +119,6 @@ _SIGNATURE = "i64 i64 ptr ptr ptr ptr ptr i64 i64 i64 i64 i32 ptr"
 MAX_HEIGHT = 64
 #: Lanes per thread task (whole 64-lane blocks).
 TASK_LANES = 1024
-#: Rows of a pinned (seed) cell: as :func:`jaxrna.targets.scan.column_step`.
-SEED_SPAN = 7
 
 
 def library(build: bool = True):
@@ -149,6 +147,7 @@ def scan_words_host(profile, gap_open, gap_extend, seed, lanes, threshold, n_wor
     if lib is None:
         return None
     from jaxrna.pipeline import cores, submitted_in_order
+    from jaxrna.targets.scan import SEED_SPAN      # the seed rows: pinned as the JAX scan pins them
 
     lanes = np.ascontiguousarray(lanes, np.int8)
     n_cols = min(int(n_words) * 32, lanes.shape[0])
