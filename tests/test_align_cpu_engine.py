@@ -110,9 +110,11 @@ def test_host_engine_writes_the_device_engines_bytes(tmp_path):
 
 def test_forked_processes_serve_every_chunk_of_a_run(tmp_path):
     """Several chunks of one run through the host engine's forked processes (started at the
-    first chunk, kept for the next ones, stopped at the end) write the bytes of one process
-    computing everything; after the run no forked process is left. In a fresh interpreter:
-    the engine forks only where JAX is not running (this test process has it)."""
+    first chunk, kept for the next ones, stopped at the end; each chunk in parts, formatted
+    in the process that computed them) write the bytes of one process computing everything,
+    and those of each chunk computed whole and formatted here (``HostRunner.run``), in every
+    format; after the run no forked process is left. In a fresh interpreter: the engine forks
+    only where JAX is not running (this test process has it)."""
     import subprocess
     import sys
 
@@ -133,26 +135,38 @@ def counted(self):
         pools.append(pool)
     return pool
 host_runner.HostRunner._processes = counted
-texts = []
+def job():
+    return engine.Job(read_batch({q!r}, "letters"), read_batch({t!r}, "letters"),
+                      make_scoring(2, -3, None, 5, 2), True, False, False)
+texts = {{}}
 for threads in (1, 2):
     pipeline.cores = lambda: threads
-    job = engine.Job(read_batch({q!r}, "letters"), read_batch({t!r}, "letters"),
-                     make_scoring(2, -3, None, 5, 2), True, False, False)
-    out = io.StringIO()
-    engine.run(job, "tsv", out, backend="cpu", engine="host", workers=0)
-    texts.append(out.getvalue())
+    for fmt in ("tsv", "pair", "json"):
+        out = io.StringIO()
+        engine.run(job(), fmt, out, backend="cpu", engine="host", workers=0)
+        texts.setdefault(fmt, []).append(out.getvalue())
     print(threads, len(pools), len(multiprocessing.active_children()))
-print("same" if texts[0] == texts[1] else "differ", texts[0].count(chr(10)),
-      "jax" in sys.modules, host.keep_freed_memory())
+for fmt in ("tsv", "pair", "json"):                     # whole chunks, formatted here
+    j = job()
+    runner = host_runner.HostRunner(j, 1)
+    whole = []
+    for s in range(0, j.n_pairs, 600):
+        c = runner.run(s, *j.pairs(s, min(j.n_pairs, s + 600)))
+        whole.append(engine.format_batch(engine.to_aligned(j, c), fmt, s == 0))
+    head, tail = engine.file_parts(fmt, j.mode, j.scoring, j.n_pairs)
+    texts[fmt].append(head + "".join(whole) + tail)
+print(" ".join("same" if len(set(v)) == 1 else "differ" for v in texts.values()),
+      texts["tsv"][0].count(chr(10)), "jax" in sys.modules, host.keep_freed_memory())
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.split("\n")
     assert lines[0] == "1 0 0"                # one thread: no processes
-    assert lines[1] == "2 1 0"                # two: one pool for both chunks, stopped after
-    assert lines[2].split()[:3] == ["same", str(30 * 40 + 1), "False"]
+    assert lines[1] == "2 3 0"                # two: a pool a run (three) for both its chunks,
+    #                                           stopped after it
+    assert lines[2].split()[:5] == ["same", "same", "same", str(30 * 40 + 1), "False"]
     import platform
 
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
-    assert lines[2].split()[3] == str(glibc)  # the heap setting took where the C library can
+    assert lines[2].split()[5] == str(glibc)  # the heap setting took where the C library can

@@ -34,6 +34,10 @@ class Chunk:
     keep: np.ndarray
     ops: np.ndarray | None = None
     op_offsets: np.ndarray | None = None
+    #: The chunk's text, where the runner formatted it (formatted as the file's first chunk
+    #: or not: ``text_first``), else None.
+    text: str | None = None
+    text_first: bool = False
 
     @classmethod
     def empty(cls, start: int, qi: np.ndarray, ti: np.ndarray) -> "Chunk":

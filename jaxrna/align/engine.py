@@ -47,6 +47,8 @@ import os
 import threading
 from typing import Callable, Iterator
 
+import numpy as np
+
 from jaxrna.align.chunks import Chunk, Ragged, to_aligned
 from jaxrna.align.device_runner import (GPU_DIRS_BYTES, GPU_MAX_PAIRS, GPU_MERGE_CELLS,
                                         GPU_WASTE, DeviceRunner, kernel_scoring)
@@ -144,6 +146,17 @@ def prestart(choice: str, scoring: Scoring, local: bool, cells: float) -> Presta
     return Prestart(choice)
 
 
+def _host_without_jax(job: Job, choice: str) -> bool:
+    """Whether :func:`choose_backend` picks the host runner without starting JAX."""
+    from jaxrna import runtime
+    from jaxrna.align.host import supports
+
+    if not supports(job.scoring, job.local):
+        return False
+    return choice == "cpu" or choice == "auto" and (job.cells() <= AUTO_HOST_CELLS
+                                                    or not runtime.gpu_possible())
+
+
 def choose_backend(job: Job, choice: str, allow_host: bool = True,
                    started: Prestart | None = None) -> tuple[str, bool]:
     """``(backend, host)``: where to compute, and whether through parasail
@@ -154,13 +167,9 @@ def choose_backend(job: Job, choice: str, allow_host: bool = True,
     from jaxrna.align.host import supports
 
     host_ok = allow_host and supports(job.scoring, job.local)
-    if choice == "cpu" and host_ok:
-        runtime.announce_host("--backend cpu", "parasail")
-        return "cpu", True
-    if choice == "auto" and host_ok and (job.cells() <= AUTO_HOST_CELLS
-                                         or not runtime.gpu_possible()):
-        runtime.announce_host("--backend auto" + (", a small job" if runtime.gpu_possible()
-                                                  else ""), "parasail")
+    if host_ok and _host_without_jax(job, choice):
+        runtime.announce_host("--backend cpu" if choice == "cpu" else "--backend auto" + (
+            ", a small job" if runtime.gpu_possible() else ""), "parasail")
         return "cpu", True
     if started is not None:
         backend = started.result()
@@ -203,6 +212,8 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
         workers = pipeline.default_workers() if job.n_pairs >= WORKERS_FROM else 0
     if fmt == "tsv" and job.score_only:
         workers = 0                          # vectorised enough on one core
+    if engine == "host" or engine is None and _host_without_jax(job, backend):
+        workers = 0                          # the host runner formats in its own processes
     pool = pipeline.worker_pool(workers) if workers > 0 else None   # starting meanwhile
     if engine == "host":
         backend, host = "cpu", True
@@ -213,7 +224,10 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
                                        started=started)
     chunk = CHUNK_SCORES if job.score_only else CHUNK_ALIGN
     if host:
-        runner = HostRunner(job, pipeline.cores(), max_bytes, on_error)
+        def text(c: Chunk, first: bool) -> str:
+            return format_batch(to_aligned(job, c), fmt, first and bool(c.keep.any()))
+
+        runner = HostRunner(job, pipeline.cores(), max_bytes, on_error, text=text)
     else:
         with stage("setup"):
             runner = DeviceRunner(job, backend, max_bytes, on_error, interpret=interpret,
@@ -227,7 +241,7 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
         if host:
             for s in starts:
                 qi, ti = job.pairs(s, min(total, s + chunk))
-                yield runner.run(s, qi, ti)
+                yield from runner.parts(s, qi, ti)
             return
         state: dict[int, tuple] = {}
 
@@ -281,9 +295,18 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
                 writer.write(file_parts(fmt, job.mode, job.scoring, total)[0])
             first = True
             for c in chunks():
+                n = int(np.count_nonzero(c.keep))
+                if c.text is not None and c.text_first == (first and n > 0):
+                    if n and first and fmt == "pair":    # formatted by the host runner
+                        writer.write(file_parts(fmt, job.mode, job.scoring, n)[0])
+                    writer.write(c.text)
+                    first = first and not n
+                    written += n
+                    if on_done:
+                        on_done(len(c.qi))
+                    continue
                 with stage("format"):
                     batch = to_aligned(job, c)
-                n = len(batch)
                 if n and first and fmt == "pair":
                     writer.write(file_parts(fmt, job.mode, job.scoring, n)[0])
                 if fmt == "tsv" and batch.ops is None or pool is None:

@@ -3,12 +3,16 @@ for the values and our traceback rules (:class:`jaxrna.align.host.HostEngine`), 
 forked processes (one per core; the traceback is numpy work, which threads would serialise) or
 threads where forking is not safe (JAX already running in the process). It needs no JAX;
 pairs whose tables are too large for the walk go through :func:`jaxrna.align.chunks.record_path`.
+A run's chunks come back in parts (:meth:`HostRunner.parts`), each formatted by the process
+that computed it, so that no process waits for another to format: on 16 cores the one process
+writing would otherwise format every alignment.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -18,6 +22,10 @@ from jaxrna.stages import stage
 
 
 _FORKED = None          # the HostRunner whose parts forked processes compute
+
+#: Parts a core of a chunk :meth:`HostRunner.parts` cuts, so that formatting one part overlaps
+#: computing the next.
+PARTS_PER_CORE = 8
 
 
 def _can_fork() -> bool:
@@ -39,8 +47,7 @@ def _forked_setup() -> None:
 
 
 def _forked_part(args):
-    qi, ti = args
-    return _FORKED._part(qi, ti)
+    return _FORKED._part_text(*args)
 
 
 class HostRunner:
@@ -48,7 +55,8 @@ class HostRunner:
     processes (one per core; the traceback is numpy work, which threads would serialise), or
     threads where forking is not safe (JAX already running)."""
 
-    def __init__(self, job: Job, threads: int, max_bytes=None, on_error=None) -> None:
+    def __init__(self, job: Job, threads: int, max_bytes=None, on_error=None,
+                 text: Callable[[Chunk, bool], str] | None = None) -> None:
         from jaxrna.align.host import GROUP_CELLS, HostEngine, keep_freed_memory
 
         self.job = job
@@ -58,6 +66,7 @@ class HostRunner:
         self.pool = concurrent.futures.ThreadPoolExecutor(self.threads) if self.threads > 1 \
             else None
         self.max_bytes, self.on_error = max_bytes, on_error
+        self.text = text                     # formats a part where it was computed
         self.group_cells = GROUP_CELLS
         self._codes = None
         self._procs = None
@@ -86,6 +95,16 @@ class HostRunner:
         return (score, np.where(sw, ej, ei), np.where(sw, ei, ej), np.where(sw, sj, si),
                 np.where(sw, si, sj), ops, offsets)
 
+    def _part_text(self, qi: np.ndarray, ti: np.ndarray, first: bool | None):
+        """:meth:`_part`'s results, and (``first`` not None, a ``text`` given) their text
+        (``text(chunk, first)``), formatted in the process or thread that computed them."""
+        out = self._part(qi, ti)
+        if first is None or self.text is None:
+            return out, None
+        c, ragged = self._empty(0, qi, ti)
+        self._fill(c, ragged, np.arange(len(qi)), out)
+        return out, self.text(self._finish(c, ragged, np.zeros(0, np.int64)), first)
+
     def _processes(self):
         """The forked processes of this run's chunks, started at the first chunk that needs
         them (the job is complete by then: every later chunk is indices into it) and kept
@@ -112,40 +131,94 @@ class HostRunner:
             self.pool.shutdown(wait=False)
 
     def run(self, start: int, qi: np.ndarray, ti: np.ndarray) -> Chunk:
+        """The results of pairs ``start ..`` (``(qi, ti)``) as one chunk, its pairs split
+        over the processes or threads."""
+        fast, big = self._fast(qi, ti)
+        count = min(self.threads, max(1, len(fast) // 256))  # parts of >= 256 pairs (a walk's group)
+        groups = [p for p in np.array_split(fast, count) if len(p)] if len(fast) else []
+        c, ragged = self._empty(start, qi, ti)
+        for p, (out, _) in zip(groups, self._outputs(qi, ti, groups, [None] * len(groups))):
+            self._fill(c, ragged, p, out)
+        return self._finish(c, ragged, big)
+
+    def parts(self, start: int, qi: np.ndarray, ti: np.ndarray) -> Iterator[Chunk]:
+        """The results of pairs ``start ..`` as consecutive chunks in order, each yielded as
+        soon as its pairs are done, so that the caller formats one while the processes compute
+        the next (:data:`PARTS_PER_CORE` a core, of at least 256 pairs: a walk's group).
+        Together they hold what :meth:`run` gives. With a ``text`` function, a part without
+        pairs for the checkpointed path comes with its text (``chunk.text``), formatted where
+        it was computed as the file's first part or not (``chunk.text_first``: whether it
+        starts the file)."""
+        fast, big = self._fast(qi, ti)
+        count = max(1, min(self.threads * PARTS_PER_CORE, len(qi) // 256))
+        edges = np.linspace(0, len(qi), count + 1).astype(np.int64).tolist()
+        ranges = [(a, z) for a, z in zip(edges[:-1], edges[1:]) if z > a]
+        groups = [fast[(fast >= a) & (fast < z)] for a, z in ranges]
+        firsts = [start + a == 0 if len(p) == z - a else None
+                  for (a, z), p in zip(ranges, groups)]
+        outs = self._outputs(qi, ti, groups, firsts)
+        for (a, z), p, first in zip(ranges, groups, firsts):
+            c, ragged = self._empty(start + a, qi[a:z], ti[a:z])
+            if len(p):
+                out, c.text = next(outs)
+                c.text_first = bool(first)
+                self._fill(c, ragged, p - a, out)
+            yield self._finish(c, ragged, big[(big >= a) & (big < z)] - a)
+
+    def _fast(self, qi: np.ndarray, ti: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions of the pairs the fast path takes, and of those whose tables are too large
+        to hold (the checkpointed path: :func:`~jaxrna.align.chunks.record_path`)."""
         job = self.job
-        c = Chunk.empty(start, qi, ti)
-        positions = np.arange(len(qi))
-        ragged = None if job.score_only else Ragged(len(qi))
         big = np.zeros(len(qi), bool)
-        if not job.score_only:               # tables too large to hold: the checkpointed path
+        if not job.score_only:
             big = (job.qlen[qi] + 1) * (job.tlen[ti] + 1) > self.group_cells
         job.code_texts()                     # once, before the threads or processes
         if self._codes is None and not job.score_only:
             self._codes = np.concatenate([job.qcodes, job.tcodes])
-        fast = positions[~big]
-        per = max(1, len(fast) // 256)       # parts of at least 256 pairs (a walk's group)
-        forked = self.threads > 1 and len(fast) >= 512 and _can_fork()
-        count = min(self.threads, per)
-        parts = [p for p in np.array_split(fast, count) if len(p)] if len(fast) else []
-        if forked and len(parts) > 1:        # no GIL between the walks: processes
+        return np.flatnonzero(~big), np.flatnonzero(big)
+
+    def _outputs(self, qi: np.ndarray, ti: np.ndarray, groups: list, firsts: list) -> Iterator:
+        """:meth:`_part_text` of each non-empty group of positions, in order, computed over
+        the processes (forked where that is safe: no GIL between the walks) or the threads."""
+        args = [(qi[p], ti[p], f) for p, f in zip(groups, firsts) if len(p)]
+        forked = self.threads > 1 and sum(map(len, groups)) >= 512 and _can_fork()
+        if forked and len(args) > 1:
             with stage("device"):
-                outs = self._processes().map(_forked_part, [(qi[p], ti[p]) for p in parts],
-                                             chunksize=1)
-        elif self.pool is not None and len(parts) > 1:
-            outs = list(self.pool.map(lambda p: self._part(qi[p], ti[p]), parts))
+                procs = self._processes()
+            return self._timed(procs.imap(_forked_part, args, chunksize=1))
+        if self.pool is not None and len(args) > 1:
+            return self._timed(self.pool.map(lambda a: self._part_text(*a), args))
+        return self._timed(self._part_text(*a) for a in args)
+
+    @staticmethod
+    def _timed(outs: Iterator) -> Iterator:
+        """``outs``, the wait for each counted as the device stage."""
+        outs = iter(outs)
+        while True:
+            with stage("device"):
+                out = next(outs, None)
+            if out is None:
+                return
+            yield out
+
+    def _empty(self, start: int, qi: np.ndarray, ti: np.ndarray):
+        return Chunk.empty(start, qi, ti), None if self.job.score_only else Ragged(len(qi))
+
+    def _fill(self, c: Chunk, ragged, p: np.ndarray, out) -> None:
+        """Write :meth:`_part`'s results for positions ``p`` of chunk ``c``."""
+        if self.job.score_only:
+            c.score[p], c.ei[p], c.ej[p] = out
+            if self.job.local:
+                c.si[p] = c.sj[p] = np.where(out[0] > 0, -1, 0)
         else:
-            outs = [self._part(qi[p], ti[p]) for p in parts]
-        for p, out in zip(parts, outs):
-            if job.score_only:
-                c.score[p], c.ei[p], c.ej[p] = out
-                if job.local:
-                    c.si[p] = c.sj[p] = np.where(out[0] > 0, -1, 0)
-            else:
-                score, ei, ej, si, sj, ops, offsets = out
-                c.score[p], c.ei[p], c.ej[p], c.si[p], c.sj[p] = score, ei, ej, si, sj
-                ragged.put(p, ops, offsets)
-        if big.any():
-            record_path(job, positions[big], qi[big], ti[big], backend="cpu",
+            score, ei, ej, si, sj, ops, offsets = out
+            c.score[p], c.ei[p], c.ej[p], c.si[p], c.sj[p] = score, ei, ej, si, sj
+            ragged.put(p, ops, offsets)
+
+    def _finish(self, c: Chunk, ragged, big: np.ndarray) -> Chunk:
+        """The pairs at positions ``big`` through the checkpointed path; the ops assembled."""
+        if len(big):
+            record_path(self.job, big, c.qi[big], c.ti[big], backend="cpu",
                         max_bytes=self.max_bytes, on_error=self.on_error, c=c, ragged=ragged)
         if ragged is not None:
             c.ops, c.op_offsets = ragged.assemble()

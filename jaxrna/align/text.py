@@ -322,9 +322,6 @@ def pair_text(b: AlignedBatch) -> str:
     cols = _Columns(b)
     params = "\n".join(parameter_lines(_Holder(b.scoring))) + "\n#\n"
     scores = _score_texts(b.scoring, b.units)
-    qa = cols.qa.tobytes().decode("ascii")
-    ta = cols.ta.tobytes().decode("ascii")
-    marks = cols.marks.tobytes().decode("ascii")
     # the blocks of WIDTH columns of every alignment, and the residue numbers around them
     off = b.op_offsets
     lengths = cols.lengths
@@ -335,12 +332,11 @@ def pair_text(b: AlignedBatch) -> str:
     qcum, tcum = cols.qcum, cols.tcum               # residues consumed before each column
     qshift = (b.query_start - qcum[off[:-1]])[owner]
     tshift = (b.target_start - tcum[off[:-1]])[owner]
-    q1, q2 = (qshift + qcum[bs] + 1).tolist(), (qshift + qcum[be]).tolist()
-    t1, t2 = (tshift + tcum[bs] + 1).tolist(), (tshift + tcum[be]).tolist()
-    bs, be = bs.tolist(), be.tolist()
+    q1, q2 = qshift + qcum[bs] + 1, qshift + qcum[be]
+    t1, t2 = tshift + tcum[bs] + 1, tshift + tcum[be]
     first = np.concatenate([[0], np.cumsum(nblocks)]).tolist()
+    blocks = _block_text(b, cols, owner, bs, be, (q1, q2, t1, t2))
     out: list[str] = []
-    blank = f"{'':<13} {'':>6} "
     for k, (qid, tid, score, n, ident, sim, gaps) in enumerate(zip(
             b.query_ids, b.target_ids, scores, lengths.tolist(), cols.identical.tolist(),
             cols.similar.tolist(), cols.gaps.tolist())):
@@ -351,18 +347,107 @@ def pair_text(b: AlignedBatch) -> str:
                    f"# Similarity: {sim:>7}/{shown} ({pct(sim, shown)})\n"
                    f"# Gaps:       {gshown:>7}/{shown} ({pct(gshown, shown)})\n"
                    f"# Score: {score}\n#\n#\n{RULE}\n\n")
-        qname, tname = qid[:13], tid[:13]
         if not n:
-            out.append(f"{qname:<13} {1:>6} - {0:>6}\n{blank} \n"
-                       f"{tname:<13} {1:>6} - {0:>6}\n\n\n")
+            blank = f"{'':<13} {'':>6} "
+            out.append(f"{qid[:13]:<13} {1:>6} - {0:>6}\n{blank} \n"
+                       f"{tid[:13]:<13} {1:>6} - {0:>6}\n\n\n")
             continue
-        qname, tname = f"{qname:<13} ", f"{tname:<13} "
-        out.extend([f"{qname}{q1[x]:>6} {qa[bs[x]:be[x]]} {q2[x]:>6}\n"
-                    f"{blank}{marks[bs[x]:be[x]]}\n"
-                    f"{tname}{t1[x]:>6} {ta[bs[x]:be[x]]} {t2[x]:>6}\n\n"
-                    for x in range(first[k], first[k + 1])])
+        out.append(blocks(first[k], first[k + 1]))
         out.append("\n")
     return "".join(out)
+
+
+def _block_text(b: AlignedBatch, cols: _Columns, owner, bs, be, numbers):
+    """The pair format's blocks (the query's row, the match line, the target's row, a blank
+    line; WIDTH columns each): a function giving the text of blocks ``x .. y - 1``. Built for
+    all blocks at once as bytes where every name is ASCII (the common case), else line by
+    line."""
+    q1, q2, t1, t2 = numbers
+    qnames = [f"{qid[:13]:<13} " for qid in b.query_ids]
+    tnames = [f"{tid[:13]:<13} " for tid in b.target_ids]
+    qa, ta, marks = cols.qa, cols.ta, cols.marks
+    if all(map(str.isascii, qnames)) and all(map(str.isascii, tnames)):
+        span = be - bs
+        qn, qo = _ragged([s.encode("ascii") for s in qnames], owner)
+        tn, to = _ragged([s.encode("ascii") for s in tnames], owner)
+        text, at = _records(len(bs), [
+            (qn, qo, 14), _numbers(q1), b" ", (qa, bs, span), b" ", _numbers(q2),
+            b"\n" + b" " * 21, (marks, bs, span), b"\n", (tn, to, 14), _numbers(t1), b" ",
+            (ta, bs, span), b" ", _numbers(t2), b"\n\n"])
+        text = text.tobytes().decode("ascii")
+        at = at.tolist()
+        return lambda x, y: text[at[x]:at[y]]
+    qa, ta, marks = (a.tobytes().decode("ascii") for a in (qa, ta, marks))
+    q1, q2, t1, t2, bs, be = (v.tolist() for v in (q1, q2, t1, t2, bs, be))
+    owner = owner.tolist()
+    blank = " " * 21
+    return lambda x, y: "".join(
+        f"{qnames[owner[i]]}{q1[i]:>6} {qa[bs[i]:be[i]]} {q2[i]:>6}\n"
+        f"{blank}{marks[bs[i]:be[i]]}\n"
+        f"{tnames[owner[i]]}{t1[i]:>6} {ta[bs[i]:be[i]]} {t2[i]:>6}\n\n" for i in range(x, y))
+
+
+def _ragged(texts: list[bytes], owner: np.ndarray):
+    """``texts[owner[x]]`` for every x as a field of :func:`_records`: all the texts' bytes,
+    where each of ``owner`` starts, and a length (every text has the same length)."""
+    flat = np.frombuffer(b"".join(texts), np.uint8)
+    return flat, owner * (len(texts[0]) if texts else 0)
+
+
+def _numbers(values: np.ndarray, width: int = 6):
+    """Decimal text of non-negative integers, right-aligned in ``width`` characters (wider
+    where a number needs it), as a field of :func:`_records`.
+
+    >>> flat, starts, lengths = _numbers(np.array([7, 1234567, 0]))
+    >>> [flat[a:a + n].tobytes().decode() for a, n in zip(starts, lengths)]
+    ['     7', '1234567', '     0']
+    """
+    values = np.asarray(values, np.int64)
+    if len(values) and values.min() < 0:
+        raise ValueError("negative position")
+    ndig = np.ones(len(values), np.int64)
+    for p in range(1, 19):
+        big = values >= 10 ** p
+        if not big.any():
+            break
+        ndig += big
+    lengths = np.maximum(ndig, width)
+    starts = _offsets(lengths)
+    flat = np.full(int(starts[-1]), ord(" "), np.uint8)
+    ends = starts[1:]
+    for d in range(int(ndig.max(initial=1))):
+        has = ndig > d
+        flat[(ends - 1 - d)[has]] = ord("0") + (values[has] // 10 ** d) % 10
+    return flat, starts[:-1], lengths
+
+
+def _records(n: int, fields: list) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` records, each the concatenation of ``fields`` (bytes, the same in every record,
+    or ``(flat, starts, lengths)``: record x holds ``flat[starts[x]:][:lengths[x]]``, lengths
+    an array or one number), as one byte array and the records' offsets in it.
+
+    >>> text, at = _records(2, [b"<", (np.frombuffer(b"abcd", np.uint8), np.array([0, 1]),
+    ...                                  np.array([1, 3])), b">"])
+    >>> text.tobytes(), at.tolist()
+    (b'<a><bcd>', [0, 3, 8])
+    """
+    per = np.zeros(n, np.int64)
+    for f in fields:
+        per += len(f) if isinstance(f, bytes) else f[2]
+    at = _offsets(per)
+    buf = np.empty(int(at[-1]), np.uint8)
+    pos = at[:-1].copy()
+    for f in fields:
+        if isinstance(f, bytes):
+            buf[pos[:, None] + np.arange(len(f))] = np.frombuffer(f, np.uint8)
+            pos += len(f)
+            continue
+        flat, starts, lengths = f
+        lengths = np.broadcast_to(np.asarray(lengths, np.int64), (n,))
+        r = ramp(lengths)
+        buf[np.repeat(pos, lengths) + r] = flat[np.repeat(starts, lengths) + r]
+        pos += lengths
+    return buf, at
 
 
 def json_text(b: AlignedBatch, first: bool) -> str:

@@ -13,7 +13,6 @@ trusted: no (WHY)`` says what to fix.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import platform
 import sys
@@ -43,6 +42,8 @@ def add_parser(subparsers) -> None:
 
 
 def _version(dist: str) -> str | None:
+    import importlib.metadata       # here: importing it costs every subcommand ~15 ms
+
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -51,6 +52,8 @@ def _version(dist: str) -> str | None:
 
 def _plugins() -> dict:
     """Installed JAX accelerator plugins (``jax-cuda13-plugin`` ...) and their versions."""
+    import importlib.metadata
+
     found = {}
     for dist in importlib.metadata.distributions():
         name = (dist.metadata.get("Name") or "").lower()
