@@ -11,16 +11,19 @@ from jaxrna.align import choice
 from jaxrna.align.choice import Size, choose, size_of, size_of_files
 
 
-def test_issue_jobs_on_16_cores_pick_the_device():
+def test_issue_jobs_on_16_cores():
+    """The issue's two jobs: score only on the device; all pairs with alignments on the host
+    engine from 16 cores (measured on an H100 host, fourteenth session: host 2.92 s warm,
+    3.08-3.15 s cold; device 3.14-3.41 s warm, 5.5-7.1 s cold), on the device with 8."""
     zip_job = Size(pairs=100_000, cells=1e11, letters=2e8)         # 1,000 x 1,000 score only
     all_job = size_of(np.full(300, 300), np.full(300, 300), False)  # local, with alignments
     assert all_job == Size(90_000, 8.1e9, 5.4e7)
     assert choose(zip_job, score_only=True, cores=16).engine == "device"
-    c = choose(all_job, score_only=False, cores=16)     # measured: host 4.6-4.9 s, GPU 3.9 s
-    assert c.engine == "device" and c.device_s < c.host_s
-    c = choose(all_job, score_only=False, cores=64)
+    c = choose(all_job, score_only=False, cores=16)
     assert c.engine == "host" and c.host_s < c.device_s
-    assert c.line().startswith("align: host engine (parasail) on 64 cores: estimate ")
+    assert c.line().startswith("align: host engine (parasail) on 16 cores: estimate ")
+    c = choose(all_job, score_only=False, cores=8)
+    assert c.engine == "device" and c.device_s < c.host_s
 
 
 def test_core_count_and_size_move_the_choice():

@@ -14,11 +14,10 @@ writing):
 
 ``kind`` is ``"score"`` (``--score-only``) or ``"align"`` (with alignments); ``cells`` is the
 sum of ``m * n`` over the pairs, ``letters`` the sum of ``m + n`` (what a pair's traceback and
-text grow with), ``cores`` the CPU cores this process may use. The host engine computes in
-one forked process per core and formats in a pool of ``cores - 1`` processes for jobs of
-20,000 pairs or more (:data:`jaxrna.align.engine.WORKERS_FROM`; below that in this process,
-where the letter term is small anyway), so both of its terms divide by the cores it keeps
-busy (:func:`effective_cores`: beyond 4 cores, a third of each further core); the device
+text grow with), ``cores`` the CPU cores this process may use. The host engine computes and
+formats in one forked process per core (each part of a chunk formatted where it was
+computed), so both of its terms divide by the cores it keeps busy (:func:`effective_cores`:
+beyond 4 cores, 0.6 of each further core); the device
 engine traces back and formats on the host after the device (its per-letter term). A
 device whose setup has already begun (the background start while reading,
 :func:`jaxrna.align.engine.prestart`) costs ``DEVICE_STARTED_S`` instead of
@@ -43,6 +42,14 @@ Where the constants come from:
   engine (about 8 of the development VM's cores' worth) and 3.9 s on the device engine
   (setup 0.81 s, device 0.38 s, traceback 0.42 s, formatting 0.81 s, the rest 0.9 s): the
   host engine had been chosen, on the estimate of 16 fully used cores.
+* Again (fourteenth session, 2026-11-27, an H100 host, 16 cores), after the host engine
+  formatted each part in the process that computed it: ``python -m jaxrna.align.choice``
+  there gave ``align_cell_s`` 3.72e-9 (the constant) and ``align_letter_s`` 2.51e-8
+  (``HOST_LETTER_S``); ``align_all`` on the host engine limited to 1 / 4 / 8 / 16 cores
+  (``taskset``) took 31.97 / 7.64 / 5.02 / 3.23 s (4.9 / 7.8 / 4.9 / 2.9 s by the model with
+  ``FURTHER_CORE`` 0.6, the last without the ~0.2 s both engines spend alike), and whole
+  runs 2.92-2.93 s warm, 3.08-3.15 cold, against the device engine's 3.14-3.41 warm and
+  5.49-7.11 cold (it compiles a program on an empty cache); parasail alone 1.36-1.59 s.
 
 ``-v`` prints the choice and both estimates. ``JAXRNA_ALIGN_ENGINE=host|device`` (see
 :func:`jaxrna.align.engine.run`) and ``--backend gpu|cpu`` bypass it.
@@ -52,9 +59,9 @@ Where the constants come from:
 'device'
 >>> many = Size(pairs=90_000, cells=8.1e9, letters=5.4e7)         # align_all, local
 >>> choose(many, score_only=False, cores=16).engine
-'device'
->>> choose(many, score_only=False, cores=64).engine
 'host'
+>>> choose(many, score_only=False, cores=8).engine
+'device'
 """
 
 from __future__ import annotations
@@ -68,7 +75,7 @@ import numpy as np
 #: score table and the compiled walk).
 HOST_CELL_S = {"score": 1 / 1.2e9, "align": 1 / 2.7e8}
 #: Seconds per letter (``m + n`` of a pair) on one core: the pair's result and text.
-HOST_LETTER_S = {"score": 2e-9, "align": 1.5e-8}
+HOST_LETTER_S = {"score": 2e-9, "align": 2.5e-8}
 #: Forking the pool and gathering its results.
 HOST_POOL_S = 0.1
 #: JAX import, GPU start-up and program loads (warm cache) left visible after reading.
@@ -83,14 +90,14 @@ DEVICE_LETTER_S = {"score": 2e-9, "align": 4.0e-8}
 #: each further one (memory traffic, the formatting pool and the parent's own work share
 #: them).
 FULL_CORES = 4
-FURTHER_CORE = 1 / 3
+FURTHER_CORE = 0.6
 
 
 def effective_cores(cores: int) -> float:
     """The development VM's cores' worth of work the host engine does at once on ``cores``.
 
     >>> effective_cores(2), effective_cores(16)
-    (2, 8.0)
+    (2, 11.2)
     """
     cores = max(1, int(cores))
     return cores if cores <= FULL_CORES else FULL_CORES + (cores - FULL_CORES) * FURTHER_CORE

@@ -271,7 +271,7 @@ def run(args) -> int:
                                           _cores()).engine == "device":
             started = engine.prestart(args.backend, scoring, local,
                                       float("inf") if guess is None else guess.cells)
-    else:
+    elif os.environ.get("JAXRNA_ALIGN_ENGINE") != "host":   # forced host: no JAX, so it forks
         started = engine.prestart(args.backend, scoring, local,
                                   engine.estimate_cells(args.queries, args.targets,
                                                         args.pairs == "zip"))
