@@ -42,9 +42,12 @@ from jaxrna.kernels.tropical_pallas import outer_step
 from jaxrna.programs import stored_jit
 
 #: Rows of state each Pallas lane keeps in registers (tile wavefront; the many-pairs lane
-#: kernel uses LANE_ROWS, measured faster on an H200: 826 against 556 GCUPS).
+#: kernel uses LANE_ROWS). 16 rows ran faster in the kernel alone (an H200, 2026-11-21: 826
+#: against 556 GCUPS) but took 3.2-3.6 s to compile against 1.0 s for 8, and a run of 32,768
+#: pairs of 1,000 nt took the same time either way (an H100, 2026-11-27: 0.37-0.43 s against
+#: 0.38-0.42 s in the process; 4 rows: 0.65 s to compile, 0.47-0.54 s): 8.
 STRIP_ROWS = 8
-LANE_ROWS = 16
+LANE_ROWS = 8
 #: Pairs per Pallas program (lanes); a power of two.
 LANES = 128
 NUM_WARPS = 4

@@ -55,8 +55,12 @@ from jaxrna.programs import stored_jit
 #: Finite values must stay within +-RANGE16 (minus infinity is NEG16 = -2**14; values derived
 #: from it stay below -2**14 + RANGE16 and above -2**15).
 RANGE16 = 15 * 1024
-#: Rows per strip (global, local): the fastest measured on an H200.
-ROWS = (32, 16)
+#: Rows per strip (global, local). (32, 16) ran fastest in the kernel alone (an H200,
+#: 2026-11-21) but compiled slowly; on an H100 (2026-11-27), 32,768 pairs of 1,000 nt in the
+#: process, global: 32 rows 4.3-4.4 s to compile / 0.11-0.15 s a run, 16 rows 1.0 s / 0.12-0.13
+#: s, 8 rows 0.6 s / 0.16-0.20 s; local: 16 rows 2.0-2.7 s / 0.12-0.17 s, 8 rows 0.7 s /
+#: 0.15-0.20 s. A first run waits for the compilation: (16, 8).
+ROWS = (16, 8)
 LANES = 128
 NUM_WARPS = 4
 
