@@ -133,27 +133,33 @@ def schedule(batches: Iterable[T], run: Callable[[T, object], P],
 
 def schedule_on_threads(batches: Iterable[T], run: Callable[[T, object], P],
                         collect: Callable[[T, P], R], devices: Sequence | None = None,
-                        depth: int = 1, retry: Callable[[T, object, BaseException], R] | None = None
-                        ) -> Iterator[tuple[T, R]]:
-    """:func:`schedule` with each device's ``run`` on a thread of its own, for programs whose
-    call returns only when the device is done (a program whose loops the host drives: the
-    energy model's partition function, the alignment posteriors on a GPU): called from one
-    thread, such calls would keep every device but one idle. ``collect(batch, result)`` gets
-    ``run``'s result, in input order, on the calling thread; an error of ``run`` reaches it
-    there (and ``retry`` for out of device memory, as in :func:`schedule`). One device: plain
-    :func:`schedule`.
+                        depth: int = 1, retry: Callable[[T, object, BaseException], R] | None = None,
+                        threads: int = 1) -> Iterator[tuple[T, R]]:
+    """:func:`schedule` with each device's ``run`` on ``threads`` threads of its own, for
+    programs whose call returns only when the device is done (a program whose loops the host
+    drives: the energy model's partition function, the alignment posteriors on a GPU, a
+    ``targets`` block, which waits on its device between launches): called from one thread,
+    such calls would keep every device but one idle (and, with more threads a device, a
+    device idle while its thread reads back). ``collect(batch, result)`` gets ``run``'s
+    result, in input order, on the calling thread; an error of ``run`` reaches it there (and
+    ``retry`` for out of device memory, as in :func:`schedule`). One device and one thread:
+    plain :func:`schedule`.
 
     >>> [(b, r) for b, r in schedule_on_threads([1, 2, 3], lambda b, d: (d, b * 10),
     ...                                         lambda b, r: r, ["a", "b"])]
     [(1, ('a', 10)), (2, ('b', 20)), (3, ('a', 30))]
+    >>> [r for _, r in schedule_on_threads(range(4), lambda b, d: b * b, lambda b, r: r,
+    ...                                    ["a"], depth=4, threads=2)]
+    [0, 1, 4, 9]
     """
     import concurrent.futures
 
     slots = list(devices) if devices else [None]
-    if len(slots) == 1:
+    if len(slots) == 1 and threads <= 1:
         yield from schedule(batches, run, collect, slots, depth=depth, retry=retry)
         return
-    pools = {d: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"jaxrna-device-{k}")
+    pools = {d: concurrent.futures.ThreadPoolExecutor(max(1, threads),
+                                                      thread_name_prefix=f"jaxrna-device-{k}")
              for k, d in enumerate(slots)}
     try:
         yield from schedule(batches, lambda b, d: pools[d].submit(run, b, d),

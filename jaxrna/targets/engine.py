@@ -15,7 +15,7 @@ candidate extraction, spread over every device.
    pair, sorts and filters them over the whole target and builds the hit strings.
 
 miRNAs go in blocks of ``query_block`` (one bulk-scan launch), handed to the devices in turn by
-the shared device scheduler (:func:`jaxrna.pipeline.schedule`); each device runs its blocks on
+the shared device scheduler (:func:`jaxrna.pipeline.schedule_on_threads`); each device runs its blocks on
 threads of its own (three per GPU, so one block's read-backs overlap the other blocks' work),
 and :meth:`Engine.iter_traced` hands them back in miRNA order whatever device ran them. Where
 gaps are free (no finite overlap) a whole target is one lane and the candidates are extracted
@@ -64,7 +64,6 @@ extraction) and ``profile`` (each stage its own program).
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import logging
 import os
@@ -77,7 +76,7 @@ import numpy as np
 
 from jaxrna.kernels.fallback import pallas_builds
 from jaxrna.kernels.miranda_fill import packed_positions
-from jaxrna.pipeline import schedule
+from jaxrna.pipeline import schedule, schedule_on_threads
 from jaxrna.stages import NO_EVENTS, Events
 from jaxrna.targets import extract
 from jaxrna.targets import host_scan as host_scan_module
@@ -270,15 +269,16 @@ class Engine:
             t0 = clock()
 
     def _pipeline(self, n_blocks: int, job):
-        """``job(block, device)`` for every block, results in order: :func:`jaxrna.pipeline.schedule`
-        hands the blocks to the devices in turn, each device's blocks running on its own
-        ``threads_per_device`` threads (a block waits on its device between launches: its
-        read-backs overlap the other threads' blocks), at most :data:`LOOKAHEAD` blocks per
-        thread ahead of the consumer. One device with one thread: each block here, in turn."""
-        blocks = range(n_blocks)
-        if len(self.devices) * self.threads_per_device == 1:
-            yield from (res for _, res in schedule(blocks, lambda bi, dev: job(bi, dev),
-                                                   lambda bi, res: res, self.devices, depth=0))
+        """``job(block, device)`` for every block, results in order
+        (:func:`jaxrna.pipeline.schedule_on_threads`): the blocks go to the devices in turn,
+        each device's blocks on its own ``threads_per_device`` threads (a block waits on its
+        device between launches: its read-backs overlap the other threads' blocks), at most
+        :data:`LOOKAHEAD` blocks per thread ahead of the consumer. One device with one
+        thread: each block here, in turn."""
+        threads = self.threads_per_device
+        if len(self.devices) * threads == 1:
+            yield from (res for _, res in schedule(range(n_blocks), job, lambda bi, res: res,
+                                                   self.devices, depth=0))
             return
 
         def timed(bi, device):
@@ -287,19 +287,14 @@ class Engine:
             self.timeline.mark("block end", bi)
             return res
 
-        pools = {device: concurrent.futures.ThreadPoolExecutor(
-                     self.threads_per_device, thread_name_prefix=f"jaxrna-targets-{k}")
-                 for k, device in enumerate(self.devices)}
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
         try:
-            for _, res in schedule(blocks, lambda bi, dev: pools[dev].submit(timed, bi, dev),
-                                   lambda bi, future: future.result(), self.devices,
-                                   depth=LOOKAHEAD * self.threads_per_device):
+            for _, res in schedule_on_threads(range(n_blocks), timed, lambda bi, res: res,
+                                              self.devices, depth=LOOKAHEAD * threads,
+                                              threads=threads):
                 yield res
         finally:  # (an error, or the consumer stopped): blocks not started are dropped
-            for pool in pools.values():
-                pool.shutdown(wait=True, cancel_futures=True)
             sys.setswitchinterval(interval)
 
     def _block(self, run: ChunkRun, device, ks: list[int]) -> "Traced | SpilledRows":
