@@ -290,10 +290,14 @@ class HostEngine:
             return np.where(ok, v, NEG).max(axis=1)
 
         codes8 = qcodes, tcodes
-        qcodes = qcodes.astype(np.int64) if qcodes.dtype != np.int64 and len(qcodes) < (1 << 22) \
-            else qcodes
-        tcodes = tcodes.astype(np.int64) if tcodes.dtype != np.int64 and len(tcodes) < (1 << 22) \
-            else tcodes
+        lib = hostwalk.library()
+        if lib is None or free:              # numpy's steps index with them (the C walk
+            # takes the codes as they are: widening every sequence's codes for each group of
+            # a few pairs was ~5% of a local run on an H100 host's cores)
+            qcodes = qcodes.astype(np.int64) if qcodes.dtype != np.int64 and \
+                len(qcodes) < (1 << 22) else qcodes
+            tcodes = tcodes.astype(np.int64) if tcodes.dtype != np.int64 and \
+                len(tcodes) < (1 << 22) else tcodes
         i, j = ei.copy(), ej.copy()
         st = np.full(n, _M if local else _H, np.int64)
         val = np.zeros(n, np.int64)
@@ -307,7 +311,6 @@ class HostEngine:
             for r in range(n):
                 self._trailing(r, H, S, scan, base, width, q0, t0, moff, score, i, j, st, val,
                                rev, count)
-        lib = hostwalk.library()
         if lib is not None:                  # the same decisions, compiled
             hostwalk.walk(lib, F, base, width, codes8[0], q0, codes8[1], t0, flat, moff, size, go,
                           ge, local, free, i, j, st, val, done, rev, count)
