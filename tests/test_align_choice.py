@@ -26,6 +26,19 @@ def test_issue_jobs_on_16_cores():
     assert c.engine == "device" and c.device_s < c.host_s
 
 
+def test_a_started_device_counts_the_host_engine_on_threads():
+    """Once JAX runs in the process (started in the background while reading), the host
+    engine cannot fork and runs on threads: its estimate is that of THREADED_CORES cores."""
+    job = Size(pairs=90_000, cells=8.1e9, letters=5.4e7)
+    assert choose(job, False, cores=16).engine == "host"
+    started = choose(job, False, cores=16, started=True)
+    assert started.engine == "device"
+    assert started.host_s == pytest.approx(choice.estimate_host(job, False,
+                                                                choice.THREADED_CORES))
+    small = Size(pairs=10, cells=1e6, letters=2e4)
+    assert choose(small, True, cores=16, started=True).engine == "host"   # still too small
+
+
 def test_core_count_and_size_move_the_choice():
     job = Size(pairs=90_000, cells=8.1e9, letters=5.4e7)
     assert choose(job, False, cores=64).engine == "host"

@@ -91,6 +91,11 @@ DEVICE_LETTER_S = {"score": 2e-9, "align": 4.0e-8}
 #: them).
 FULL_CORES = 4
 FURTHER_CORE = 0.6
+#: The cores' worth of the host engine on threads (a process where JAX runs cannot fork): the
+#: GIL serialises what is not parasail's or the walk's C. An H100 host's 16 cores, 300 x 300
+#: local pairs with alignments: 14.4-20.5 s on threads against 31.97 s on one core and 2.9 s
+#: in forked processes (fourteenth session, call S14a).
+THREADED_CORES = 2
 
 
 def effective_cores(cores: int) -> float:
@@ -148,8 +153,10 @@ def estimate_device(size: Size, score_only: bool, started: bool = False) -> floa
 
 def choose(size: Size, score_only: bool, cores: int, started: bool = False) -> Choice:
     """The engine estimated to finish ``size`` first on a host with ``cores`` cores and a GPU
-    (ties: the host engine, which needs no GPU start-up)."""
-    h = estimate_host(size, score_only, cores)
+    (ties: the host engine, which needs no GPU start-up). ``started``: JAX was started in the
+    background; the host engine then cannot fork its processes and runs on threads, worth
+    :data:`THREADED_CORES` cores whatever the host has."""
+    h = estimate_host(size, score_only, min(cores, THREADED_CORES) if started else cores)
     d = estimate_device(size, score_only, started)
     return Choice("host" if h <= d else "device", h, d, max(1, cores))
 
