@@ -245,6 +245,24 @@ def test_bulk_formats_equal_the_writers():
                 assert text == ref.getvalue(), (mode, scoring.name, score_only, fmt)
 
 
+def test_pair_format_with_long_and_non_ascii_names():
+    """The pair format's blocks are built as bytes for ASCII names and line by line otherwise:
+    both give the writer's text (names cut to 13 characters, not bytes)."""
+    rng = random.Random(31)
+    seq = lambda n: "".join(rng.choice("ACGU") for _ in range(n))  # noqa: E731
+    qs, ts = [seq(130), seq(7)], [seq(120), seq(1)]
+    scoring = make_scoring(1, -1, None, 1, 0.5)
+    for names in (("a_name_longer_than_13", "t"), ("ärger_über_ñandú_long", "ß")):
+        alns = [replace(a, query_id=names[0] + a.query_id, target_id=names[1] + a.target_id)
+                for a in _reference_alignments(qs, ts, scoring, True, False)]
+        ref = io.StringIO()
+        WRITERS["pair"](alns, ref)
+        head, tail = file_parts("pair", "local", scoring, len(alns))
+        text = head + format_batch(AlignedBatch.from_alignments(alns), "pair", True) + tail
+        assert text == ref.getvalue(), names
+        assert text.count("\n\n") > 8
+
+
 def _part(b, a, z):
     from jaxrna.align.engine import _slice
 
