@@ -177,6 +177,12 @@ class HostEngine:
         orientation (ends 1-based, starts 0-based; ops concatenated in alignment order, codes
         0 M, 1 I (a row residue against a gap), 2 D). Pair ``k``'s codes are
         ``row_codes[row_start[k]:]`` and ``col_codes[col_start[k]:]``."""
+        lib = hostwalk.library() if self.local else None
+        fns = parasail_functions() if lib is not None and hasattr(lib, "jaxrna_local_pairs") \
+            else None
+        if fns is not None:
+            return self._local_fused(lib, fns, rows, cols, swap, row_codes, row_start,
+                                     col_codes, col_start)
         n = len(rows)
         m = np.array([len(r) for r in rows], np.int64)
         w = np.array([len(c) for c in cols], np.int64)
@@ -203,6 +209,40 @@ class HostEngine:
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         return (*out, ops, offsets)
+
+    def _local_fused(self, lib, fns, rows, cols, swap, row_codes, row_start, col_codes,
+                     col_start):
+        """:meth:`align` for local pairs in C (:func:`jaxrna.align.hostwalk.local_pairs`): each
+        pair's table from parasail, by columns (its end cell is ours: :meth:`_tables`), then
+        walked while it is still in the cache, then freed; no Python a pair."""
+        import ctypes
+
+        n = len(rows)
+        rlen = np.array([len(r) for r in rows], np.int64)
+        clen = np.array([len(c) for c in cols], np.int64)
+        roff, coff = _exclusive_sum(rlen), _exclusive_sum(clen)
+        rtext = "".join(rows).encode("latin-1")
+        ctext = "".join(cols).encode("latin-1")
+        address = lambda mat: ctypes.cast(mat.pointer, ctypes.c_void_p).value  # noqa: E731
+        matp = np.where(swap, address(self.pm_t), address(self.pm)).astype(np.int64)
+        moff = np.where(swap, self.kk, 0)
+        row_start = np.asarray(row_start, np.int64)
+        col_start = np.asarray(col_start, np.int64)
+        parts = []
+        with stage("device"):
+            for a in range(0, n, FUSED_PAIRS):
+                z = min(n, a + FUSED_PAIRS)
+                parts.append(hostwalk.local_pairs(
+                    lib, fns, rtext, roff[a:z], rlen[a:z], ctext, coff[a:z], clen[a:z],
+                    matp[a:z], self.open, self.extend, row_codes, row_start[a:z], col_codes,
+                    col_start[a:z], self.flat, moff[a:z], self.scoring.size, self.go, self.ge))
+        score, ei, ej, si, sj = (np.concatenate([p[k] for p in parts]) if parts
+                                 else np.zeros(0, np.int64) for k in range(5))
+        ops, offsets = zip(*[_in_order(p[5], p[6]) for p in parts]) if parts else ((), ())
+        lengths = np.concatenate([np.diff(o) for o in offsets]) if parts else \
+            np.zeros(0, np.int64)
+        all_ops = np.concatenate(ops) if parts else np.zeros(0, np.uint8)
+        return score, ei, ej, si, sj, all_ops, _exclusive_sum(lengths, total=True)
 
     def _tables(self, rows, cols, swap, m, w, by_columns: bool = False):
         """The score tables of a group (no border): ``(F, base, score, end_i, end_j, keep)``,
@@ -425,23 +465,9 @@ class HostEngine:
             val[act] = np.where(is_m | opens_m, 0, np.where(extend, av - ge, hprev))
             i[act] = np.where(is_m, ai - 1, pi)
             j[act] = np.where(is_m, aj - 1, pj)
-        # ops in alignment order: border gaps (global), then the walked ops reversed
-        gi = np.zeros(n, np.int64) if local else i.copy()
-        gj = np.zeros(n, np.int64) if local else j.copy()
-        total = count + gi + gj
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(total, out=offsets[1:])
-        ops = np.empty(int(offsets[-1]), np.uint8)
-        rows = np.repeat(np.arange(n), count)
-        back = ramp(count)
-        ops[np.repeat(offsets[1:], count) - 1 - back] = rev[rows, back]
-        if not local:
-            starts = offsets[:-1]
-            ops[np.repeat(starts, gi) + ramp(gi)] = OP_I
-            ops[np.repeat(starts + gi, gj) + ramp(gj)] = OP_D
-            return np.zeros(n, np.int64), np.zeros(n, np.int64), ops, offsets
-        return i, j, ops, offsets
-
+        if local:
+            return (i, j) + _in_order(rev, count)
+        return (np.zeros(n, np.int64), np.zeros(n, np.int64)) + _in_order(rev, count, i, j)
 
     def _trailing(self, r, H, S, scan, base, width, q0, t0, moff, score, i, j, st, val, rev,
                   count) -> None:
@@ -527,6 +553,67 @@ def keep_freed_memory() -> bool:
         ok = False
     _KEPT.append(ok)
     return ok
+
+
+def _exclusive_sum(lengths: np.ndarray, total: bool = False) -> np.ndarray:
+    """Where each of ``lengths`` starts when laid end to end (``total``: and the end).
+
+    >>> _exclusive_sum(np.array([2, 3])).tolist(), _exclusive_sum(np.array([2, 3]), True).tolist()
+    ([0, 2], [0, 2, 5])
+    """
+    out = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out if total else out[:-1]
+
+
+def _in_order(rev: np.ndarray, count: np.ndarray, gi=None, gj=None):
+    """``(ops, offsets)`` in alignment order from the walks' ops (pair ``r``'s last first in
+    ``rev[r, :count[r]]``), after ``gi`` I and ``gj`` D border gaps (global) where given."""
+    n = len(count)
+    zero = np.zeros(n, np.int64)
+    gi = zero if gi is None else gi
+    gj = zero if gj is None else gj
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(count + gi + gj, out=offsets[1:])
+    ops = np.empty(int(offsets[-1]), np.uint8)
+    rows = np.repeat(np.arange(n), count)
+    back = ramp(count)
+    ops[np.repeat(offsets[1:], count) - 1 - back] = rev[rows, back]
+    starts = offsets[:-1]
+    ops[np.repeat(starts, gi) + ramp(gi)] = OP_I
+    ops[np.repeat(starts + gi, gj) + ramp(gj)] = OP_D
+    return ops, offsets
+
+
+#: Pairs a call of the fused local path takes at once (its ops buffer: pairs x longest path).
+FUSED_PAIRS = 1024
+
+
+def parasail_functions():
+    """Addresses of parasail's C functions the fused local path calls (its table function,
+    the result's score, ends and table, and its free), or None where the bindings do not
+    expose them."""
+    if _FUNCTIONS:
+        return _FUNCTIONS[0]
+    found = None
+    try:
+        import ctypes
+
+        from parasail import bindings_v2
+
+        lib = bindings_v2._lib
+        names = ("parasail_sw_table_scan_32", "parasail_result_get_score",
+                 "parasail_result_get_end_query", "parasail_result_get_end_ref",
+                 "parasail_result_get_score_table", "parasail_result_free")
+        found = np.array([ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                          for name in names], np.int64)
+    except (ImportError, AttributeError, TypeError):
+        found = None
+    _FUNCTIONS.append(found)
+    return found
+
+
+_FUNCTIONS: list = []
 
 
 class _Raw:

@@ -56,6 +56,46 @@ static int64_t scan(const pair_t *p, int64_t i, int64_t j, int down) {
     return best;
 }
 
+/* one pair's walk from (*I, *J) in state *ST (value *VAL), ops appended to out[*COUNT..] */
+static void walk_pair(const pair_t *p, int32_t local, int64_t *I, int64_t *J, int64_t *ST,
+                      int64_t *VAL, int done, uint8_t *out, int64_t *COUNT) {
+    int64_t i = *I, j = *J, st = *ST, val = *VAL, count = *COUNT;
+    const int64_t go = p->go, ge = p->ge;
+    while (!done && i > 0 && j > 0) {
+        if (st == 3) {                       /* H: an M step, or which gap holds it */
+            int64_t h = H(p, i, j), hd = H(p, i - 1, j - 1);
+            if (hd + S(p, i, j) == h) {
+                out[count++] = 0;
+                if (local && hd <= 0) done = 1;
+                i--; j--;
+                continue;
+            }
+            st = scan(p, i, j, 1) == h ? 1 : 2;
+            val = h;
+            continue;
+        }
+        out[count++] = (uint8_t)st;
+        if (st == 0) {                       /* M (a local end) */
+            if (local && H(p, i - 1, j - 1) <= 0) done = 1;
+            st = 3; val = 0; i--; j--;
+            continue;
+        }
+        int is_x = st == 1;
+        int64_t pi = is_x ? i - 1 : i, pj = is_x ? j : j - 1;
+        int64_t mprev = (pi > 0 && pj > 0) ? H(p, pi - 1, pj - 1) + S(p, pi, pj) : NEG;
+        int64_t hprev = H(p, pi > 0 ? pi : 0, pj > 0 ? pj : 0);
+        int opens_m = mprev + go == val;
+        int extend = !opens_m && hprev + go != val;
+        if (!opens_m && !extend && pi > 0 && pj > 0)
+            extend = scan(p, pi, pj, is_x) + ge == val;
+        if (opens_m) { st = 0; val = 0; }
+        else if (extend) { val -= ge; }
+        else { st = is_x ? 2 : 1; val = hprev; }
+        i = pi; j = pj;
+    }
+    *I = i; *J = j; *ST = st; *VAL = val; *COUNT = count;
+}
+
 void jaxrna_walk(int64_t n, const int32_t *F, const int64_t *base, const int64_t *width,
                  const int64_t *cstride, const int8_t *qcodes, const int64_t *q0, const int8_t *tcodes,
                  const int64_t *t0, const int64_t *flat, const int64_t *moff, int64_t size,
@@ -63,44 +103,52 @@ void jaxrna_walk(int64_t n, const int32_t *F, const int64_t *base, const int64_t
                  int64_t *ST, int64_t *VAL, const uint8_t *DONE, uint8_t *rev, int64_t stride,
                  int64_t *COUNT) {
     for (int64_t r = 0; r < n; r++) {
-        pair_t p = {F, base[r], width[r], cstride[r], qcodes + q0[r], tcodes + t0[r], flat + moff[r],
-                    size, go, ge, local || free_};
-        int64_t i = I[r], j = J[r], st = ST[r], val = VAL[r], count = COUNT[r];
-        int done = DONE[r];
-        uint8_t *out = rev + r * stride;
-        while (!done && i > 0 && j > 0) {
-            if (st == 3) {                       /* H: an M step, or which gap holds it */
-                int64_t h = H(&p, i, j), hd = H(&p, i - 1, j - 1);
-                if (hd + S(&p, i, j) == h) {
-                    out[count++] = 0;
-                    if (local && hd <= 0) done = 1;
-                    i--; j--;
-                    continue;
-                }
-                st = scan(&p, i, j, 1) == h ? 1 : 2;
-                val = h;
-                continue;
-            }
-            out[count++] = (uint8_t)st;
-            if (st == 0) {                       /* M (a local end) */
-                if (local && H(&p, i - 1, j - 1) <= 0) done = 1;
-                st = 3; val = 0; i--; j--;
-                continue;
-            }
-            int is_x = st == 1;
-            int64_t pi = is_x ? i - 1 : i, pj = is_x ? j : j - 1;
-            int64_t mprev = (pi > 0 && pj > 0) ? H(&p, pi - 1, pj - 1) + S(&p, pi, pj) : NEG;
-            int64_t hprev = H(&p, pi > 0 ? pi : 0, pj > 0 ? pj : 0);
-            int opens_m = mprev + go == val;
-            int extend = !opens_m && hprev + go != val;
-            if (!opens_m && !extend && pi > 0 && pj > 0)
-                extend = scan(&p, pi, pj, is_x) + ge == val;
-            if (opens_m) { st = 0; val = 0; }
-            else if (extend) { val -= ge; }
-            else { st = is_x ? 2 : 1; val = hprev; }
-            i = pi; j = pj;
+        pair_t p = {F, base[r], width[r], cstride[r], qcodes + q0[r], tcodes + t0[r],
+                    flat + moff[r], size, go, ge, local || free_};
+        walk_pair(&p, local, I + r, J + r, ST + r, VAL + r, DONE[r], rev + r * stride,
+                  COUNT + r);
+    }
+}
+
+/* Local alignments a pair at a time, each from parasail's table function to our walk while
+   its table is still in the cache: fns = (table function, get score, get end_query, get
+   end_ref, get score table, free result) of parasail's library. Pair r: the columns' text
+   ctext[coff[r]:][:clen[r]] as parasail's first sequence (its tables by columns, its end cell
+   ours), the rows' rtext[roff[r]:][:rlen[r]], matrix matp[r]. Out: score, end (EI, EJ, 1-based;
+   0 when nothing scores above 0), the walk's stop (I, J) and its ops, last first. */
+typedef void *(*table_fn)(const char *, int, const char *, int, int, int, const void *);
+typedef int (*int_fn)(const void *);
+typedef int *(*cells_fn)(const void *);
+typedef void (*free_fn)(void *);
+
+void jaxrna_local_pairs(int64_t n, const int64_t *fns, const char *rtext, const int64_t *roff,
+                        const int64_t *rlen, const char *ctext, const int64_t *coff,
+                        const int64_t *clen, const int64_t *matp, int64_t open, int64_t extend,
+                        const int8_t *qcodes, const int64_t *q0, const int8_t *tcodes,
+                        const int64_t *t0, const int64_t *flat, const int64_t *moff,
+                        int64_t size, int64_t go, int64_t ge, int64_t *SCORE, int64_t *EI,
+                        int64_t *EJ, int64_t *I, int64_t *J, uint8_t *rev, int64_t stride,
+                        int64_t *COUNT) {
+    table_fn table = (table_fn)(intptr_t)fns[0];
+    int_fn get_score = (int_fn)(intptr_t)fns[1], get_end_query = (int_fn)(intptr_t)fns[2],
+           get_end_ref = (int_fn)(intptr_t)fns[3];
+    cells_fn get_table = (cells_fn)(intptr_t)fns[4];
+    free_fn release = (free_fn)(intptr_t)fns[5];
+    for (int64_t r = 0; r < n; r++) {
+        void *res = table(ctext + coff[r], (int)clen[r], rtext + roff[r], (int)rlen[r],
+                          (int)open, (int)extend, (const void *)(intptr_t)matp[r]);
+        int64_t sc = res ? get_score(res) : 0, i = 0, j = 0, st = 0, val = 0, count = 0;
+        SCORE[r] = 0; EI[r] = 0; EJ[r] = 0;
+        if (res && sc > 0) {
+            i = (int64_t)get_end_ref(res) + 1;
+            j = (int64_t)get_end_query(res) + 1;
+            SCORE[r] = sc; EI[r] = i; EJ[r] = j;
+            pair_t p = {(const int32_t *)get_table(res), 0, 1, rlen[r], qcodes + q0[r],
+                        tcodes + t0[r], flat + moff[r], size, go, ge, 1};
+            walk_pair(&p, 1, &i, &j, &st, &val, 0, rev + r * stride, &count);
         }
-        I[r] = i; J[r] = j; ST[r] = st; VAL[r] = val; COUNT[r] = count;
+        I[r] = i; J[r] = j; COUNT[r] = count;
+        if (res) release(res);
     }
 }
 """
@@ -115,6 +163,10 @@ _LIB: list = []          # [library or None], once per process
 #: ``jaxrna_walk``'s arguments: n, F .. moff, size go ge, local free, I .. rev, stride, COUNT.
 SIGNATURE = " ".join(["i64"] + ["ptr"] * 10 + ["i64"] * 3 + ["i32"] * 2 + ["ptr"] * 6
                      + ["i64", "ptr"])
+#: ``jaxrna_local_pairs``'s arguments: n, fns, the rows' and columns' texts, offsets and
+#: lengths, matrices, open, extend, the codes, flat, moff, size go ge, outputs, stride, COUNT.
+LOCAL_SIGNATURE = " ".join(["i64"] + ["ptr"] * 8 + ["i64"] * 2 + ["ptr"] * 6 + ["i64"] * 3
+                           + ["ptr"] * 6 + ["i64", "ptr"])
 
 
 def library():
@@ -127,7 +179,9 @@ def library():
     if os.environ.get("JAXRNA_HOST_WALK", "").lower() != "numpy":
         from jaxrna.native import library as native_library
 
-        lib = native_library(LIBRARY_NAME, SOURCE, FLAGS, signatures={"jaxrna_walk": SIGNATURE})
+        lib = native_library(LIBRARY_NAME, SOURCE, FLAGS,
+                             signatures={"jaxrna_walk": SIGNATURE,
+                                         "jaxrna_local_pairs": LOCAL_SIGNATURE})
         if lib is None:
             log.debug("compiled host walk unavailable; using the numpy walk")
     _LIB.append(lib)
@@ -159,3 +213,30 @@ def walk(lib, F, base, width, qcodes, q0, tcodes, t0, flat, moff, size, go, ge, 
                     ptr(args["flat"]), ptr(args["moff"]), int(size), int(go), int(ge),
                     int(bool(local)), int(bool(free)), ptr(i), ptr(j), ptr(st), ptr(val),
                     ptr(args["done"]), ptr(rev), rev.shape[1], ptr(count))
+
+
+def local_pairs(lib, fns, rows: bytes, roff, rlen, cols: bytes, coff, clen, matp, open_: int,
+                extend: int, qcodes, q0, tcodes, t0, flat, moff, size, go, ge):
+    """Local alignments of pairs through ``jaxrna_local_pairs`` (parasail's table function
+    given by ``fns``, then the walk, a pair at a time): ``(score, end_i, end_j, stop_i,
+    stop_j, rev, count)``, the ops of pair ``r`` last first in ``rev[r, :count[r]]``."""
+    i64 = lambda a: np.ascontiguousarray(a, np.int64)  # noqa: E731
+    n = len(rlen)
+    rlen, clen = i64(rlen), i64(clen)
+    stride = int((rlen + clen).max(initial=0)) + 1
+    keep = dict(fns=i64(fns), roff=i64(roff), rlen=rlen, coff=i64(coff), clen=clen,
+                matp=i64(matp), q0=i64(q0), t0=i64(t0), moff=i64(moff), flat=i64(flat),
+                qc=np.ascontiguousarray(qcodes, np.int8), tc=np.ascontiguousarray(tcodes, np.int8),
+                rt=np.frombuffer(rows + b"\0", np.uint8), ct=np.frombuffer(cols + b"\0", np.uint8))
+    out = [np.zeros(n, np.int64) for _ in range(6)]
+    score, ei, ej, i, j, count = out
+    rev = np.zeros((n, stride), np.uint8)
+    ptr = lambda a: a.ctypes.data  # noqa: E731
+    k = keep
+    lib.jaxrna_local_pairs(n, ptr(k["fns"]), ptr(k["rt"]), ptr(k["roff"]), ptr(k["rlen"]),
+                           ptr(k["ct"]), ptr(k["coff"]), ptr(k["clen"]), ptr(k["matp"]),
+                           int(open_), int(extend), ptr(k["qc"]), ptr(k["q0"]), ptr(k["tc"]),
+                           ptr(k["t0"]), ptr(k["flat"]), ptr(k["moff"]), int(size), int(go),
+                           int(ge), ptr(score), ptr(ei), ptr(ej), ptr(i), ptr(j), ptr(rev),
+                           stride, ptr(count))
+    return score, ei, ej, i, j, rev, count
