@@ -126,7 +126,7 @@ def test_forked_processes_serve_every_chunk_of_a_run(tmp_path):
     script = f"""
 import io, multiprocessing, sys
 from jaxrna import pipeline
-from jaxrna.align import engine, host, host_runner
+from jaxrna.align import engine, host_runner, parasail_memory
 from jaxrna.align.scoring import make_scoring
 from jaxrna.io.bulk import read_batch
 engine.CHUNK_ALIGN = 600                                # 1,200 pairs: two chunks
@@ -158,7 +158,7 @@ for fmt in ("tsv", "pair", "json"):                     # whole chunks, formatte
     head, tail = engine.file_parts(fmt, j.mode, j.scoring, j.n_pairs)
     texts[fmt].append(head + "".join(whole) + tail)
 print(" ".join("same" if len(set(v)) == 1 else "differ" for v in texts.values()),
-      texts["tsv"][0].count(chr(10)), "jax" in sys.modules, host.keep_freed_memory())
+      texts["tsv"][0].count(chr(10)), "jax" in sys.modules, parasail_memory.keep_freed_memory())
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})

@@ -57,7 +57,8 @@ class HostRunner:
 
     def __init__(self, job: Job, threads: int, max_bytes=None, on_error=None,
                  text: Callable[[Chunk, bool], str] | None = None) -> None:
-        from jaxrna.align.host import GROUP_CELLS, HostEngine, keep_freed_memory
+        from jaxrna.align.host import GROUP_CELLS, HostEngine
+        from jaxrna.align.parasail_memory import keep_freed_memory
 
         self.job = job
         self.engine = HostEngine(job.scoring, job.local)

@@ -12,8 +12,8 @@ walk runs instead: the same alignments, byte for byte (``tests/test_align_cpu_en
 
 Local pairs go further (:func:`local_pairs`, ``jaxrna_local_pairs``): the C loop calls
 parasail's table function itself (through the addresses of parasail's library functions,
-:func:`jaxrna.align.host.parasail_functions`), walks each table at once while it is still in
-the CPU's cache and frees it: no Python a pair (a 2-core VM, 3,600 local pairs of 200-400 nt
+:func:`jaxrna.align.parasail_memory.parasail_functions`), walks each table at once while it is
+still in the CPU's cache and frees it: no Python a pair (a 2-core VM, 3,600 local pairs of 200-400 nt
 with alignments: the whole run as fast as parasail's own tracebacks).
 
 >>> lib = library()
