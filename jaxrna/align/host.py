@@ -179,12 +179,12 @@ class HostEngine:
         orientation (ends 1-based, starts 0-based; ops concatenated in alignment order, codes
         0 M, 1 I (a row residue against a gap), 2 D). Pair ``k``'s codes are
         ``row_codes[row_start[k]:]`` and ``col_codes[col_start[k]:]``."""
-        lib = hostwalk.library() if self.local else None
-        fns = parasail_functions() if lib is not None and hasattr(lib, "jaxrna_local_pairs") \
-            else None
+        lib = hostwalk.library() if self.local or not self.free_ends else None
+        fns = parasail_functions("sw" if self.local else self.glob) \
+            if lib is not None and hasattr(lib, "jaxrna_table_pairs") else None
         if fns is not None:
-            return self._local_fused(lib, fns, rows, cols, swap, row_codes, row_start,
-                                     col_codes, col_start)
+            return self._fused(lib, fns, rows, cols, swap, row_codes, row_start, col_codes,
+                               col_start)
         n = len(rows)
         m = np.array([len(r) for r in rows], np.int64)
         w = np.array([len(c) for c in cols], np.int64)
@@ -212,11 +212,11 @@ class HostEngine:
         np.cumsum(lengths, out=offsets[1:])
         return (*out, ops, offsets)
 
-    def _local_fused(self, lib, fns, rows, cols, swap, row_codes, row_start, col_codes,
-                     col_start):
-        """:meth:`align` for local pairs in C (:func:`jaxrna.align.hostwalk.local_pairs`): each
-        pair's table from parasail, by columns (its end cell is ours: :meth:`_tables`), then
-        walked while it is still in the cache, then freed; no Python a pair."""
+    def _fused(self, lib, fns, rows, cols, swap, row_codes, row_start, col_codes, col_start):
+        """:meth:`align` in C (:func:`jaxrna.align.hostwalk.table_pairs`; local, or global with
+        end gaps penalised): each pair's table from parasail (local: by columns, its end cell
+        ours: :meth:`_tables`), walked while it is still in the cache, then freed; no Python
+        a pair."""
         import ctypes
 
         n = len(rows)
@@ -226,7 +226,8 @@ class HostEngine:
         rtext = "".join(rows).encode("latin-1")
         ctext = "".join(cols).encode("latin-1")
         address = lambda mat: ctypes.cast(mat.pointer, ctypes.c_void_p).value  # noqa: E731
-        matp = np.where(swap, address(self.pm_t), address(self.pm)).astype(np.int64)
+        first, second = (self.pm_t, self.pm) if self.local else (self.pm, self.pm_t)
+        matp = np.where(swap, address(first), address(second)).astype(np.int64)
         moff = np.where(swap, self.kk, 0)
         row_start = np.asarray(row_start, np.int64)
         col_start = np.asarray(col_start, np.int64)
@@ -234,13 +235,19 @@ class HostEngine:
         with stage("device"):
             for a in range(0, n, FUSED_PAIRS):
                 z = min(n, a + FUSED_PAIRS)
-                parts.append(hostwalk.local_pairs(
-                    lib, fns, rtext, roff[a:z], rlen[a:z], ctext, coff[a:z], clen[a:z],
+                parts.append(hostwalk.table_pairs(
+                    lib, fns, self.local, rtext, roff[a:z], rlen[a:z], ctext, coff[a:z],
+                    clen[a:z],
                     matp[a:z], self.open, self.extend, row_codes, row_start[a:z], col_codes,
                     col_start[a:z], self.flat, moff[a:z], self.scoring.size, self.go, self.ge))
         score, ei, ej, si, sj = (np.concatenate([p[k] for p in parts]) if parts
                                  else np.zeros(0, np.int64) for k in range(5))
-        ops, offsets = zip(*[_in_order(p[5], p[6]) for p in parts]) if parts else ((), ())
+        # global: the walk stops on the border; the gaps along it lead the ops, starts are 0
+        ops, offsets = zip(*[_in_order(p[5], p[6]) if self.local else
+                             _in_order(p[5], p[6], p[3], p[4]) for p in parts]) \
+            if parts else ((), ())
+        if not self.local:
+            si, sj = np.zeros(n, np.int64), np.zeros(n, np.int64)
         lengths = np.concatenate([np.diff(o) for o in offsets]) if parts else \
             np.zeros(0, np.int64)
         all_ops = np.concatenate(ops) if parts else np.zeros(0, np.uint8)

@@ -10,11 +10,12 @@ directory). Loading it costs a millisecond, against seconds for a JIT
 such as numba on a small job. Without a compiler (or with ``JAXRNA_HOST_WALK=numpy``) the numpy
 walk runs instead: the same alignments, byte for byte (``tests/test_align_cpu_engine.py``).
 
-Local pairs go further (:func:`local_pairs`, ``jaxrna_local_pairs``): the C loop calls
-parasail's table function itself (through the addresses of parasail's library functions,
+Local and global pairs (not free end gaps) go further (:func:`table_pairs`,
+``jaxrna_table_pairs``): the C loop calls parasail's table function itself (through the
+addresses of parasail's library functions,
 :func:`jaxrna.align.parasail_memory.parasail_functions`), walks each table at once while it is
-still in the CPU's cache and frees it: no Python a pair (a 2-core VM, 3,600 local pairs of 200-400 nt
-with alignments: the whole run as fast as parasail's own tracebacks).
+still in the CPU's cache and frees it: no Python a pair (a 2-core VM, 3,600 local pairs of
+200-400 nt with alignments: the whole run as fast as parasail's own tracebacks).
 
 >>> lib = library()
 >>> lib is None or hasattr(lib, "jaxrna_walk")
@@ -116,18 +117,20 @@ void jaxrna_walk(int64_t n, const int32_t *F, const int64_t *base, const int64_t
     }
 }
 
-/* Local alignments a pair at a time, each from parasail's table function to our walk while
-   its table is still in the cache: fns = (table function, get score, get end_query, get
-   end_ref, get score table, free result) of parasail's library. Pair r: the columns' text
-   ctext[coff[r]:][:clen[r]] as parasail's first sequence (its tables by columns, its end cell
-   ours), the rows' rtext[roff[r]:][:rlen[r]], matrix matp[r]. Out: score, end (EI, EJ, 1-based;
-   0 when nothing scores above 0), the walk's stop (I, J) and its ops, last first. */
+/* Alignments a pair at a time, each from parasail's table function to our walk while its
+   table is still in the cache: fns = (table function, get score, get end_query, get end_ref,
+   get score table, free result) of parasail's library. Pair r: rows rtext[roff[r]:][:rlen[r]],
+   columns ctext[coff[r]:][:clen[r]], matrix matp[r]. Local: the columns are parasail's first
+   sequence (its tables by columns, its end cell ours); global (end gaps penalised): the rows
+   (tables by rows), the walk from the corner. Out: score, end (EI, EJ, 1-based; local: 0 when
+   nothing scores above 0), the walk's stop (I, J) and its ops, last first. */
 typedef void *(*table_fn)(const char *, int, const char *, int, int, int, const void *);
 typedef int (*int_fn)(const void *);
 typedef int *(*cells_fn)(const void *);
 typedef void (*free_fn)(void *);
 
-void jaxrna_local_pairs(int64_t n, const int64_t *fns, const char *rtext, const int64_t *roff,
+void jaxrna_table_pairs(int64_t n, const int64_t *fns, int32_t local, const char *rtext,
+                        const int64_t *roff,
                         const int64_t *rlen, const char *ctext, const int64_t *coff,
                         const int64_t *clen, const int64_t *matp, int64_t open, int64_t extend,
                         const int8_t *qcodes, const int64_t *q0, const int8_t *tcodes,
@@ -141,11 +144,20 @@ void jaxrna_local_pairs(int64_t n, const int64_t *fns, const char *rtext, const 
     cells_fn get_table = (cells_fn)(intptr_t)fns[4];
     free_fn release = (free_fn)(intptr_t)fns[5];
     for (int64_t r = 0; r < n; r++) {
-        void *res = table(ctext + coff[r], (int)clen[r], rtext + roff[r], (int)rlen[r],
-                          (int)open, (int)extend, (const void *)(intptr_t)matp[r]);
+        const void *mat = (const void *)(intptr_t)matp[r];
+        void *res = local ? table(ctext + coff[r], (int)clen[r], rtext + roff[r], (int)rlen[r],
+                                  (int)open, (int)extend, mat)
+                          : table(rtext + roff[r], (int)rlen[r], ctext + coff[r], (int)clen[r],
+                                  (int)open, (int)extend, mat);
         int64_t sc = res ? get_score(res) : 0, i = 0, j = 0, st = 0, val = 0, count = 0;
         SCORE[r] = 0; EI[r] = 0; EJ[r] = 0;
-        if (res && sc > 0) {
+        if (res && !local) {                 /* from the corner, in state H */
+            i = rlen[r]; j = clen[r]; st = 3;
+            SCORE[r] = sc; EI[r] = i; EJ[r] = j;
+            pair_t p = {(const int32_t *)get_table(res), 0, clen[r], 1, qcodes + q0[r],
+                        tcodes + t0[r], flat + moff[r], size, go, ge, 0};
+            walk_pair(&p, 0, &i, &j, &st, &val, 0, rev + r * stride, &count);
+        } else if (res && sc > 0) {
             i = (int64_t)get_end_ref(res) + 1;
             j = (int64_t)get_end_query(res) + 1;
             SCORE[r] = sc; EI[r] = i; EJ[r] = j;
@@ -169,10 +181,11 @@ _LIB: list = []          # [library or None], once per process
 #: ``jaxrna_walk``'s arguments: n, F .. moff, size go ge, local free, I .. rev, stride, COUNT.
 SIGNATURE = " ".join(["i64"] + ["ptr"] * 10 + ["i64"] * 3 + ["i32"] * 2 + ["ptr"] * 6
                      + ["i64", "ptr"])
-#: ``jaxrna_local_pairs``'s arguments: n, fns, the rows' and columns' texts, offsets and
-#: lengths, matrices, open, extend, the codes, flat, moff, size go ge, outputs, stride, COUNT.
-LOCAL_SIGNATURE = " ".join(["i64"] + ["ptr"] * 8 + ["i64"] * 2 + ["ptr"] * 6 + ["i64"] * 3
-                           + ["ptr"] * 6 + ["i64", "ptr"])
+#: ``jaxrna_table_pairs``'s arguments: n, fns, local, the rows' and columns' texts, offsets
+#: and lengths, matrices, open, extend, the codes, flat, moff, size go ge, outputs, stride,
+#: COUNT.
+TABLE_SIGNATURE = " ".join(["i64", "ptr", "i32"] + ["ptr"] * 7 + ["i64"] * 2 + ["ptr"] * 6
+                           + ["i64"] * 3 + ["ptr"] * 6 + ["i64", "ptr"])
 
 
 def library():
@@ -187,7 +200,7 @@ def library():
 
         lib = native_library(LIBRARY_NAME, SOURCE, FLAGS,
                              signatures={"jaxrna_walk": SIGNATURE,
-                                         "jaxrna_local_pairs": LOCAL_SIGNATURE})
+                                         "jaxrna_table_pairs": TABLE_SIGNATURE})
         if lib is None:
             log.debug("compiled host walk unavailable; using the numpy walk")
     _LIB.append(lib)
@@ -221,11 +234,12 @@ def walk(lib, F, base, width, qcodes, q0, tcodes, t0, flat, moff, size, go, ge, 
                     ptr(args["done"]), ptr(rev), rev.shape[1], ptr(count))
 
 
-def local_pairs(lib, fns, rows: bytes, roff, rlen, cols: bytes, coff, clen, matp, open_: int,
-                extend: int, qcodes, q0, tcodes, t0, flat, moff, size, go, ge):
-    """Local alignments of pairs through ``jaxrna_local_pairs`` (parasail's table function
-    given by ``fns``, then the walk, a pair at a time): ``(score, end_i, end_j, stop_i,
-    stop_j, rev, count)``, the ops of pair ``r`` last first in ``rev[r, :count[r]]``."""
+def table_pairs(lib, fns, local: bool, rows: bytes, roff, rlen, cols: bytes, coff, clen, matp,
+                open_: int, extend: int, qcodes, q0, tcodes, t0, flat, moff, size, go, ge):
+    """Local or global (end gaps penalised) alignments of pairs through ``jaxrna_table_pairs``
+    (parasail's table function given by ``fns``, then the walk, a pair at a time): ``(score,
+    end_i, end_j, stop_i, stop_j, rev, count)``, the ops of pair ``r`` last first in
+    ``rev[r, :count[r]]``."""
     i64 = lambda a: np.ascontiguousarray(a, np.int64)  # noqa: E731
     n = len(rlen)
     rlen, clen = i64(rlen), i64(clen)
@@ -239,7 +253,8 @@ def local_pairs(lib, fns, rows: bytes, roff, rlen, cols: bytes, coff, clen, matp
     rev = np.zeros((n, stride), np.uint8)
     ptr = lambda a: a.ctypes.data  # noqa: E731
     k = keep
-    lib.jaxrna_local_pairs(n, ptr(k["fns"]), ptr(k["rt"]), ptr(k["roff"]), ptr(k["rlen"]),
+    lib.jaxrna_table_pairs(n, ptr(k["fns"]), int(bool(local)), ptr(k["rt"]), ptr(k["roff"]),
+                           ptr(k["rlen"]),
                            ptr(k["ct"]), ptr(k["coff"]), ptr(k["clen"]), ptr(k["matp"]),
                            int(open_), int(extend), ptr(k["qc"]), ptr(k["q0"]), ptr(k["tc"]),
                            ptr(k["t0"]), ptr(k["flat"]), ptr(k["moff"]), int(size), int(go),

@@ -1,8 +1,8 @@
 """parasail's results in this process's memory, for :class:`jaxrna.align.host.HostEngine`: the
 heap setting that keeps freed tables' pages (:func:`keep_freed_memory`), one numpy view over
 many score tables without copying them (:func:`view_tables`, :func:`one_view`, from
-:func:`table_address`), and the addresses of parasail's C functions that the compiled local
-path calls (:func:`parasail_functions`).
+:func:`table_address`), and the addresses of parasail's C functions that the compiled table
+loop calls (:func:`parasail_functions`).
 
 >>> import numpy as np
 >>> F, base = one_view([np.arange(3, dtype=np.int32), np.arange(2, dtype=np.int32)])
@@ -48,12 +48,12 @@ def keep_freed_memory() -> bool:
     return ok
 
 
-def parasail_functions():
-    """Addresses of parasail's C functions the fused local path calls (its table function,
-    the result's score, ends and table, and its free), or None where the bindings do not
-    expose them."""
-    if _FUNCTIONS:
-        return _FUNCTIONS[0]
+def parasail_functions(kind: str = "sw"):
+    """Addresses of parasail's C functions the compiled table loop calls (its table function
+    ``parasail_{kind}_table_scan_32``, the result's score, ends and table, and its free), or
+    None where the bindings do not expose them."""
+    if kind in _FUNCTIONS:
+        return _FUNCTIONS[kind]
     found = None
     try:
         import ctypes
@@ -61,18 +61,18 @@ def parasail_functions():
         from parasail import bindings_v2
 
         lib = bindings_v2._lib
-        names = ("parasail_sw_table_scan_32", "parasail_result_get_score",
+        names = (f"parasail_{kind}_table_scan_32", "parasail_result_get_score",
                  "parasail_result_get_end_query", "parasail_result_get_end_ref",
                  "parasail_result_get_score_table", "parasail_result_free")
         found = np.array([ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
                           for name in names], np.int64)
     except (ImportError, AttributeError, TypeError):
         found = None
-    _FUNCTIONS.append(found)
+    _FUNCTIONS[kind] = found
     return found
 
 
-_FUNCTIONS: list = []
+_FUNCTIONS: dict = {}
 
 
 class _Raw:
