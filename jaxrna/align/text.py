@@ -360,13 +360,14 @@ def pair_text(b: AlignedBatch) -> str:
 def _block_text(b: AlignedBatch, cols: _Columns, owner, bs, be, numbers):
     """The pair format's blocks (the query's row, the match line, the target's row, a blank
     line; WIDTH columns each): a function giving the text of blocks ``x .. y - 1``. Built for
-    all blocks at once as bytes where every name is ASCII (the common case), else line by
-    line."""
+    all blocks at once as bytes where every name is ASCII and no number negative (the common
+    case), else line by line."""
     q1, q2, t1, t2 = numbers
     qnames = [f"{qid[:13]:<13} " for qid in b.query_ids]
     tnames = [f"{tid[:13]:<13} " for tid in b.target_ids]
     qa, ta, marks = cols.qa, cols.ta, cols.marks
-    if all(map(str.isascii, qnames)) and all(map(str.isascii, tnames)):
+    if all(map(str.isascii, qnames)) and all(map(str.isascii, tnames)) and \
+            all(int(v.min(initial=0)) >= 0 for v in numbers):
         span = be - bs
         qn, qo = _ragged([s.encode("ascii") for s in qnames], owner)
         tn, to = _ragged([s.encode("ascii") for s in tnames], owner)
