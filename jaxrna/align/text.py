@@ -246,18 +246,11 @@ class _Columns:
         change[1:] = (letters[1:] != letters[:-1]) | (pair[1:] != pair[:-1])
         starts = np.flatnonzero(change)
         runs = np.diff(np.append(starts, len(letters)))
-        ndig = np.ones(len(runs), np.int64)
-        for p in range(1, 19):
-            big = runs >= 10 ** p
-            if not big.any():
-                break
-            ndig += big
+        ndig = _digit_counts(runs)
         width = ndig + 1
         at = np.concatenate([[0], np.cumsum(width)])
         buf = np.zeros(int(at[-1]), np.uint8)
-        for d in range(int(ndig.max())):
-            has = ndig > d
-            buf[(at[:-1] + ndig - 1 - d)[has]] = ord("0") + (runs[has] // 10 ** d) % 10
+        _put_digits(buf, at[:-1] + ndig, runs, ndig)
         buf[at[:-1] + ndig] = letters[starts]
         text = buf.tobytes().decode("ascii")
         run_pair = pair[starts]
@@ -406,20 +399,35 @@ def _numbers(values: np.ndarray, width: int = 6):
     values = np.asarray(values, np.int64)
     if len(values) and values.min() < 0:
         raise ValueError("negative position")
+    ndig = _digit_counts(values)
+    lengths = np.maximum(ndig, width)
+    starts = _offsets(lengths)
+    flat = np.full(int(starts[-1]), ord(" "), np.uint8)
+    _put_digits(flat, starts[1:], values, ndig)
+    return flat, starts[:-1], lengths
+
+
+def _digit_counts(values: np.ndarray) -> np.ndarray:
+    """Decimal digits of each non-negative integer (1 for 0).
+
+    >>> _digit_counts(np.array([0, 9, 10, 12345])).tolist()
+    [1, 1, 2, 5]
+    """
     ndig = np.ones(len(values), np.int64)
     for p in range(1, 19):
         big = values >= 10 ** p
         if not big.any():
             break
         ndig += big
-    lengths = np.maximum(ndig, width)
-    starts = _offsets(lengths)
-    flat = np.full(int(starts[-1]), ord(" "), np.uint8)
-    ends = starts[1:]
+    return ndig
+
+
+def _put_digits(buf: np.ndarray, ends: np.ndarray, values: np.ndarray, ndig: np.ndarray) -> None:
+    """Write each of ``values`` (``ndig`` digits) in ASCII into ``buf``, its last digit just
+    before ``ends``."""
     for d in range(int(ndig.max(initial=1))):
         has = ndig > d
-        flat[(ends - 1 - d)[has]] = ord("0") + (values[has] // 10 ** d) % 10
-    return flat, starts[:-1], lengths
+        buf[(ends - 1 - d)[has]] = ord("0") + (values[has] // 10 ** d) % 10
 
 
 def _records(n: int, fields: list) -> tuple[np.ndarray, np.ndarray]:
