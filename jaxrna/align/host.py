@@ -46,7 +46,7 @@ import numpy as np
 from jaxrna.align import hostwalk
 from jaxrna.align.parasail_memory import (one_view, parasail_functions, table_address,
                                           view_tables)
-from jaxrna.align.text import ramp
+from jaxrna.align.text import offsets, ramp
 from jaxrna.kernels.gotoh_defs import NEG, OP_D, OP_I, OP_M
 from jaxrna.stages import stage
 
@@ -208,9 +208,7 @@ class HostEngine:
         lengths = np.concatenate([np.diff(off) for _, off in parts]) if parts else \
             np.zeros(0, np.int64)
         ops = np.concatenate([o for o, _ in parts]) if parts else np.zeros(0, np.uint8)
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        return (*out, ops, offsets)
+        return (*out, ops, offsets(lengths))
 
     def _fused(self, lib, fns, rows, cols, swap, row_codes, row_start, col_codes, col_start):
         """:meth:`align` in C (:func:`jaxrna.align.hostwalk.table_pairs`; local, or global with
@@ -222,7 +220,7 @@ class HostEngine:
         n = len(rows)
         rlen = np.array([len(r) for r in rows], np.int64)
         clen = np.array([len(c) for c in cols], np.int64)
-        roff, coff = _exclusive_sum(rlen), _exclusive_sum(clen)
+        roff, coff = offsets(rlen)[:-1], offsets(clen)[:-1]
         rtext = "".join(rows).encode("latin-1")
         ctext = "".join(cols).encode("latin-1")
         address = lambda mat: ctypes.cast(mat.pointer, ctypes.c_void_p).value  # noqa: E731
@@ -243,15 +241,15 @@ class HostEngine:
         score, ei, ej, si, sj = (np.concatenate([p[k] for p in parts]) if parts
                                  else np.zeros(0, np.int64) for k in range(5))
         # global: the walk stops on the border; the gaps along it lead the ops, starts are 0
-        ops, offsets = zip(*[_in_order(p[5], p[6]) if self.local else
-                             _in_order(p[5], p[6], p[3], p[4]) for p in parts]) \
+        ops, ends = zip(*[_in_order(p[5], p[6]) if self.local else
+                          _in_order(p[5], p[6], p[3], p[4]) for p in parts]) \
             if parts else ((), ())
         if not self.local:
             si, sj = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        lengths = np.concatenate([np.diff(o) for o in offsets]) if parts else \
+        lengths = np.concatenate([np.diff(o) for o in ends]) if parts else \
             np.zeros(0, np.int64)
         all_ops = np.concatenate(ops) if parts else np.zeros(0, np.uint8)
-        return score, ei, ej, si, sj, all_ops, _exclusive_sum(lengths, total=True)
+        return score, ei, ej, si, sj, all_ops, offsets(lengths)
 
     def _tables(self, rows, cols, swap, m, w, by_columns: bool = False):
         """The score tables of a group (no border): ``(F, base, score, end_i, end_j, keep)``,
@@ -309,12 +307,12 @@ class HostEngine:
         by_columns = self.local and hostwalk.library() is not None
         F, base, score, ei, ej, keep = self._tables(rows, cols, swap, m, w, by_columns)
         with stage("traceback"):
-            si, sj, ops, offsets = self._walk(F, base, np.ones_like(w) if by_columns else w,
+            si, sj, ops, ends = self._walk(F, base, np.ones_like(w) if by_columns else w,
                                               score, ei, ej, row_codes, row_start,
                                               col_codes, col_start,
                                               np.where(swap, self.kk, 0),
                                               cstride=m if by_columns else None)
-        return score, ei, ej, si, sj, ops, offsets
+        return score, ei, ej, si, sj, ops, ends
 
     def _walk(self, F, base, width, score, ei, ej, qcodes, q0, tcodes, t0, moff, cstride=None):
         """Our traceback over the tables ``F`` (pair ``r``'s cell ``(i, j)``, 1-based, at
@@ -530,17 +528,6 @@ class HostEngine:
         raise AssertionError("free end gaps: no way back from the corner")
 
 
-def _exclusive_sum(lengths: np.ndarray, total: bool = False) -> np.ndarray:
-    """Where each of ``lengths`` starts when laid end to end (``total``: and the end).
-
-    >>> _exclusive_sum(np.array([2, 3])).tolist(), _exclusive_sum(np.array([2, 3]), True).tolist()
-    ([0, 2], [0, 2, 5])
-    """
-    out = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out if total else out[:-1]
-
-
 def _in_order(rev: np.ndarray, count: np.ndarray, gi=None, gj=None):
     """``(ops, offsets)`` in alignment order from the walks' ops (pair ``r``'s last first in
     ``rev[r, :count[r]]``), after ``gi`` I and ``gj`` D border gaps (global) where given."""
@@ -548,16 +535,15 @@ def _in_order(rev: np.ndarray, count: np.ndarray, gi=None, gj=None):
     zero = np.zeros(n, np.int64)
     gi = zero if gi is None else gi
     gj = zero if gj is None else gj
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(count + gi + gj, out=offsets[1:])
-    ops = np.empty(int(offsets[-1]), np.uint8)
+    at = offsets(count + gi + gj)
+    ops = np.empty(int(at[-1]), np.uint8)
     rows = np.repeat(np.arange(n), count)
     back = ramp(count)
-    ops[np.repeat(offsets[1:], count) - 1 - back] = rev[rows, back]
-    starts = offsets[:-1]
+    ops[np.repeat(at[1:], count) - 1 - back] = rev[rows, back]
+    starts = at[:-1]
     ops[np.repeat(starts, gi) + ramp(gi)] = OP_I
     ops[np.repeat(starts + gi, gj) + ramp(gj)] = OP_D
-    return ops, offsets
+    return ops, at
 
 
 #: Pairs a call of the fused local path takes at once (its ops buffer: pairs x longest path).

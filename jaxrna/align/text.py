@@ -114,13 +114,13 @@ class AlignedBatch:
             table[[ord("M"), ord("I"), ord("D")]] = [OP_M, OP_I, OP_D]
             text = "".join(a.ops for a in alns).encode()
             out.ops = table[np.frombuffer(text, np.uint8)]
-            out.op_offsets = _offsets([len(a.ops) for a in alns])
+            out.op_offsets = offsets([len(a.ops) for a in alns])
             qs = [a.query[a.query_start:a.query_end] for a in alns]
             ts = [a.target[a.target_start:a.target_end] for a in alns]
             out.query_seg = np.frombuffer("".join(qs).encode(), np.uint8)
-            out.query_seg_offsets = _offsets([len(s) for s in qs])
+            out.query_seg_offsets = offsets([len(s) for s in qs])
             out.target_seg = np.frombuffer("".join(ts).encode(), np.uint8)
-            out.target_seg_offsets = _offsets([len(s) for s in ts])
+            out.target_seg_offsets = offsets([len(s) for s in ts])
         return out
 
 
@@ -144,7 +144,13 @@ def ramp(counts: np.ndarray) -> np.ndarray:
     return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
-def _offsets(lengths) -> np.ndarray:
+def offsets(lengths) -> np.ndarray:
+    """Where each of ``lengths`` starts when laid end to end, and the end (the align engines'
+    and this module's one copy).
+
+    >>> offsets(np.array([2, 3])).tolist()
+    [0, 2, 5]
+    """
     out = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=out[1:])
     return out
@@ -401,7 +407,7 @@ def _numbers(values: np.ndarray, width: int = 6):
         raise ValueError("negative position")
     ndig = _digit_counts(values)
     lengths = np.maximum(ndig, width)
-    starts = _offsets(lengths)
+    starts = offsets(lengths)
     flat = np.full(int(starts[-1]), ord(" "), np.uint8)
     _put_digits(flat, starts[1:], values, ndig)
     return flat, starts[:-1], lengths
@@ -443,7 +449,7 @@ def _records(n: int, fields: list) -> tuple[np.ndarray, np.ndarray]:
     per = np.zeros(n, np.int64)
     for f in fields:
         per += len(f) if isinstance(f, bytes) else f[2]
-    at = _offsets(per)
+    at = offsets(per)
     buf = np.empty(int(at[-1]), np.uint8)
     pos = at[:-1].copy()
     for f in fields:
