@@ -251,19 +251,17 @@ class HostEngine:
         all_ops = np.concatenate(ops) if parts else np.zeros(0, np.uint8)
         return score, ei, ej, si, sj, all_ops, offsets(lengths)
 
-    def _tables(self, rows, cols, swap, m, w, by_columns: bool = False):
+    def _tables(self, rows, cols, swap, m, w):
         """The score tables of a group (no border): ``(F, base, score, end_i, end_j, keep)``,
-        pair ``k``'s table at ``F[base[k]:]`` row-major, or (``by_columns``, local only) by
-        columns (local: the end by our rule, 0 when nothing scores above 0); ``keep`` holds
-        what owns the tables' memory.
+        pair ``k``'s table at ``F[base[k]:]`` row-major (local: the end by our rule, 0 when
+        nothing scores above 0); ``keep`` holds what owns the tables' memory.
 
         Local: the end is the table's first cell (row-major) holding its largest value, which
         is the cell :meth:`scores` finds (the cells holding the best H are those holding the
-        best M, and the first in row order is our rule's); no separate scoring pass. By
-        columns, parasail's table function is given the columns first, and its end is that
-        cell (it reports the first of its second sequence's positions reaching the best
-        score and, there, the first of the first's: :meth:`scores`' rule); row-major, the
-        table is searched for it."""
+        best M, and the first in row order is our rule's); no separate scoring pass. (The
+        compiled loop, :meth:`_fused`, gives parasail the columns first instead: it then
+        reports that cell itself, the first of its second sequence's positions reaching the
+        best score and, there, the first of the first's: :meth:`scores`' rule.)"""
         n = len(rows)
         score = np.zeros(n, np.int64)
         ei, ej = (np.zeros(n, np.int64), np.zeros(n, np.int64)) if self.local else \
@@ -274,12 +272,7 @@ class HostEngine:
         where = table_address()
         with stage("device"):
             for k in range(n):
-                if by_columns:
-                    r = self._call(name, cols[k], rows[k], self.pm_t if swl[k] else self.pm)
-                    if r.score > 0:
-                        score[k], ei[k], ej[k] = r.score, r.end_ref + 1, r.end_query + 1
-                else:
-                    r = self._call(name, rows[k], cols[k], self.pm if swl[k] else self.pm_t)
+                r = self._call(name, rows[k], cols[k], self.pm if swl[k] else self.pm_t)
                 results.append(r)
                 if where is None:
                     t = r.score_table
@@ -290,7 +283,7 @@ class HostEngine:
                 if not self.local:
                     score[k] = max(r.score, 0) if self.free_ends else r.score
             F, base = one_view(addr) if where is None else view_tables(addr, size)
-            if self.local and not by_columns:
+            if self.local:
                 for k in range(n):
                     if not size[k]:
                         continue
@@ -303,23 +296,17 @@ class HostEngine:
         return F, base, score, ei, ej, (results, addr)
 
     def _align_group(self, rows, cols, swap, m, w, row_codes, row_start, col_codes, col_start):
-        # local with the compiled walk: tables by columns, whose end parasail finds (no search)
-        by_columns = self.local and hostwalk.library() is not None
-        F, base, score, ei, ej, keep = self._tables(rows, cols, swap, m, w, by_columns)
+        F, base, score, ei, ej, keep = self._tables(rows, cols, swap, m, w)
         with stage("traceback"):
-            si, sj, ops, ends = self._walk(F, base, np.ones_like(w) if by_columns else w,
-                                              score, ei, ej, row_codes, row_start,
-                                              col_codes, col_start,
-                                              np.where(swap, self.kk, 0),
-                                              cstride=m if by_columns else None)
+            si, sj, ops, ends = self._walk(F, base, w, score, ei, ej, row_codes, row_start,
+                                           col_codes, col_start, np.where(swap, self.kk, 0))
         return score, ei, ej, si, sj, ops, ends
 
-    def _walk(self, F, base, width, score, ei, ej, qcodes, q0, tcodes, t0, moff, cstride=None):
+    def _walk(self, F, base, width, score, ei, ej, qcodes, q0, tcodes, t0, moff):
         """Our traceback over the tables ``F`` (pair ``r``'s cell ``(i, j)``, 1-based, at
-        ``F[base[r] + (i - 1) * width[r] + j - 1]``, or with ``cstride`` (the compiled walk
-        only) at ``F[base[r] + (i - 1) * width[r] + (j - 1) * cstride[r]]``; its row codes from
-        ``qcodes[q0[r]]``, its column codes from ``tcodes[t0[r]]``, its scores
-        ``flat[moff[r]:]``), all pairs at once, a step (or a run of steps) at a time."""
+        ``F[base[r] + (i - 1) * width[r] + j - 1]``; its row codes from ``qcodes[q0[r]]``, its
+        column codes from ``tcodes[t0[r]]``, its scores ``flat[moff[r]:]``), all pairs at
+        once, a step (or a run of steps) at a time."""
         local, go, ge, flat = self.local, self.go, self.ge, self.flat
         free = self.free_ends
         size = self.scoring.size
@@ -375,9 +362,7 @@ class HostEngine:
                                rev, count)
         if lib is not None:                  # the same decisions, compiled
             hostwalk.walk(lib, F, base, width, codes8[0], q0, codes8[1], t0, flat, moff, size, go,
-                          ge, local, free, i, j, st, val, done, rev, count, cstride)
-        elif cstride is not None:
-            raise ValueError("tables by columns need the compiled walk")
+                          ge, local, free, i, j, st, val, done, rev, count)
         while lib is None:
             act = np.flatnonzero(~done & (i > 0) & (j > 0))
             if not act.size:

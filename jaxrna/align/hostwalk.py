@@ -104,13 +104,13 @@ static void walk_pair(const pair_t *p, int32_t local, int64_t *I, int64_t *J, in
 }
 
 void jaxrna_walk(int64_t n, const int32_t *F, const int64_t *base, const int64_t *width,
-                 const int64_t *cstride, const int8_t *qcodes, const int64_t *q0, const int8_t *tcodes,
+                 const int8_t *qcodes, const int64_t *q0, const int8_t *tcodes,
                  const int64_t *t0, const int64_t *flat, const int64_t *moff, int64_t size,
                  int64_t go, int64_t ge, int32_t local, int32_t free_, int64_t *I, int64_t *J,
                  int64_t *ST, int64_t *VAL, const uint8_t *DONE, uint8_t *rev, int64_t stride,
                  int64_t *COUNT) {
     for (int64_t r = 0; r < n; r++) {
-        pair_t p = {F, base[r], width[r], cstride[r], qcodes + q0[r], tcodes + t0[r],
+        pair_t p = {F, base[r], width[r], 1, qcodes + q0[r], tcodes + t0[r],
                     flat + moff[r], size, go, ge, local || free_};
         walk_pair(&p, local, I + r, J + r, ST + r, VAL + r, DONE[r], rev + r * stride,
                   COUNT + r);
@@ -179,7 +179,7 @@ _LIB: list = []          # [library or None], once per process
 
 
 #: ``jaxrna_walk``'s arguments: n, F .. moff, size go ge, local free, I .. rev, stride, COUNT.
-SIGNATURE = " ".join(["i64"] + ["ptr"] * 10 + ["i64"] * 3 + ["i32"] * 2 + ["ptr"] * 6
+SIGNATURE = " ".join(["i64"] + ["ptr"] * 9 + ["i64"] * 3 + ["i32"] * 2 + ["ptr"] * 6
                      + ["i64", "ptr"])
 #: ``jaxrna_table_pairs``'s arguments: n, fns, local, the rows' and columns' texts, offsets
 #: and lengths, matrices, open, extend, the codes, flat, moff, size go ge, outputs, stride,
@@ -208,17 +208,11 @@ def library():
 
 
 def walk(lib, F, base, width, qcodes, q0, tcodes, t0, flat, moff, size, go, ge, local, free,
-         i, j, st, val, done, rev, count, cstride=None) -> None:
+         i, j, st, val, done, rev, count) -> None:
     """Run the compiled walk over every pair (arrays as in ``HostEngine._walk``; ``i``, ``j``,
-    ``st``, ``val``, ``count`` and ``rev`` are updated in place). Pair ``r``'s cell ``(i, j)``
-    (1-based) is ``F[base[r] + (i - 1) * width[r] + (j - 1) * cstride[r]]`` (``cstride``
-    default 1: row-major tables; a table stored by columns has ``width`` 1 and ``cstride``
-    its row count)."""
+    ``st``, ``val``, ``count`` and ``rev`` are updated in place)."""
     i64 = lambda a: np.ascontiguousarray(a, np.int64)  # noqa: E731
-    if cstride is None:
-        cstride = np.ones(len(i), np.int64)
-    args = dict(base=i64(base), width=i64(width), cs=i64(cstride), q0=i64(q0), t0=i64(t0),
-                moff=i64(moff),
+    args = dict(base=i64(base), width=i64(width), q0=i64(q0), t0=i64(t0), moff=i64(moff),
                 flat=i64(flat), qc=np.ascontiguousarray(qcodes, np.int8),
                 tc=np.ascontiguousarray(tcodes, np.int8),
                 F=np.ascontiguousarray(F, np.int32) if len(F) else np.zeros(1, np.int32),
@@ -228,7 +222,7 @@ def walk(lib, F, base, width, qcodes, q0, tcodes, t0, flat, moff, size, go, ge, 
     assert rev.dtype == np.uint8 and rev.flags.c_contiguous
     ptr = lambda a: a.ctypes.data  # noqa: E731
     lib.jaxrna_walk(len(i), ptr(args["F"]), ptr(args["base"]), ptr(args["width"]),
-                    ptr(args["cs"]), ptr(args["qc"]), ptr(args["q0"]), ptr(args["tc"]), ptr(args["t0"]),
+                    ptr(args["qc"]), ptr(args["q0"]), ptr(args["tc"]), ptr(args["t0"]),
                     ptr(args["flat"]), ptr(args["moff"]), int(size), int(go), int(ge),
                     int(bool(local)), int(bool(free)), ptr(i), ptr(j), ptr(st), ptr(val),
                     ptr(args["done"]), ptr(rev), rev.shape[1], ptr(count))
