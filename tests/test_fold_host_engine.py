@@ -34,6 +34,13 @@ def test_a_small_job_does_not_build_the_library(monkeypatch, tmp_path):
     w = parse_weights("unit").matrix()
     assert host.fold_host(["GGGAAAUCC"], w, 3) == [(3, ((0, 8), (1, 7), (2, 6)))]
     assert "nussinov" not in native._LIBS and host.library(build=False) is None
+    # one small chunk of a large job (its whole work given) builds it; a small job's does not
+    big = host.HOST_WORK_LIMIT
+    assert host.fold_host(["GGGAAAUCC"], w, 3, job_work=big - 1) == [(3, ((0, 8), (1, 7), (2, 6)))]
+    assert "nussinov" not in native._LIBS
+    assert host.fold_host(["GGGAAAUCC"], w, 3, job_work=big) == [(3, ((0, 8), (1, 7), (2, 6)))]
+    assert native._LIBS.get("nussinov") is not None
+    monkeypatch.setattr(native, "_LIBS", {})
     monkeypatch.setattr(host, "HOST_WORK_LIMIT", 0)
     assert host.fold_host(["GGGAAAUCC"], w, 3) == [(3, ((0, 8), (1, 7), (2, 6)))]
     assert native._LIBS.get("nussinov") is not None

@@ -224,7 +224,8 @@ def run(args) -> int:
         results = fold_batches(chunks, args.weights, args.min_loop,
                                with_pairs=not args.score_only, max_bytes=max_bytes,
                                on_done=bar.update, backend=engine,
-                               on_error=lambda rec, exc: summary.skip(rec.id, exc))
+                               on_error=lambda rec, exc: summary.skip(rec.id, exc),
+                               host_work=work)
         _write(args.output, WRITERS[args.format], summary.count(results))
     finally:
         bar.close()

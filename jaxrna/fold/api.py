@@ -299,6 +299,7 @@ class _Folder:
         self.ml = min_loop_arg(min_loop)
         self.devices: list = [None]          # where batches run (pipeline.schedule)
         self.flying: list = []               # CPU: outputs launched since the last load
+        self.host_work: float | None = None  # the whole job's work (fold_host's job_work)
         if backend != "host":
             from jaxrna.runtime import devices
 
@@ -409,7 +410,8 @@ class _Folder:
 
             seqs = [chunk.sequence(int(k)) for k in job.members]
             with stages.stage("device"):
-                done = fold_host(seqs, self.wm, self.min_loop, self.with_pairs)
+                done = fold_host(seqs, self.wm, self.min_loop, self.with_pairs,
+                                 job_work=self.host_work)
             for k, (score, pairs) in zip(job.members.tolist(), done):
                 results[k] = (score, pairs, None)
         elif job.kind == "packed":
@@ -489,7 +491,8 @@ class _Folder:
 def fold_batches(chunks, weights: WeightSet | str = "unit", min_loop: int = 3,
                  with_pairs: bool = True, max_bytes: int | None = None,
                  batch_budget: int | None = None, on_done=None, backend: str = "cpu",
-                 on_error=None, depth: int = LAUNCH_AHEAD) -> Iterator[FoldResult]:
+                 on_error=None, depth: int = LAUNCH_AHEAD,
+                 host_work: float | None = None) -> Iterator[FoldResult]:
     """Fold every record of ``chunks`` (:class:`~jaxrna.io.bulk.SeqBatch` blocks, e.g. from
     :func:`jaxrna.io.bulk.iter_batches`), yielding results in input order.
 
@@ -503,7 +506,9 @@ def fold_batches(chunks, weights: WeightSet | str = "unit", min_loop: int = 3,
     ``backend`` is a JAX platform name (``"cpu"`` or ``"gpu"``), or ``"host"`` for NumPy
     without JAX (:mod:`jaxrna.fold.host`, for small work). A record that cannot be folded
     (too large) raises :class:`ResourceError`, or, when ``on_error(record, error)`` is given,
-    is reported to it and skipped.
+    is reported to it and skipped. ``host_work``: the host engine's estimate of the whole
+    job's split operations (:func:`jaxrna.fold.host.fold_host`'s ``job_work``; None: each
+    chunk's own).
     """
     from jaxrna.pipeline import schedule
 
@@ -515,6 +520,7 @@ def fold_batches(chunks, weights: WeightSet | str = "unit", min_loop: int = 3,
         raise ValueError(f"backend must be host, cpu or gpu, not {backend!r}")
     folder = _Folder(weights, min_loop, with_pairs, backend, max_bytes, batch_budget, on_done,
                      on_error)
+    folder.host_work = host_work
     for _, results in schedule(folder.jobs(chunks), folder.launch, folder.collect,
                                folder.devices, depth, retry=folder.retry):
         yield from results

@@ -166,9 +166,6 @@ def dense_from_rows(rows: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
-_WHOLE_JOB_LARGE = False     # set by will_use_compiled: a job of many small chunks builds
-
-
 def compiled_possible(build: bool = True) -> bool:
     """Whether the compiled fill can be had: built already, or (``build``) a C compiler to
     build it, unless ``JAXRNA_FOLD_HOST_FILL=numpy``. Builds nothing."""
@@ -184,11 +181,9 @@ def compiled_possible(build: bool = True) -> bool:
 
 def will_use_compiled(work: float) -> bool:
     """Whether a job of ``work`` split operations folds with the compiled fill (already
-    built, or a C compiler and work beyond NumPy's :data:`HOST_WORK_LIMIT`); remembered for
-    :func:`fold_host`, whose calls each see one chunk of the job."""
-    global _WHOLE_JOB_LARGE
-    _WHOLE_JOB_LARGE = work >= HOST_WORK_LIMIT
-    return compiled_possible(build=_WHOLE_JOB_LARGE)
+    built, or a C compiler and work beyond NumPy's :data:`HOST_WORK_LIMIT`), as
+    :func:`fold_host` decides when given the job's work."""
+    return compiled_possible(build=work >= HOST_WORK_LIMIT)
 
 
 def _fold_c(sequences: list[str], weights: np.ndarray, min_loop: int, with_pairs: bool,
@@ -221,13 +216,16 @@ def _fold_c(sequences: list[str], weights: np.ndarray, min_loop: int, with_pairs
 
 
 def fold_host(sequences: list[str], weights: np.ndarray, min_loop: int,
-              with_pairs: bool = True) -> list[tuple[int, tuple | None]]:
+              with_pairs: bool = True,
+              job_work: float | None = None) -> list[tuple[int, tuple | None]]:
     """``(score, pairs)`` of each sequence (pairs None without ``with_pairs``), in order.
 
     With a C compiler each sequence is filled at its length by the compiled fill
     (:func:`fill_c`, a thread per core); without one (or for a job below
     :data:`HOST_WORK_LIMIT` while the compiled fill is not built yet), sequences are grouped by
-    padded length so each group is one batched NumPy fill (:func:`fill_host`).
+    padded length so each group is one batched NumPy fill (:func:`fill_host`). ``job_work``:
+    the split operations of the whole job these sequences are a chunk of (None: these
+    sequences' own), so a job of many small chunks builds the compiled fill.
     """
     from jaxrna.alphabet import encode
     from jaxrna.batching import bucket_length
@@ -235,7 +233,8 @@ def fold_host(sequences: list[str], weights: np.ndarray, min_loop: int,
 
     # the compiled fill, unless it is not built yet and the job is small enough for NumPy
     # (building it takes ~0.3 s: a Galaxy job's empty cache would pay that for one short fold)
-    small = not _WHOLE_JOB_LARGE and sum(len(s) ** 3 for s in sequences) / 6 < HOST_WORK_LIMIT
+    work = sum(len(s) ** 3 for s in sequences) / 6 if job_work is None else job_work
+    small = work < HOST_WORK_LIMIT
     lib = library(build=not small)
     if lib is not None:
         return _fold_c(sequences, weights, min_loop, with_pairs, lib)
