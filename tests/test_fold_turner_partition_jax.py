@@ -136,9 +136,10 @@ def test_gpu_engine_equals_cpu_engine_and_vienna():
 
 
 @pytest.mark.slow
-def test_structure_energies_in_worker_processes_change_nothing(monkeypatch):
-    """The structures' energies and MEA computed by worker processes (hosts of many cores)
-    equal those computed here. The second run takes the first one's device results (the
+def test_measures_in_worker_processes_change_nothing(monkeypatch):
+    """Every record's measures, structures' energies and MEA computed by worker processes
+    (hosts of many cores, while the device computes later batches) equal those computed
+    here, in input order (an empty record among them). The second run takes the first one's device results (the
     partition batches: ~13 of its 16 CPU-seconds here, CI time); its workers recompute every
     structure energy and MEA from them."""
     import hashlib
@@ -147,6 +148,7 @@ def test_structure_energies_in_worker_processes_change_nothing(monkeypatch):
     import jax
 
     from jaxrna.energy import partition
+    from jaxrna.energy import partition_jax as pj
 
     real, device_results = partition.batch_pair_probabilities, {}
 
@@ -159,17 +161,26 @@ def test_structure_energies_in_worker_processes_change_nothing(monkeypatch):
 
     monkeypatch.setattr(partition, "batch_pair_probabilities", remembered)
     records = _records("workers", 70, 60)
+    records.insert(5, Record("empty", ""))
     model = EnergyModel("turner2004", 37.0, 1)
     here = list(partition_energy_records(records, model, mea_gamma=2.0, engine="jax",
                                          backend="cpu"))
     batches = len(device_results)
     assert batches > 1
     monkeypatch.setattr("jaxrna.pipeline.default_workers", lambda: 2)
+    # as on a GPU: batches on two threads of the device, results handed on as they are ready
+    monkeypatch.setitem(pj.THREADS_PER_DEVICE, "cpu", 2)
     there = list(partition_energy_records(records, model, mea_gamma=2.0, engine="jax",
                                           backend="cpu"))
-    assert len(here) == len(there) == 70 and len(device_results) == batches
+    assert len(here) == len(there) == 71 and len(device_results) == batches
+    assert [r.id for r in there] == [r.id for r in records]
     for a, b in zip(here, there):
         assert (a.centroid_energy, a.mfe_frequency, a.mea_structure, a.mea, a.mea_energy) == \
             (b.centroid_energy, b.mfe_frequency, b.mea_structure, b.mea, b.mea_energy)
-        assert a.structure == b.structure and np.array_equal(a.pair_p, b.pair_p)
+        assert (a.structure, a.ensemble_energy, a.ensemble_symbols, a.centroid,
+                a.centroid_distance, a.ensemble_diversity) == \
+            (b.structure, b.ensemble_energy, b.ensemble_symbols, b.centroid,
+             b.centroid_distance, b.ensemble_diversity)
+        for name in ("pair_i", "pair_j", "pair_p"):
+            assert np.array_equal(getattr(a, name), getattr(b, name))
     assert any(a.mea_structure.count("(") for a in here)

@@ -63,6 +63,9 @@ MAX_ROWS = {"cpu": 8, "gpu": 64}
 CHUNK = 4096
 #: Length classes one run computes in (the partition programs and the MFE programs alike).
 CLASS_BUDGET = 4
+#: Threads that run batches on each device: on a GPU, a batch's inputs are prepared while the
+#: last one computes (on a CPU, XLA's own threads take the cores).
+THREADS_PER_DEVICE = {"cpu": 1, "gpu": 2}
 
 
 def estimate_bytes(length: int) -> int:
@@ -253,7 +256,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
     import jax
 
     from jaxrna.energy import partition
-    from jaxrna.pipeline import schedule_on_threads
+    from jaxrna.pipeline import default_workers, schedule_on_threads, worker_pool
     from jaxrna.runtime import devices
     from jaxrna.stages import stage
 
@@ -291,43 +294,74 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
                                                 [ups[k] for k in part] + [()] * pad,
                                                 length=padded)
 
+    # what each record's results need of its dense probabilities (the measures, the
+    # structures' energies, the MEA structure) in worker processes on hosts with cores to
+    # spare, while the device computes the next batches
+    workers = default_workers() if len(live) >= 64 else 0
+    pool = worker_pool(workers) if workers else None
+    pending: dict[int, object] = {}     # record -> its parts, or their future
+
     def collect(batch, done):
         energies, probs = done
         with stage("measures"):         # the dense matrices are not kept
             for row, k in enumerate(batch[1]):
-                parts[k] = _measures(chunk[k], mfe[k], float(energies[row]), probs[row])
+                job = (chunk[k].sequence, mfe[k].pairs or (), float(energies[row]),
+                       probs[row], model, gamma)
+                pending[k] = pool.submit(record_parts, job) if pool else record_parts(job)
 
-    parts: dict[int, dict] = {}
-    # every device of the backend, each on a thread of its own (the program's call waits for
-    # the device: from one thread the devices would take turns); a batch ahead on each while
-    # the host takes the last one's measures; results in input order
-    for _ in schedule_on_threads(batches, run, collect, devices(platform), depth=1):
-        pass
-    with stage("measures"):
-        # the structures' energies and the MEA structure (Python loops) in worker processes
-        # on hosts with cores to spare
-        jobs = [(chunk[k].sequence, parts[k]["structure"], parts[k]["centroid"], model, gamma,
-                 parts[k]["pair_i"], parts[k]["pair_j"], parts[k]["pair_p"]) for k in parts]
-        from jaxrna.pipeline import default_workers, map_ordered
+    done_upto = 0
 
-        workers = default_workers() if len(jobs) >= 64 else 0
-        costs = dict(zip(parts, map_ordered(structure_energies, jobs, workers)))
-    for k, rec in enumerate(chunk):
-        if k in parts:
-            yield _result(rec, mfe[k], parts[k], costs[k], model, gamma)
-        else:
-            yield _empty(rec, model, gamma)
-        if on_done:
-            on_done(1)
+    def finished(final: bool) -> Iterator[EnergyPartitionResult]:
+        """The records whose results are ready, in input order (``final``: all, waiting)."""
+        nonlocal done_upto
+        while done_upto < len(chunk):
+            k = done_upto
+            if lengths[k]:
+                got = pending.get(k)
+                if got is None or (not final and not isinstance(got, tuple) and not got.done()):
+                    return
+                if not isinstance(got, tuple):
+                    with stage("measures"):
+                        got = got.result()
+                del pending[k]
+                yield _result(chunk[k], mfe[k], *got, model, gamma)
+            else:
+                yield _empty(chunk[k], model, gamma)
+            done_upto += 1
+            if on_done:
+                on_done(1)
+
+    # every device of the backend, each on threads of its own (the program's call waits for
+    # the device: from one thread the devices would take turns, and the host's measures and
+    # writing would wait for the device); on a GPU two threads a device, so one batch's
+    # inputs are prepared while the last one computes; results in input order, handed on as
+    # soon as they are ready
+    threads = THREADS_PER_DEVICE.get(platform, 1)
+    for _ in schedule_on_threads(batches, run, collect, devices(platform), depth=threads,
+                                 threads=threads):
+        yield from finished(False)
+    yield from finished(True)
 
 
-def _measures(rec: Record, folded, ensemble_energy: float, P: np.ndarray) -> dict:
-    """What a record's results need of its dense probability matrix ``P``."""
+def record_parts(job: tuple) -> tuple[dict, tuple]:
+    """``(measures, structures' energies)`` of one record (:func:`_measures`,
+    :func:`structure_energies`) from ``(sequence, MFE pairs, ensemble energy, dense
+    probabilities, model, MEA gamma)``: a worker process's job."""
+    seq, pairs, ensemble_energy, P, model, gamma = job
+    parts = _measures(len(seq), pairs, ensemble_energy, P)
+    return parts, structure_energies((seq, parts["structure"], parts["centroid"],
+                                      model, gamma, parts["pair_i"], parts["pair_j"],
+                                      parts["pair_p"]))
+
+
+def _measures(n: int, pairs, ensemble_energy: float, P: np.ndarray) -> dict:
+    """What the results of a record of ``n`` nt (MFE ``pairs``) need of its dense
+    probability matrix ``P``."""
     from jaxrna.energy import ensemble_measures as measures
 
     i, j, p = EnergyPartitionResult.sparse(P)
     centroid, distance = measures.centroid(P)
-    return {"structure": measures.dot_bracket(folded.pairs or (), len(rec.sequence)),
+    return {"structure": measures.dot_bracket(pairs, n),
             "ensemble_energy": ensemble_energy, "pair_i": i, "pair_j": j, "pair_p": p,
             "symbols": measures.pair_symbols(P), "centroid": centroid,
             "centroid_distance": float(distance),
