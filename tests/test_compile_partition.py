@@ -81,13 +81,13 @@ def test_numeric_options_and_lengths_in_a_class_share_the_program():
 
 
 def test_plans_are_bounded_by_the_classes():
-    from jaxrna.energy.partition_jax import budgets, estimate_bytes, plan
+    from jaxrna.energy.partition_jax import CPU_BATCH_BYTES, budgets, estimate_bytes, plan
     from jaxrna.energy.warmup import partition_plan
 
     lengths = list(range(0, 10_241, 7))
-    assert len(plan(lengths, "cpu", 1 << 30)) == len({energy_length_class(n)
+    assert len(plan(lengths, "cpu", CPU_BATCH_BYTES)) == len({energy_length_class(n)
                                                         for n in lengths if n}) == 8
-    assert plan([100, 0, 5, 129, 256, 1], "cpu", 1 << 30) == [(128, 8), (256, 2)]
+    assert plan([100, 0, 5, 129, 256, 1], "cpu", CPU_BATCH_BYTES) == [(128, 8), (256, 2)]
     assert plan([0, 0], "gpu", 1 << 34) == []
     device, classes = partition_plan(200, "cpu")
     assert device.platform == "cpu" and classes == [(128, 8), (256, 2)]

@@ -114,7 +114,7 @@ def test_an_adversarial_mix_plans_at_most_8_programs(monkeypatch, platform, memo
         budget, most = max(2 << 30, memory // 4), int(memory * 0.8)
         mfe_budget = max(8 << 30, memory // 4)       # api.gpu_budget, without a device
     else:
-        budget, most, mfe_budget = 1 << 30, memory // 2, 1 << 30
+        budget, most, mfe_budget = pj.CPU_BATCH_BYTES, memory // 2, 1 << 30
     top = pj.top_class(most)
     lengths = [n for n in range(1, 10_241, 37) if pj.estimate_bytes(n) <= most]
     met = {energy_length_class(n) for n in lengths}

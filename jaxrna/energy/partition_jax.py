@@ -55,8 +55,15 @@ from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 
 #: Bytes per cell of the padded table and per batch row (inside tables, the column copy, the
-#: outside pass's cotangents; measured 0.61 GB for one 300-nt row in a 384 class).
-BYTES_PER_CELL = 7_000
+#: outside pass's cotangents, the probabilities): the batch program's temporaries by XLA's
+#: memory analysis were 307 / 235 / 230 B a cell on an H100 in the 256 / 2,048 / 4,096 classes
+#: (fifteenth session, call S15a; 532 B on a CPU in the 128 class, where a record's tables are
+#: a few MB). The estimate of the earlier program (7,000 B) refused a 4,000-nt record on
+#: an 80 GB card.
+BYTES_PER_CELL = 400
+#: A CPU's batch budget: a CPU computes a batch's empty rows as it computes full ones (a GPU
+#: computes them side by side), so its batches stay small: 8 rows of 128 nt, 2 of 256, 1 beyond.
+CPU_BATCH_BYTES = 64 << 20
 #: Most rows of a batch on a CPU and on a GPU.
 MAX_ROWS = {"cpu": 8, "gpu": 64}
 #: Records read and computed at a time.
@@ -79,7 +86,7 @@ def top_class(limit: int) -> int | None:
     None: not even the first).
 
     >>> top_class(8 << 30), top_class(60 << 30), top_class(1 << 20)
-    (1024, 2048, None)
+    (4096, 12288, None)
     """
     top, k = None, 1
     while True:
@@ -93,8 +100,10 @@ def rows_for(padded: int, platform: str, budget: int) -> int:
     """The fixed row count of a class: the largest power of two whose rows fit ``budget``
     bytes, at most :data:`MAX_ROWS` for the platform.
 
-    >>> rows_for(128, "cpu", 1 << 30), rows_for(128, "gpu", 20 << 30), rows_for(4096, "gpu", 20 << 30)
-    (8, 64, 1)
+    >>> rows_for(128, "cpu", CPU_BATCH_BYTES), rows_for(256, "cpu", CPU_BATCH_BYTES)
+    (8, 2)
+    >>> rows_for(256, "gpu", 20 << 30), rows_for(1024, "gpu", 20 << 30), rows_for(4096, "gpu", 20 << 30)
+    (64, 32, 2)
     """
     fit = max(1, budget // (BYTES_PER_CELL * padded * padded))
     rows = max(1, min(MAX_ROWS.get(platform, 8), fit))
@@ -117,7 +126,7 @@ def budgets(device, platform: str) -> tuple[int, int]:
         total = device_memory_bytes(device) or (16 << 30)
         return max(2 << 30, total // 4), int(total * 0.8)
     total = memory_bytes()
-    return 1 << 30, int(total * 0.5)
+    return CPU_BATCH_BYTES, int(total * 0.5)
 
 
 def partition_records(records: Iterable[Record], model: EnergyModel | None = None,
@@ -145,9 +154,9 @@ def plan(lengths: Iterable[int], platform: str, budget: int,
     run (empty records run none), in order of first use; ``serve``: the run's class of each
     class (:class:`jaxrna.energy.run_classes.RunClasses`; None: each its own).
 
-    >>> plan([100, 0, 150, 90], "cpu", 1 << 30)
+    >>> plan([100, 0, 150, 90], "cpu", CPU_BATCH_BYTES)
     [(128, 8), (256, 2)]
-    >>> plan([100, 0, 150, 90], "cpu", 1 << 30, {128: 256, 256: 256})
+    >>> plan([100, 0, 150, 90], "cpu", CPU_BATCH_BYTES, {128: 256, 256: 256})
     [(256, 2)]
     """
     serve = serve or {}
