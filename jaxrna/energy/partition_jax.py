@@ -70,6 +70,11 @@ MAX_ROWS = {"cpu": 8, "gpu": 64}
 CHUNK = 4096
 #: Length classes one run computes in (the partition programs and the MFE programs alike).
 CLASS_BUDGET = 4
+#: Most cells (rows times the class's square) of a GPU batch: an H100 is busy with one row of
+#: 2,048 nt (one 2,000-nt record 1.02 s alone, its batch of 8 rows 6.0 s), while rows of 256 nt
+#: gain up to 64 a batch (6.1 / 5.0 / 4.5 ms a record in 16 / 32 / 64 rows; call S15a). A
+#: batch's empty rows cost device time, so a long record alone is not padded to many rows.
+GPU_BATCH_CELLS = 1 << 22
 #: Threads that run batches on each device: on a GPU, a batch's inputs are prepared while the
 #: last one computes (on a CPU, XLA's own threads take the cores).
 THREADS_PER_DEVICE = {"cpu": 1, "gpu": 2}
@@ -98,14 +103,17 @@ def top_class(limit: int) -> int | None:
 
 def rows_for(padded: int, platform: str, budget: int) -> int:
     """The fixed row count of a class: the largest power of two whose rows fit ``budget``
-    bytes, at most :data:`MAX_ROWS` for the platform.
+    bytes, at most :data:`MAX_ROWS` for the platform and, on a GPU, at most
+    :data:`GPU_BATCH_CELLS` cells in all.
 
     >>> rows_for(128, "cpu", CPU_BATCH_BYTES), rows_for(256, "cpu", CPU_BATCH_BYTES)
     (8, 2)
-    >>> rows_for(256, "gpu", 20 << 30), rows_for(1024, "gpu", 20 << 30), rows_for(4096, "gpu", 20 << 30)
-    (64, 32, 2)
+    >>> [rows_for(c, "gpu", 20 << 30) for c in (128, 256, 512, 1024, 2048, 4096)]
+    [64, 64, 16, 4, 1, 1]
     """
     fit = max(1, budget // (BYTES_PER_CELL * padded * padded))
+    if platform == "gpu":
+        fit = min(fit, max(1, GPU_BATCH_CELLS // (padded * padded)))
     rows = max(1, min(MAX_ROWS.get(platform, 8), fit))
     return 1 << (rows.bit_length() - 1)
 
