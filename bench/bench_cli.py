@@ -288,7 +288,9 @@ def run_peer(name: str, args: list[str], log: str | None) -> dict | None:
             import RNA  # noqa: F401
         except ImportError:
             return {"error": "ViennaRNA not installed"}
-        return _timed_peer([sys.executable, os.path.join(HERE, "peer_vienna.py"), args[3]])
+        fasta = next(a for a in args if a.endswith(".fa"))
+        return _timed_peer([sys.executable, os.path.join(HERE, "peer_vienna.py"), fasta]
+                           + (["--partition"] if name == "turner_partition" else []))
     if not name.startswith("align"):
         return None
     try:

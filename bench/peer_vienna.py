@@ -1,11 +1,14 @@
-"""The peer of ``jaxrna fold --model turner``: ViennaRNA's Python MFE on N processes, end to end.
+"""The peer of ``jaxrna fold --model turner [--partition]``: ViennaRNA's Python API on N processes, end to end.
 
 Reads a FASTA file, folds every record with ``RNA.fold_compound(seq, md).mfe()`` (RNAfold's
 model: Turner 2004 unless ``--params turner1999``, ``-d`` dangles, ``-T`` temperature) in a
 pool of forked processes (``-j``, default every core) in chunks, results in input order, and
 writes RNAfold's layout (``>id``, sequence, ``STRUCTURE (ENERGY)``) to ``-o`` (default
 /dev/null). The last stdout line says how many records, how many processes and the seconds
-(the process's whole wall time, its start-up and the import of RNA included).
+(the process's whole wall time, its start-up and the import of RNA included). ``--partition``:
+per record what RNAfold -p computes (``mfe()``, ``exp_params_rescale``, ``pf()``, ``bpp()``,
+``centroid()``, ``mean_bp_distance()``), written as the MFE line, ``[ENSEMBLE]`` and the count
+of pairs with p >= 1e-6.
 
     python bench/peer_vienna.py seqs.fa -j 2
     python bench/peer_vienna.py seqs.fa -j 2 --params turner1999 -d 0 -T 30 -o peer.dbn
@@ -43,9 +46,10 @@ def read_fasta(path: str) -> list[tuple[str, str]]:
     return out
 
 
-def _init(params: str, dangles: int, temperature: float) -> None:
+def _init(params: str, dangles: int, temperature: float, partition: bool = False) -> None:
     import RNA
 
+    _MD["partition"] = partition
     if params == "turner1999":
         RNA.params_load_RNA_Turner1999()
     md = RNA.md()
@@ -58,8 +62,16 @@ def _fold(chunk: list[tuple[str, str]]) -> str:
     RNA, md = _MD["RNA"], _MD["md"]
     out = []
     for name, seq in chunk:
-        structure, mfe = RNA.fold_compound(seq, md).mfe()
+        fc = RNA.fold_compound(seq, md)
+        structure, mfe = fc.mfe()
         out.append(f">{name}\n{seq}\n{structure} ({mfe:6.2f})\n")
+        if _MD.get("partition"):
+            fc.exp_params_rescale(mfe)
+            _, ensemble = fc.pf()
+            kept = sum(p >= 1e-6 for row in fc.bpp() for p in row)
+            centroid, distance = fc.centroid()
+            out.append(f"[{ensemble:6.2f}] {centroid} d={distance:.2f} "
+                       f"diversity={fc.mean_bp_distance():.2f} pairs={kept}\n")
     return "".join(out)
 
 
@@ -81,6 +93,8 @@ def main() -> None:
     ap.add_argument("-o", "--output", default=os.devnull)
     ap.add_argument("--chunk", type=int, default=8, help="records per task (default 8)")
     ap.add_argument("--make", nargs=5, metavar=("N", "LO", "HI", "SEED", "FILE"))
+    ap.add_argument("--partition", action="store_true",
+                    help="also the partition function, probabilities and centroid (RNAfold -p)")
     args = ap.parse_args()
     if args.make:
         n, lo, hi, seed, path = args.make
@@ -89,7 +103,7 @@ def main() -> None:
             return
     records = read_fasta(args.fasta)
     chunks = [records[k:k + args.chunk] for k in range(0, len(records), args.chunk)]
-    init = (args.params, args.dangles, args.temp)
+    init = (args.params, args.dangles, args.temp, args.partition)
     if args.jobs <= 1:
         _init(*init)
         parts = [_fold(c) for c in chunks]
