@@ -75,9 +75,6 @@ CLASS_BUDGET = 4
 #: gain up to 64 a batch (6.1 / 5.0 / 4.5 ms a record in 16 / 32 / 64 rows; call S15a). A
 #: batch's empty rows cost device time, so a long record alone is not padded to many rows.
 GPU_BATCH_CELLS = 1 << 22
-#: Whether the MFE runs on a thread beside the partition batches (a GPU: the MFE's host work
-#: and its program's loading overlap the batches; a CPU's cores are XLA's already).
-MFE_BESIDE = {"cpu": False, "gpu": True}
 #: Threads that run batches on each device: on a GPU, a batch's inputs are prepared while the
 #: last one computes (on a CPU, XLA's own threads take the cores).
 THREADS_PER_DEVICE = {"cpu": 1, "gpu": 2}
@@ -273,8 +270,6 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
          budget: int, on_done, classes, final: bool) -> Iterator[EnergyPartitionResult]:
     if not chunk:
         return
-    import concurrent.futures
-
     import jax
 
     from jaxrna.energy import partition
@@ -291,31 +286,10 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
     # the chunk's partition programs compile (where there are cores) while the MFE runs
     prefetch_programs(plan(lengths, platform, budget, serve), device)
     live = [k for k, n in enumerate(lengths) if n]      # empty records need no MFE
-
-    def fold_mfe() -> dict:
-        with stage("mfe"):
-            return dict(zip(live, fold_energy_records([chunk[k] for k in live], model,
-                                                      with_pairs=True, backend=platform,
-                                                      unpaired=unpaired,
-                                                      length_class=padded_of)))
-
-    # on a GPU the MFE (its program's loading, its traceback on the host) runs beside the
-    # partition batches where both fit in the device's memory (each record's partition
-    # tables within a batch's budget: the batches take at most half the memory)
-    mfe_thread = None
-    if MFE_BESIDE.get(platform) and all(estimate_bytes(lengths[k]) <= budget for k in live):
-        mfe_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxrna-mfe")
-        mfe_future = mfe_thread.submit(fold_mfe)
-        mfe_thread.shutdown(wait=False)
-        mfe: dict = {}
-    else:
-        mfe = fold_mfe()
-
-    def folded(k: int):
-        """Record ``k``'s MFE result (waiting for the MFE thread the first time)."""
-        if not mfe:
-            mfe.update(mfe_future.result())
-        return mfe[k]
+    with stage("mfe"):
+        mfe = dict(zip(live, fold_energy_records([chunk[k] for k in live], model,
+                                                 with_pairs=True, backend=platform,
+                                                 unpaired=unpaired, length_class=padded_of)))
     ups = [tuple((unpaired or {}).get(rec.id, ())) for rec in chunk]
     groups: dict[int, list[int]] = {}
     for k in live:
@@ -348,7 +322,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
         energies, probs = done
         with stage("measures"):         # the dense matrices are not kept
             for row, k in enumerate(batch[1]):
-                job = (chunk[k].sequence, folded(k).pairs or (), float(energies[row]),
+                job = (chunk[k].sequence, mfe[k].pairs or (), float(energies[row]),
                        probs[row], model, gamma)
                 pending[k] = pool.submit(record_parts, job) if pool else record_parts(job)
 
@@ -367,7 +341,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
                     with stage("measures"):
                         got = got.result()
                 del pending[k]
-                yield _result(chunk[k], folded(k), *got, model, gamma)
+                yield _result(chunk[k], mfe[k], *got, model, gamma)
             else:
                 yield _empty(chunk[k], model, gamma)
             done_upto += 1
