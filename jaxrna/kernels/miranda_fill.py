@@ -26,15 +26,12 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from jaxrna.kernels.miranda_lanes import RESET, SEED_SPAN, WORD  # noqa: F401  (the layout)
 from jaxrna.kernels.tropical_pallas import compiler_params
 from jaxrna.programs import stored_jit
 
-#: Columns packed per output word.
-WORD = 32
 #: Lanes per program (one GPU thread each).
 BLOCK = 128
-RESET = 8
-SEED_SPAN = 7
 
 
 def _kernel(thr_ref, prof_ref, gopen_ref, gext_ref, seed_ref, lanes_ref, out_ref, *,

@@ -147,7 +147,7 @@ def scan_words_host(profile, gap_open, gap_extend, seed, lanes, threshold, n_wor
     if lib is None:
         return None
     from jaxrna.pipeline import cores, submitted_in_order
-    from jaxrna.targets.scan import SEED_SPAN      # the seed rows: pinned as the JAX scan pins them
+    from jaxrna.kernels.miranda_lanes import SEED_SPAN  # the seed rows, as the JAX scan pins them
 
     lanes = np.ascontiguousarray(lanes, np.int8)
     n_cols = min(int(n_words) * 32, lanes.shape[0])

@@ -40,13 +40,9 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from jaxrna.kernels.miranda_lanes import RESET, SEED_SPAN, WORD  # noqa: F401  (the layout)
 from jaxrna.programs import stored_jit
 from jaxrna.targets.track import T0_MASK, T1_SHIFT, T2_BIT, T3_BIT, unpack_track  # noqa: F401
-
-#: Bit flag on a lane code: this column is the first base of a new target.
-RESET = 8
-#: Seed positions 2..8: the rows pinned to c = -1, just above the last row.
-SEED_SPAN = 7
 
 
 def _down(x, fill=0):
@@ -125,10 +121,6 @@ def scan_lanes(profile, gap_open, gap_extend, seed, lanes, *, threshold, dtype=j
     (N, 1), ``lanes`` (L, B) int8 codes. Returns (L, B) flags: the column holds a candidate."""
     tables = (profile.astype(dtype), gap_open.astype(dtype), gap_extend.astype(dtype), seed)
     return _run(tables, lanes, dtype, jnp.asarray(threshold, dtype), False)
-
-
-#: Columns per packed flag word.
-WORD = 32
 
 
 def scan_words(profile, gap_open, gap_extend, seed, lanes, threshold, n_words, dtype):
