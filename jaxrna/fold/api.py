@@ -21,17 +21,15 @@ from jaxrna import stages
 from jaxrna.alphabet import encode
 from jaxrna.batching import batch_rows, bucket_length
 # the batch plan lives in :mod:`jaxrna.fold.plan`; its names are importable from here as before
-from jaxrna.fold.plan import (DEVICE_BYTES_PER_CELL, GPU_BATCH_BUDGET,  # noqa: F401
-                              GPU_WORK_FROM, MAX_ROWS, PARTITION_GPU_WORK_FROM, batch_cap,
-                              choose_engine, class_of, length_classes, plan_batches,
-                              work_estimate)
+from jaxrna.fold.plan import (DEVICE_BYTES_PER_CELL, GPU_BATCH_BUDGET, GPU_WORK_FROM,  # noqa
+                              MAX_ROWS, PARTITION_GPU_WORK_FROM, batch_cap, choose_engine,
+                              class_of, length_classes, plan_batches, work_estimate)
 from jaxrna.fold.traceback import pairs_to_dotbracket
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 from jaxrna.oom import split_on_oom
 from jaxrna.runtime import human_bytes, memory_bytes
 from jaxrna.weights import ScoredResult, WeightSet, parse_weights
-
 
 TILE = 64
 #: Bytes per padded position squared: device tiles and row-shifted copy (2 x 4 B, plus group
@@ -291,7 +289,8 @@ class _Folder:
     """Turns chunks (:class:`~jaxrna.io.bulk.SeqBatch`) into jobs, launches and collects them."""
 
     def __init__(self, weights: WeightSet, min_loop: int, with_pairs: bool, backend: str,
-                 max_bytes: int | None, batch_budget: int | None, on_done, on_error) -> None:
+                 max_bytes: int | None, batch_budget: int | None, on_done, on_error,
+                 host_work: float | None = None) -> None:
         self.weights, self.min_loop, self.with_pairs = weights, min_loop, with_pairs
         self.backend, self.max_bytes, self.budget = backend, max_bytes, batch_budget
         self.on_done, self.on_error = on_done, on_error
@@ -299,7 +298,7 @@ class _Folder:
         self.ml = min_loop_arg(min_loop)
         self.devices: list = [None]          # where batches run (pipeline.schedule)
         self.flying: list = []               # CPU: outputs launched since the last load
-        self.host_work: float | None = None  # the whole job's work (fold_host's job_work)
+        self.host_work = host_work           # the whole job's work (fold_host's job_work)
         if backend != "host":
             from jaxrna.runtime import devices
 
@@ -506,9 +505,8 @@ def fold_batches(chunks, weights: WeightSet | str = "unit", min_loop: int = 3,
     ``backend`` is a JAX platform name (``"cpu"`` or ``"gpu"``), or ``"host"`` for NumPy
     without JAX (:mod:`jaxrna.fold.host`, for small work). A record that cannot be folded
     (too large) raises :class:`ResourceError`, or, when ``on_error(record, error)`` is given,
-    is reported to it and skipped. ``host_work``: the host engine's estimate of the whole
-    job's split operations (:func:`jaxrna.fold.host.fold_host`'s ``job_work``; None: each
-    chunk's own).
+    is reported to it and skipped. ``host_work``: the whole job's split operations, for the
+    host engine (:func:`jaxrna.fold.host.fold_host`'s ``job_work``; None: each chunk's own).
     """
     from jaxrna.pipeline import schedule
 
@@ -519,8 +517,7 @@ def fold_batches(chunks, weights: WeightSet | str = "unit", min_loop: int = 3,
     if backend not in ("host", "cpu", "gpu"):
         raise ValueError(f"backend must be host, cpu or gpu, not {backend!r}")
     folder = _Folder(weights, min_loop, with_pairs, backend, max_bytes, batch_budget, on_done,
-                     on_error)
-    folder.host_work = host_work
+                     on_error, host_work)
     for _, results in schedule(folder.jobs(chunks), folder.launch, folder.collect,
                                folder.devices, depth, retry=folder.retry):
         yield from results
