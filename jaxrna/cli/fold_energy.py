@@ -12,6 +12,7 @@ jaxrna's own engine (:func:`energy_engine`). ``--partition`` computes the ensemb
 from __future__ import annotations
 
 import argparse
+from typing import Iterator
 
 from jaxrna.io import InputError
 
@@ -25,10 +26,11 @@ compilation); --backend cpu/gpu: jaxrna's engine (JAXRNA_ENERGY_ENGINE=vienna|ja
   jaxrna fold --sequence GGGGAAACCCCAUCGAAAGAUU
   jaxrna fold seqs.fa --params turner1999 --dangles 0 -T 30 -f json
 
---model turner --partition: the ensemble as RNAfold -p computes it (ViennaRNA's partition
-function on every core): the MFE structure, the ensemble free energy, base-pair
-probabilities, the centroid structure and its distance to the ensemble, the MFE structure's
-frequency in the ensemble, the ensemble diversity; --mea [GAMMA] also the maximum expected
+--model turner --partition: the ensemble as RNAfold -p computes it (--backend auto:
+ViennaRNA's partition function on every core, or the GPU for large jobs): the MFE
+structure, the ensemble free energy, base-pair probabilities, the centroid structure and its
+distance to the ensemble, the MFE structure's frequency in the ensemble, the ensemble
+diversity; --mea [GAMMA] also the maximum expected
 accuracy structure (RNAfold --MEA, gamma 1 by default). dbn: RNAfold -p's lines
 ('STRUCTURE (MFE)', 'SYMBOLS [ENSEMBLE]', 'CENTROID {E d=D}', 'MEA {E MEA=M}',
 ' frequency of mfe structure in ensemble F; ensemble diversity D'); -f json: per record id,
@@ -226,16 +228,26 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
     return summary.finish()
 
 
-def partition_engine(requested: str) -> str:
+#: ``--backend auto`` on a GPU host computes a ``--partition`` job on the GPU (jaxrna's engine)
+#: when ViennaRNA on every core would take longer than this (its estimate,
+#: :func:`jaxrna.energy.partition_vienna.estimate_seconds`): a first run of the GPU engine
+#: compiles for 10-20 s. On an H100 host (16 cores, calls S15f, S15g): one 2,000 nt 4.4 s warm,
+#: 19.7 s cold against ViennaRNA's 41 s; one 4,000 nt 11.7-12.7 s against 311 s; 2,000 x 200
+#: nt 16.3 s warm, 27.1 s cold against 22.1 s.
+GPU_PARTITION_FROM_S = 25.0
+
+
+def partition_engine(requested: str, lengths: list[int] | None = None) -> str:
     """The engine (a key of :data:`jaxrna.energy.ensemble.ENGINES`) of ``fold --model turner
     --partition`` for ``--backend requested``: ``--backend cpu`` or ``gpu`` runs jaxrna's JAX
-    engine there; ``--backend auto`` ViennaRNA's partition function on every core, on GPU
-    hosts too -- on an H200 host (16 cores) it was the faster of the two (2,000 x 200 nt:
-    16.6 s against 26.6 s, BENCHMARKS.md) -- unless ViennaRNA is missing.
-    ``JAXRNA_ENERGY_ENGINE=vienna|jax`` forces one, as for the MFE.
+    engine there; ``--backend auto`` ViennaRNA's partition function on every core on a
+    machine without a GPU, and on a GPU host for a job of records of ``lengths`` nt that
+    ViennaRNA would finish within :data:`GPU_PARTITION_FROM_S`, else the GPU (``lengths``
+    None: a job not known yet, as ``jaxrna warmup`` prepares for: the GPU). Without ViennaRNA,
+    always jaxrna's engine. ``JAXRNA_ENERGY_ENGINE=vienna|jax`` forces one, as for the MFE.
 
-    >>> partition_engine("auto") in ("vienna", "jax")
-    True
+    >>> partition_engine("auto") in ("vienna", "jax"), partition_engine("cpu")
+    (True, 'jax')
     """
     from jaxrna.energy import vienna
 
@@ -244,7 +256,43 @@ def partition_engine(requested: str) -> str:
         return forced if forced == "jax" or vienna.available() else "jax"
     if requested != "auto" or not vienna.available():
         return "jax"
-    return "vienna"
+    if not _gpu_host():
+        return "vienna"
+    if lengths is not None:
+        from jaxrna.energy.partition_vienna import estimate_seconds
+
+        if estimate_seconds(lengths, vienna.cpu_count()) <= GPU_PARTITION_FROM_S:
+            return "vienna"
+    from jaxrna.runtime import has_gpu   # a GPU plugin is installed: ask JAX
+
+    return "jax" if has_gpu() else "vienna"
+
+
+def _gpu_host() -> bool:
+    """Whether JAX could find a GPU here (judged without importing JAX)."""
+    from jaxrna.runtime import gpu_possible
+
+    return gpu_possible()
+
+
+def _peek_lengths(records, seconds: float) -> tuple[Iterator, list[int]]:
+    """``(all records, the lengths of those read)``: reads records until ViennaRNA's estimate
+    for them passes ``seconds`` on this host's cores, or the input ends."""
+    import itertools
+
+    from jaxrna.energy import vienna
+    from jaxrna.energy.partition_vienna import PF_SECONDS
+
+    records = iter(records)
+    read, lengths, total, cores = [], [], 0.0, vienna.cpu_count()
+    for rec in records:
+        read.append(rec)
+        lengths.append(len(rec.sequence))
+        t = PF_SECONDS * float(lengths[-1]) ** 2.5
+        total += t
+        if t > seconds or total / cores > seconds:
+            break
+    return itertools.chain(read, records), lengths
 
 
 def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None) -> int:
@@ -261,7 +309,10 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
 
     if model.dangles == 1:
         logging.getLogger("jaxrna").warning("%s", DANGLES_NOTE)
-    engine = partition_engine(args.backend)
+    records, lengths = _records(args), None
+    if args.backend == "auto" and vienna.engine_choice() == "auto" and _gpu_host():
+        records, lengths = _peek_lengths(records, GPU_PARTITION_FROM_S)
+    engine = partition_engine(args.backend, lengths)
     backend = None
     if engine == "vienna":
         if not vienna.available():
@@ -285,5 +336,5 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
         with atomic_output(output) as out:
             writer(results, out)
 
-    return run_ensembles(args, _records(args), compute, "computed the ensembles of",
+    return run_ensembles(args, records, compute, "computed the ensembles of",
                          writer_for(args.format), write)

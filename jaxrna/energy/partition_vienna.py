@@ -42,6 +42,21 @@ TASK_RECORDS = 16
 TASK_LETTERS = 2000
 #: Below this many letters in all a job runs in this process (no pool to start).
 INPROCESS_LETTERS = 1000
+#: One record of n nt takes about ``PF_SECONDS * n ** 2.5`` s here on one core of an H100 host
+#: (RNAfold -p's computations: 200 nt ~0.18 s a record on 16 processes, 2,000 nt 41-45 s,
+#: 3,000 nt 133 s, 4,000 nt 311 s; fifteenth session, calls S15b, S15f, S15g).
+PF_SECONDS = 2.6e-7
+
+
+def estimate_seconds(lengths: Iterable[int], cores: int) -> float:
+    """About how long this engine takes for records of ``lengths`` nt on ``cores`` processes:
+    the records' total over the cores, or the longest record's alone (one core computes it).
+
+    >>> round(estimate_seconds([2000], 16), 1), round(estimate_seconds([200] * 2000, 16), 1)
+    (46.5, 18.4)
+    """
+    times = [PF_SECONDS * float(n) ** 2.5 for n in lengths]
+    return max(sum(times) / max(1, cores), max(times, default=0.0))
 
 
 def estimate_bytes(length: int) -> int:

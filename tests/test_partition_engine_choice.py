@@ -1,0 +1,59 @@
+"""Which engine computes ``fold --model turner --partition`` under ``--backend auto``
+(:func:`jaxrna.cli.fold_energy.partition_engine`): ViennaRNA's on a machine without a GPU;
+on a GPU host ViennaRNA's for jobs it finishes within ``GPU_PARTITION_FROM_S`` on the host's
+cores (its estimate, :func:`jaxrna.energy.partition_vienna.estimate_seconds`), else the GPU;
+the records read to decide are all passed on, in order."""
+
+import pytest
+
+from jaxrna.cli import fold_energy
+from jaxrna.energy import partition_vienna, vienna
+from jaxrna.io.fasta import Record
+
+pytestmark = pytest.mark.skipif(not vienna.available(), reason="needs ViennaRNA")
+
+
+@pytest.fixture
+def gpu_host(monkeypatch):
+    """A host with a GPU and 16 cores, as the choice sees it (no JAX started)."""
+    from jaxrna import runtime
+
+    monkeypatch.delenv(vienna.ENGINE_ENV, raising=False)
+    monkeypatch.setattr(fold_energy, "_gpu_host", lambda: True)
+    monkeypatch.setattr(runtime, "has_gpu", lambda: True)
+    monkeypatch.setattr(vienna, "cpu_count", lambda: 16)
+
+
+def test_without_a_gpu_auto_is_vienna_whatever_the_job(monkeypatch):
+    monkeypatch.delenv(vienna.ENGINE_ENV, raising=False)
+    monkeypatch.setattr(fold_energy, "_gpu_host", lambda: False)
+    for lengths in (None, [200] * 10, [4000]):
+        assert fold_energy.partition_engine("auto", lengths) == "vienna"
+    assert fold_energy.partition_engine("cpu", [200]) == "jax"
+
+
+def test_on_a_gpu_host_large_jobs_go_to_the_gpu(gpu_host, monkeypatch):
+    choose = fold_energy.partition_engine
+    assert choose("auto", [200] * 2000) == "vienna"     # ~18 s for ViennaRNA on 16 cores
+    assert choose("auto", [200] * 4000) == "jax"        # ~37 s
+    assert choose("auto", [1000, 300]) == "vienna"      # the longest alone ~8 s
+    assert choose("auto", [2000]) == "jax"              # ~47 s on its one core
+    assert choose("auto", None) == "jax"                # jaxrna warmup prepares the GPU's
+    assert choose("gpu", [20]) == "jax"
+    monkeypatch.setenv(vienna.ENGINE_ENV, "vienna")     # forced, either way
+    assert choose("auto", [4000]) == "vienna"
+    monkeypatch.setenv(vienna.ENGINE_ENV, "jax")
+    assert choose("auto", [20]) == "jax"
+    # the estimate the choice reads grows with the records and their length
+    assert partition_vienna.estimate_seconds([2000], 16) > fold_energy.GPU_PARTITION_FROM_S
+    assert partition_vienna.estimate_seconds([200] * 2000, 16) < fold_energy.GPU_PARTITION_FROM_S
+
+
+def test_the_peek_reads_until_it_knows_and_passes_every_record_on(gpu_host):
+    records = [Record(f"r{k}", "ACGU" * (25 if k != 3 else 500)) for k in range(10)]
+    passed, lengths = fold_energy._peek_lengths(iter(records), fold_energy.GPU_PARTITION_FROM_S)
+    assert lengths == [100, 100, 100, 2000]             # the 2,000 nt record decides
+    assert [r.id for r in passed] == [r.id for r in records]
+    short = [Record(f"s{k}", "GGGAAACCC") for k in range(5)]
+    passed, lengths = fold_energy._peek_lengths(iter(short), fold_energy.GPU_PARTITION_FROM_S)
+    assert lengths == [9] * 5 and [r.id for r in passed] == [r.id for r in short]
