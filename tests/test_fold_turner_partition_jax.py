@@ -3,8 +3,8 @@ against ViennaRNA's (:mod:`jaxrna.energy.partition_vienna`, itself checked again
 API in tests/test_fold_turner_partition_cli.py): the same structures, energies and symbols,
 ensemble energies within 1e-4 kcal/mol, probabilities within 1e-6, on random sequences with
 both parameter sets, dangles 0, 1 and 2, two temperatures, unpaired positions and MEA; the CLI
-with ``--backend cpu`` (the JAX engine) against ``--backend auto`` (ViennaRNA's, also on a GPU
-host: the faster engine there for now), and a record too large refused with its estimate."""
+with ``--backend cpu`` (the JAX engine) against ``--backend auto`` (ViennaRNA's on a machine
+without a GPU), and a record too large refused with its estimate."""
 
 import json
 import os

@@ -30,8 +30,8 @@ compilation); --backend cpu/gpu: jaxrna's engine (JAXRNA_ENERGY_ENGINE=vienna|ja
 ViennaRNA's partition function on every core, or the GPU for large jobs): the MFE
 structure, the ensemble free energy, base-pair probabilities, the centroid structure and its
 distance to the ensemble, the MFE structure's frequency in the ensemble, the ensemble
-diversity; --mea [GAMMA] also the maximum expected
-accuracy structure (RNAfold --MEA, gamma 1 by default). dbn: RNAfold -p's lines
+diversity; --mea [GAMMA] also the maximum expected accuracy structure (RNAfold --MEA, gamma 1
+by default). dbn: RNAfold -p's lines
 ('STRUCTURE (MFE)', 'SYMBOLS [ENSEMBLE]', 'CENTROID {E d=D}', 'MEA {E MEA=M}',
 ' frequency of mfe structure in ensemble F; ensemble diversity D'); -f json: per record id,
 length, sequence, energy, structure, ensemble_energy (kcal/mol, full precision),
@@ -281,14 +281,14 @@ def _peek_lengths(records, seconds: float) -> tuple[Iterator, list[int]]:
     import itertools
 
     from jaxrna.energy import vienna
-    from jaxrna.energy.partition_vienna import PF_SECONDS
+    from jaxrna.energy.partition_vienna import record_seconds
 
     records = iter(records)
     read, lengths, total, cores = [], [], 0.0, vienna.cpu_count()
     for rec in records:
         read.append(rec)
         lengths.append(len(rec.sequence))
-        t = PF_SECONDS * float(lengths[-1]) ** 2.5
+        t = record_seconds(lengths[-1])
         total += t
         if t > seconds or total / cores > seconds:
             break

@@ -48,6 +48,11 @@ INPROCESS_LETTERS = 1000
 PF_SECONDS = 2.6e-7
 
 
+def record_seconds(length: int) -> float:
+    """About how long one core takes for one record of ``length`` nt (:data:`PF_SECONDS`)."""
+    return PF_SECONDS * float(length) ** 2.5
+
+
 def estimate_seconds(lengths: Iterable[int], cores: int) -> float:
     """About how long this engine takes for records of ``lengths`` nt on ``cores`` processes:
     the records' total over the cores, or the longest record's alone (one core computes it).
@@ -55,7 +60,7 @@ def estimate_seconds(lengths: Iterable[int], cores: int) -> float:
     >>> round(estimate_seconds([2000], 16), 1), round(estimate_seconds([200] * 2000, 16), 1)
     (46.5, 18.4)
     """
-    times = [PF_SECONDS * float(n) ** 2.5 for n in lengths]
+    times = [record_seconds(n) for n in lengths]
     return max(sum(times) / max(1, cores), max(times, default=0.0))
 
 
