@@ -327,16 +327,10 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
         enable_compilation_cache()
         backend = resolve_backend(args.backend)
 
-    # --backend auto sent the job to the GPU: ViennaRNA's MFE (the same structures) on the
-    # host's cores beside the partition batches, no MFE program to compile or load
-    mfe_engine = ("vienna" if engine == "jax" and args.backend == "auto"
-                  and vienna.engine_choice() == "auto" and vienna.available() else None)
-
     def compute(records, on_done, on_error):
         return partition_energy_records(records, model, mea_gamma=args.mea,
                                         max_bytes=max_bytes, on_done=on_done,
-                                        on_error=on_error, engine=engine, backend=backend,
-                                        mfe_engine=mfe_engine)
+                                        on_error=on_error, engine=engine, backend=backend)
 
     def write(output, writer, results):
         with atomic_output(output) as out:

@@ -127,8 +127,7 @@ def partition_energy_records(records: Iterable[Record], model: EnergyModel | Non
                              mea_gamma: float | None = None, max_bytes: int | None = None,
                              on_done=None, on_error=None, unpaired: dict | None = None,
                              processes: int | None = None, engine: str = "vienna",
-                             backend: str | None = None,
-                             mfe_engine: str | None = None) -> Iterator[EnergyPartitionResult]:
+                             backend: str | None = None) -> Iterator[EnergyPartitionResult]:
     """Ensembles of a stream of records in ``model``, in input order.
 
     ``mea_gamma``: also the MEA structure with this gamma (RNAfold ``--MEA``; None: not);
@@ -137,9 +136,7 @@ def partition_energy_records(records: Iterable[Record], model: EnergyModel | Non
     ``on_done(k)`` reports progress; ``unpaired``: ``{record id: 0-based positions that must
     not pair}``; ``processes``: worker processes of a CPU engine (default: every core);
     ``engine``: a key of :data:`ENGINES`; ``backend``: the JAX backend of the JAX engine
-    (``cpu`` or ``gpu``; None: JAX's default); ``mfe_engine``: the JAX engine's MFE (``jax``,
-    the default, or ``vienna``: ViennaRNA's on the host's cores beside the device's batches,
-    :func:`jaxrna.energy.partition_jax.partition_records`).
+    (``cpu`` or ``gpu``; None: JAX's default).
     """
     import importlib
 
@@ -151,8 +148,6 @@ def partition_energy_records(records: Iterable[Record], model: EnergyModel | Non
     module, name = where.split(":")
     run = getattr(importlib.import_module(module), name)
     extra = {"backend": backend} if backend is not None and engine == "jax" else {}
-    if mfe_engine is not None and engine == "jax":
-        extra["mfe_engine"] = mfe_engine
     return run(records, model or EnergyModel(), mea_gamma=mea_gamma, max_bytes=max_bytes,
                on_done=on_done, on_error=on_error, unpaired=unpaired, processes=processes,
                **extra)

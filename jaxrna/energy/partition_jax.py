@@ -140,25 +140,20 @@ def budgets(device, platform: str) -> tuple[int, int]:
 def partition_records(records: Iterable[Record], model: EnergyModel | None = None,
                       mea_gamma: float | None = None, max_bytes: int | None = None,
                       on_done=None, on_error=None, unpaired: dict | None = None,
-                      processes: int | None = None, backend: str | None = None,
-                      mfe_engine: str = "jax") -> Iterator[EnergyPartitionResult]:
+                      processes: int | None = None, backend: str | None = None
+                      ) -> Iterator[EnergyPartitionResult]:
     """:func:`jaxrna.energy.ensemble.partition_energy_records` on every device of ``backend``
     (None: JAX's default backend; or the first ``--devices N``): the batches go to the devices
     in turn, each on a thread of its own (:func:`jaxrna.pipeline.schedule_on_threads`), the
-    first device's memory sizes them; ``processes`` is not used (the work is the devices').
-    ``mfe_engine``: ``"jax"``, the MFE by :func:`jaxrna.energy.api.fold_energy_records` on the
-    same devices before the batches, or ``"vienna"``, by ViennaRNA's MFE
-    (:func:`jaxrna.energy.vienna.fold_records`, the same results) on the host's cores beside the
-    batches (no MFE program to compile or load, no device time)."""
+    first device's memory sizes them;
+    ``processes`` is not used (the work is the devices')."""
     import jax
 
-    if mfe_engine not in ("jax", "vienna"):
-        raise ValueError(f"mfe_engine must be jax or vienna, not {mfe_engine!r}")
     model = model or EnergyModel()
     device, platform = device_of(backend)
     with jax.default_device(device):
         yield from _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired,
-                            device, platform, mfe_engine)
+                            device, platform)
 
 
 def plan(lengths: Iterable[int], platform: str, budget: int,
@@ -226,7 +221,7 @@ def prepare_programs(classes: Iterable[tuple[int, int]], device) -> int:
 
 
 def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, device,
-             platform, mfe_engine: str = "jax") -> Iterator[EnergyPartitionResult]:
+             platform) -> Iterator[EnergyPartitionResult]:
     budget, most = budgets(device, platform)
     limit = min(most, max_bytes) if max_bytes else most
     classes = run_classes(limit, platform, budget)
@@ -234,7 +229,7 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
     for rec in records:
         if len(chunk) >= CHUNK:         # a full chunk, and a record follows it
             yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
-                            on_done, classes, False, mfe_engine)
+                            on_done, classes, False)
             chunk = []
         need = estimate_bytes(len(rec.sequence))
         if need > limit:
@@ -248,13 +243,13 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
             if on_error is None:
                 raise exc
             yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
-                            on_done, classes, False, mfe_engine)
+                            on_done, classes, False)
             chunk = []
             on_error(rec, exc)
             continue
         chunk.append(rec)
     yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget, on_done,
-                    classes, True, mfe_engine)
+                    classes, True)
 
 
 def run_classes(limit: int, platform: str, budget: int):
@@ -272,12 +267,9 @@ def run_classes(limit: int, platform: str, budget: int):
 
 
 def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platform: str,
-         budget: int, on_done, classes, final: bool,
-         mfe_engine: str = "jax") -> Iterator[EnergyPartitionResult]:
+         budget: int, on_done, classes, final: bool) -> Iterator[EnergyPartitionResult]:
     if not chunk:
         return
-    import concurrent.futures
-
     import jax
 
     from jaxrna.energy import partition
@@ -294,34 +286,10 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
     # the chunk's partition programs compile (where there are cores) while the MFE runs
     prefetch_programs(plan(lengths, platform, budget, serve), device)
     live = [k for k, n in enumerate(lengths) if n]      # empty records need no MFE
-
-    def fold_mfe() -> dict:
-        with stage("mfe"):
-            if mfe_engine == "vienna":
-                from jaxrna.energy import vienna
-
-                folded = vienna.fold_records([chunk[k] for k in live], model, with_pairs=True,
-                                             unpaired=unpaired,
-                                             processes=max(2, vienna.cpu_count() - 1))
-            else:
-                folded = fold_energy_records([chunk[k] for k in live], model, with_pairs=True,
-                                             backend=platform, unpaired=unpaired,
-                                             length_class=padded_of)
-            return dict(zip(live, folded))
-
-    mfe: dict = {}
-    if mfe_engine == "vienna":          # on the host's cores, beside the device's batches
-        mfe_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxrna-mfe")
-        mfe_future = mfe_thread.submit(fold_mfe)
-        mfe_thread.shutdown(wait=False)
-    else:
-        mfe.update(fold_mfe())
-
-    def folded(k: int):
-        """Record ``k``'s MFE result (waiting for ViennaRNA's the first time)."""
-        if not mfe:
-            mfe.update(mfe_future.result())
-        return mfe[k]
+    with stage("mfe"):
+        mfe = dict(zip(live, fold_energy_records([chunk[k] for k in live], model,
+                                                 with_pairs=True, backend=platform,
+                                                 unpaired=unpaired, length_class=padded_of)))
     ups = [tuple((unpaired or {}).get(rec.id, ())) for rec in chunk]
     groups: dict[int, list[int]] = {}
     for k in live:
@@ -354,7 +322,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
         energies, probs = done
         with stage("measures"):         # the dense matrices are not kept
             for row, k in enumerate(batch[1]):
-                job = (chunk[k].sequence, folded(k).pairs or (), float(energies[row]),
+                job = (chunk[k].sequence, mfe[k].pairs or (), float(energies[row]),
                        probs[row], model, gamma)
                 pending[k] = pool.submit(record_parts, job) if pool else record_parts(job)
 
@@ -373,7 +341,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
                     with stage("measures"):
                         got = got.result()
                 del pending[k]
-                yield _result(chunk[k], folded(k), *got, model, gamma)
+                yield _result(chunk[k], mfe[k], *got, model, gamma)
             else:
                 yield _empty(chunk[k], model, gamma)
             done_upto += 1
