@@ -224,8 +224,8 @@ def fold_host(sequences: list[str], weights: np.ndarray, min_loop: int,
     (:func:`fill_c`, a thread per core); without one (or for a job below
     :data:`HOST_WORK_LIMIT` while the compiled fill is not built yet), sequences are grouped by
     padded length so each group is one batched NumPy fill (:func:`fill_host`). ``job_work``:
-    the split operations of the whole job these sequences are a chunk of (None: these
-    sequences' own), so a job of many small chunks builds the compiled fill.
+    the split operations of the whole job these sequences are a chunk of (None: unknown), so
+    a job of many small chunks builds the compiled fill.
     """
     from jaxrna.alphabet import encode
     from jaxrna.batching import bucket_length
@@ -233,8 +233,8 @@ def fold_host(sequences: list[str], weights: np.ndarray, min_loop: int,
 
     # the compiled fill, unless it is not built yet and the job is small enough for NumPy
     # (building it takes ~0.3 s: a Galaxy job's empty cache would pay that for one short fold)
-    work = sum(len(s) ** 3 for s in sequences) / 6 if job_work is None else job_work
-    small = work < HOST_WORK_LIMIT
+    work = sum(len(s) ** 3 for s in sequences) / 6
+    small = max(work, job_work or 0.0) < HOST_WORK_LIMIT
     lib = library(build=not small)
     if lib is not None:
         return _fold_c(sequences, weights, min_loop, with_pairs, lib)
