@@ -270,6 +270,8 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
          budget: int, on_done, classes, final: bool) -> Iterator[EnergyPartitionResult]:
     if not chunk:
         return
+    import concurrent.futures
+
     import jax
 
     from jaxrna.energy import partition
@@ -316,7 +318,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
     # spare, while the device computes the next batches
     workers = default_workers() if len(live) >= 64 else 0
     pool = worker_pool(workers) if workers else None
-    pending: dict[int, object] = {}     # record -> its parts, or their future
+    pending: dict[int, concurrent.futures.Future] = {}     # record -> its parts
 
     def collect(batch, done):
         energies, probs = done
@@ -324,7 +326,11 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
             for row, k in enumerate(batch[1]):
                 job = (chunk[k].sequence, mfe[k].pairs or (), float(energies[row]),
                        probs[row], model, gamma)
-                pending[k] = pool.submit(record_parts, job) if pool else record_parts(job)
+                if pool:
+                    pending[k] = pool.submit(record_parts, job)
+                else:
+                    pending[k] = concurrent.futures.Future()
+                    pending[k].set_result(record_parts(job))
 
     done_upto = 0
 
@@ -335,13 +341,11 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
             k = done_upto
             if lengths[k]:
                 got = pending.get(k)
-                if got is None or (not final and not isinstance(got, tuple) and not got.done()):
+                if got is None or not (final or got.done()):
                     return
-                if not isinstance(got, tuple):
-                    with stage("measures"):
-                        got = got.result()
-                del pending[k]
-                yield _result(chunk[k], mfe[k], *got, model, gamma)
+                with stage("measures"):
+                    parts, energies = pending.pop(k).result()
+                yield _result(chunk[k], mfe[k], parts, energies, model, gamma)
             else:
                 yield _empty(chunk[k], model, gamma)
             done_upto += 1
@@ -366,9 +370,7 @@ def record_parts(job: tuple) -> tuple[dict, tuple]:
     probabilities, model, MEA gamma)``: a worker process's job."""
     seq, pairs, ensemble_energy, P, model, gamma = job
     parts = _measures(len(seq), pairs, ensemble_energy, P)
-    return parts, structure_energies((seq, parts["structure"], parts["centroid"],
-                                      model, gamma, parts["pair_i"], parts["pair_j"],
-                                      parts["pair_p"]))
+    return parts, structure_energies(seq, parts, model, gamma)
 
 
 def _measures(n: int, pairs, ensemble_energy: float, P: np.ndarray) -> dict:
@@ -385,15 +387,17 @@ def _measures(n: int, pairs, ensemble_energy: float, P: np.ndarray) -> dict:
             "diversity": float(measures.ensemble_diversity(P))}
 
 
-def structure_energies(job: tuple) -> tuple:
+def structure_energies(seq: str, parts: dict, model: EnergyModel, gamma) -> tuple:
     """``(MFE structure's energy for the MFE frequency, centroid energy, (MEA structure, MEA,
-    its energy))`` in kcal/mol of one record (a worker's job: pure Python). The MFE
+    its energy))`` in kcal/mol of one record of measures ``parts`` (:func:`_measures`; pure
+    Python, run by :func:`record_parts`). The MFE
     structure's energy is that of the partition function's dangles (2 for dangles 1); MEA from
     the kept probabilities (``p >= 1e-6``: MEA reads only ``p >= 1e-4 / (1 + gamma)``)."""
     from jaxrna.energy import ensemble_measures as measures
     from jaxrna.energy.evaluate import energy_of_structure
 
-    seq, structure, centroid, model, gamma, pair_i, pair_j, pair_p = job
+    structure, centroid = parts["structure"], parts["centroid"]
+    pair_i, pair_j, pair_p = parts["pair_i"], parts["pair_j"], parts["pair_p"]
 
     def kcal(s: str, dangles: int = model.dangles) -> float:
         return energy_of_structure(seq, s, model.params, dangles, model.temperature) / 100
