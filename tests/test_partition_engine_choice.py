@@ -19,14 +19,16 @@ def gpu_host(monkeypatch):
     from jaxrna import runtime
 
     monkeypatch.delenv(vienna.ENGINE_ENV, raising=False)
-    monkeypatch.setattr(fold_energy, "_gpu_host", lambda: True)
+    monkeypatch.setattr(runtime, "gpu_possible", lambda: True)
     monkeypatch.setattr(runtime, "has_gpu", lambda: True)
     monkeypatch.setattr(vienna, "cpu_count", lambda: 16)
 
 
 def test_without_a_gpu_auto_is_vienna_whatever_the_job(monkeypatch):
+    from jaxrna import runtime
+
     monkeypatch.delenv(vienna.ENGINE_ENV, raising=False)
-    monkeypatch.setattr(fold_energy, "_gpu_host", lambda: False)
+    monkeypatch.setattr(runtime, "gpu_possible", lambda: False)
     for lengths in (None, [200] * 10, [4000]):
         assert fold_energy.partition_engine("auto", lengths) == "vienna"
     assert fold_energy.partition_engine("cpu", [200]) == "jax"

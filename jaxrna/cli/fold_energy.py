@@ -256,7 +256,9 @@ def partition_engine(requested: str, lengths: list[int] | None = None) -> str:
         return forced if forced == "jax" or vienna.available() else "jax"
     if requested != "auto" or not vienna.available():
         return "jax"
-    if not _gpu_host():
+    from jaxrna.runtime import gpu_possible
+
+    if not gpu_possible():
         return "vienna"
     if lengths is not None:
         from jaxrna.energy.partition_vienna import estimate_seconds
@@ -266,13 +268,6 @@ def partition_engine(requested: str, lengths: list[int] | None = None) -> str:
     from jaxrna.runtime import has_gpu   # a GPU plugin is installed: ask JAX
 
     return "jax" if has_gpu() else "vienna"
-
-
-def _gpu_host() -> bool:
-    """Whether JAX could find a GPU here (judged without importing JAX)."""
-    from jaxrna.runtime import gpu_possible
-
-    return gpu_possible()
 
 
 def _peek_lengths(records, seconds: float) -> tuple[Iterator, list[int]]:
@@ -306,11 +301,12 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
     from jaxrna.energy.ensemble import partition_energy_records
     from jaxrna.formats.fold_energy_partition import writer_for
     from jaxrna.io import atomic_output
+    from jaxrna.runtime import gpu_possible
 
     if model.dangles == 1:
         logging.getLogger("jaxrna").warning("%s", DANGLES_NOTE)
     records, lengths = _records(args), None
-    if args.backend == "auto" and vienna.engine_choice() == "auto" and _gpu_host():
+    if args.backend == "auto" and vienna.engine_choice() == "auto" and gpu_possible():
         records, lengths = _peek_lengths(records, GPU_PARTITION_FROM_S)
     engine = partition_engine(args.backend, lengths)
     backend = None
