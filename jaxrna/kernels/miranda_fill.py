@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from jaxrna.kernels.miranda_lanes import RESET, SEED_SPAN, WORD  # noqa: F401  (the layout)
+from jaxrna.kernels.miranda_lanes import RESET, SEED_SPAN, WORD
 from jaxrna.kernels.tropical_pallas import compiler_params
 from jaxrna.programs import stored_jit
 
