@@ -169,17 +169,17 @@ class DiagView:
     """The cells (i, i + d), i < ``height``, of diagonal ``d`` (traced): sequence reads are
     slices. Also the reader of the tables for the sweep (``tab``, ``group_min``): the rows of
     diagonals d + ``lo`` .. d + ``hi`` are fetched as one block (one dynamic slice of the
-    tables ``T``), every read is a static slice of it."""
+    tables ``T``, or the caller's ``block``), every read is a static slice of it."""
 
     def __init__(self, s, allowed, special, dp, d, height, n, T=None, lo=0, hi=0,
-                 interior: str = "jax"):
+                 interior: str = "jax", block=None):
         self._s, self._allowed, self._special, self.dp = s, allowed, special, dp
         self.d, self.height, self.n = d, height, n
         self.T, self.interior = T, interior
         self.i = jnp.arange(height, dtype=jnp.int32)
         self.j = self.i + d
         self.lo = lo
-        self.block = None if T is None else jax.lax.dynamic_slice(
+        self.block = block if block is not None or T is None else jax.lax.dynamic_slice(
             T, (ROW_PAD + d + lo, 0, 0), (hi - lo + 1, T.shape[1], T.shape[2]))
         self.current = {}
 

@@ -29,7 +29,7 @@ The diagonals run in ``lax.fori_loop``s of static trip counts over the padded le
 (one band up to 256, the MFE fill's bands beyond: :mod:`jaxrna.energy.partition_sweep`);
 cells past the runtime length ``n`` cannot pair (``allowed`` is false there) and stay
 impossible, so one program serves every length of a class. ``M2`` reads ``M`` by rows and a
-column-major copy of ``M1`` (two rectangular slices per diagonal). dtype: the parameters'
+copy of ``M1`` by end position (two rectangular windows per diagonal). dtype: the parameters'
 (float64 under :func:`x64`, which :func:`ensemble_energies` and :func:`pair_probabilities`
 turn on; in float32 the same program gives ViennaRNA's values to ~2e-5 kcal/mol and pair
 probabilities to 1e-6 (100 nt) .. 5e-6 (300 nt)). Dangles 0 and 2 (ViennaRNA's partition
@@ -149,26 +149,29 @@ def _reduce(cands, v, beta):
     return softmin(rows, beta)
 
 
-def _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length, height, width):
+def _rows(d, R, dp, special, s, allowed, n, dangles, length, height, width):
     """The rows of every table on diagonal ``d``, cells i < ``height``: ``(len(TABLES),
     height)`` (``width``: the multiloop split's extent, > d - 2). Reads only
-    diagonals below d (of ``T``, and of ``V``, the column copy of ``M1``), so the final
+    diagonals below d (windows of ``T``, and of ``V``, the copy of ``M1`` by end position, through the
+    reader ``R``: :class:`jaxrna.energy.partition_sweep.Reader`), so the final
     tables give each diagonal's inputs as they were when it was computed (what the outside
     pass of :mod:`jaxrna.energy.partition_sweep` relies on)."""
     beta = 10.0 / dp["kT"]
-    v = PFView(s, allowed, special, dp, d, height, n, T, lo=-2 - MAXLOOP, hi=-1)
+    lo = -2 - MAXLOOP
+    block = R.T((ROW_PAD + d + lo, 0, 0), (-lo, R.shape[1], R.shape[2]))   # diagonals d-32..d-1
+    v = PFView(s, allowed, special, dp, d, height, n, lo=lo, block=block)
     v.beta = beta
     tm = terms.pair_terms(v, dp, dangles)
     # the closing multiloop: only the inside (i+1, j-1) (the other shifts are dangles 1's)
     cands = [c for c in terms.pair_candidates(v, tm, dp, MAXLOOP)
              if c.table != "M2" or (c.dd, c.di) == terms.CLOSING_SHIFTS[0]]
-    bonus_row = jax.lax.dynamic_slice_in_dim(bonus, d, 1)[0, :height]
+    bonus_row = R.read("bonus", (d, 0), (1, height))[0]                 # the pair bonus
     c_row = jnp.where(tm["ok"] > 0, _clip(_reduce(cands, v, beta)) - bonus_row / beta, INF)
     # M2(i, i + d) = softmin_a M(i, i + a) + M1(i + a + 1, i + d), a <= d - 2
-    left = T[ROW_PAD:ROW_PAD + width, INDEX["M"], :height].T            # [i, a]
-    right = jax.lax.dynamic_slice(V, (d, length - d), (height, width))   # [i, a]
-    a = jnp.arange(width)[None, :]
-    m2_row = _clip(softmin(jnp.where(a <= d - 2, left + right, INF).T, beta))
+    left = R.T((ROW_PAD, INDEX["M"], 0), (width, 1, height))[:, 0, :]     # [a, i]
+    right = R.V((length - d, d), (width, height))                         # [a, i]
+    a = jnp.arange(width)[:, None]
+    m2_row = _clip(softmin(jnp.where(a <= d - 2, left + right, INF), beta))
     mb = dp["ml_base"]
     m1_row = _clip(softmin([v.row("M1", -1, 0) + mb, c_row + tm["stem0"]], beta))
     ma_row = _clip(softmin([v.row("MA", -1, 1) + mb, m1_row], beta))
@@ -176,13 +179,13 @@ def _rows(d, T, V, dp, bonus, special, s, allowed, n, dangles, length, height, w
     rows = {"C": c_row, "M2": m2_row, "M": m_row, "M1": m1_row, "MA": ma_row}
     for name in terms.GROUP_NAMES:
         rows[name] = jnp.where(c_row < BIG, c_row + tm[f"adj_{name}"], INF)
-    return jnp.stack([rows[name] for name in TABLES]).astype(T.dtype)
+    return jnp.stack([rows[name] for name in TABLES]).astype(R.dtype)
 
 
 def _rows_fn(length):
     """:func:`_rows` in the form :mod:`jaxrna.energy.partition_sweep` takes."""
-    def rows_fn(d, T, V, diff, fixed, height, width):
-        return _rows(d, T, V, diff["dp"], diff["bonus"], diff["special"], fixed["s"],
+    def rows_fn(d, R, diff, fixed, height, width):
+        return _rows(d, R, diff["dp"], diff["special"], fixed["s"],
                      fixed["allowed"], fixed["n"], fixed["dangles"], length, height, width)
     return rows_fn
 
@@ -205,7 +208,7 @@ def tables(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool =
     run = partition_sweep.sweep if outside else partition_sweep.forward
     T, V = run(_rows_fn(length), length, len(TABLES), INDEX["M1"],
                {"dp": dp, "bonus": bonus, "special": special},
-               {"s": s, "allowed": allowed, "n": n, "dangles": dangles})
+               {"s": s, "allowed": allowed, "n": n, "dangles": dangles}, INF, ("bonus",))
     # exterior loop: E[j, i] = C(i, j) + the exterior branch (i, j)
     get_c = c_reader(T, length)
     j = jnp.arange(length)[:, None]

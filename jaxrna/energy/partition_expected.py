@@ -60,9 +60,9 @@ CHANNELS = PAIR_CHANNELS + ("M2", "M1", "MA", "M")
 INDEX = {name: k for k, name in enumerate(CHANNELS)}
 
 
-def _rows(d, T, V, diff, fixed, height, width, *, length, lr):
-    """Every channel's row on diagonal d, dangles 0 (reads shorter diagonals only: the form
-    of :mod:`jaxrna.energy.partition_sweep`)."""
+def _rows(d, R, diff, fixed, height, width, *, length, lr):
+    """Every channel's row on diagonal d, dangles 0 (reads windows of shorter diagonals
+    through ``R``: the form of :mod:`jaxrna.energy.partition_sweep`)."""
     dp = diff["dp"]
     beta = 10.0 / dp["kT"]
     L = height
@@ -72,24 +72,24 @@ def _rows(d, T, V, diff, fixed, height, width, *, length, lr):
         m2 = jax.lax.slice(block, (-2 - lo, INDEX["M2"], 1), (-1 - lo, INDEX["M2"] + 1, 1 + L))
         return (dp["ml_closing"] + dp["ml_intern"] + au)[:, None] + m2[0]
 
-    c, new = pair_rows(d, T, diff, fixed, height, lr, multi)
+    c, new = pair_rows(d, R, diff, fixed, height, lr, multi)
     cw = jnp.stack([new[f"C{t}"] for t in TYPES])
     au = jnp.where(jnp.asarray(TYPES) > 2, dp["terminal_au"], 0.0)
     # multiloop tables
     mb = dp["ml_base"]
     stem = clip(softmin(cw + (dp["ml_intern"] + au)[:, None], beta))
-    lft = T[ROW_PAD:ROW_PAD + width, INDEX["M"], :L].T
-    rgt = jax.lax.dynamic_slice(V, (d, length - d), (L, width))
-    ai = jnp.arange(width)[None, :]
-    new["M2"] = clip(softmin(jnp.where(ai <= d - 2, lft + rgt, INF).T, beta))
+    lft = R.T((ROW_PAD, INDEX["M"], 0), (width, 1, L))[:, 0, :]             # [a, i]
+    rgt = R.V((length - d, d), (width, L))                                 # [a, i]
+    ai = jnp.arange(width)[:, None]
+    new["M2"] = clip(softmin(jnp.where(ai <= d - 2, lft + rgt, INF), beta))
 
     def row(name, dd, di):
-        return jax.lax.dynamic_slice(T, (ROW_PAD + d + dd, INDEX[name], di), (1, 1, L)).reshape(L)
+        return R.T((ROW_PAD + d + dd, INDEX[name], di), (1, 1, L)).reshape(L)
 
     new["M1"] = clip(softmin(jnp.stack([row("M1", -1, 0) + mb, stem]), beta))
     new["MA"] = clip(softmin(jnp.stack([row("MA", -1, 1) + mb, new["M1"]]), beta))
     new["M"] = clip(softmin(jnp.stack([new["MA"], new["M2"]]), beta))
-    return jnp.stack([new[name] for name in CHANNELS]).astype(T.dtype)
+    return jnp.stack([new[name] for name in CHANNELS]).astype(R.dtype)
 
 
 def static_dangles(dangles) -> int:
@@ -130,7 +130,8 @@ def expected_log_partition(q, allowed, dp, spec, length, pair_bonus=None, outsid
     rows_fn = functools.partial(_rows, length=length, lr=split_1n())
     run = partition_sweep.sweep if outside else partition_sweep.forward
     diff = {"q": q, "dp": dp, "corr": corr, "bonus": bonus}
-    T, _ = run(rows_fn, length, len(CHANNELS), INDEX["M1"], diff, {"allowed": jnp.asarray(allowed)})
+    T, _ = run(rows_fn, length, len(CHANNELS), INDEX["M1"], diff, {"allowed": jnp.asarray(allowed)},
+               INF, ("bonus",))
     # exterior loop (dangles 0): branch (i, j) = its types summed with terminal AU
     au = jnp.where(jnp.asarray(TYPES) > 2, dp["terminal_au"], 0.0)
     j = jnp.arange(length)[:, None]

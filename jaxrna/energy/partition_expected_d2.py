@@ -72,9 +72,10 @@ def _smin(x, axis, beta):
     return -jax.nn.logsumexp(-beta * x, axis=axis) / beta
 
 
-def _rows(d, T, V, diff, fixed, height, width, *, lr):
+def _rows(d, R, diff, fixed, height, width, *, lr):
     """Every channel's row on diagonal d (cells i < ``height``; the segment split reads the
-    diagonals ``< d`` of ``width`` rows): ``(len(CHANNELS), height)``."""
+    diagonals ``< d`` of ``width`` rows): ``(len(CHANNELS), height)``; the tables are read
+    as windows through ``R`` (:class:`jaxrna.energy.partition_sweep.Reader`)."""
     qp, dp = diff["q"], diff["dp"]
     beta = 10.0 / dp["kT"]
     L, W = height, width
@@ -88,7 +89,7 @@ def _rows(d, T, V, diff, fixed, height, width, *, lr):
         return jax.lax.dynamic_slice(lq, (LEFT + d + off, 0), (L, 4))
 
     def read(dd, di, c0, k):
-        return jax.lax.dynamic_slice(T, (ROW_PAD + d + dd, c0, di), (1, k, L))[0]
+        return R.T((ROW_PAD + d + dd, c0, di), (1, k, L))[0]
 
     types = jnp.asarray(px.TYPES)
     au = jnp.where(types > 2, dp["terminal_au"], 0.0)
@@ -105,7 +106,7 @@ def _rows(d, T, V, diff, fixed, height, width, *, lr):
              + jnp.swapaxes(wclose, 1, 2)[:, :, :, None])
         return _smin(e.reshape(6, 16, L), 1, beta)
 
-    c, new = px.pair_rows(d, T, diff, fixed, L, lr, multi)               # c: (6, L)
+    c, new = px.pair_rows(d, R, diff, fixed, L, lr, multi)               # c: (6, L)
     # V(i, j | y, b): V(i + 1, j) + one unpaired base, or the branch (i + 2, j) reading s(i+1)
     p2 = read(-2, 2, P0, 6)
     e = (p2[:, None, None, :] + lqi(2)[:, A_T].T[:, None, None, :]
@@ -124,14 +125,17 @@ def _rows(d, T, V, diff, fixed, height, width, *, lr):
     # (e = k - 1 - i the second-fastest axis: the sum over it runs on contiguous rows)
     es = jnp.arange(W)
     early = (es <= d - 2)[None, :, None]
-    urow = jnp.swapaxes(T[ROW_PAD:ROW_PAD + W, U10:U10 + 256, :L], 0, 1)  # (256, e, L)
+    urow = jnp.swapaxes(R.T((ROW_PAD, U10, 0), (W, 256, L)), 0, 1)        # (256, e, L)
     urow = jnp.where(early, urow, INF).reshape(4, 4, 4, 4, W, L)[:, :, :, A_T]  # a,x,y',t,e,L
     at = LEFT + es[:, None] + jnp.arange(L)[None, :]                      # base k - 1 = i + e
     q1 = jnp.moveaxis(lq[at], -1, 0)                                      # (y', e, L)
     q2 = jnp.moveaxis(lq[at + 1][:, :, A_T], -1, 0)                       # (t, e, L)
-    rows = jnp.clip(ROW_PAD + d - 1 - es, 0, T.shape[0] - 1)
-    cols = jnp.clip(1 + es[:, None] + jnp.arange(L)[None, :], 0, T.shape[2] - 1)
-    pk = T[rows[None, :, None], P0 + jnp.arange(6)[:, None, None], cols[None, :, :]]
+    # the branches (k, j), k = i + e + 1, on diagonals d - 1 - e: rows of the window of
+    # diagonals 0 .. W - 1 (rows past d - 2 are masked by ``early``)
+    slab = R.T((ROW_PAD, P0, 0), (W, 6, R.shape[2]))                      # (e', t, column)
+    rows = jnp.clip(d - 1 - es, 0, W - 1)
+    cols = jnp.clip(1 + es[:, None] + jnp.arange(L)[None, :], 0, R.shape[2] - 1)
+    pk = slab[rows[None, :, None], jnp.arange(6)[:, None, None], cols[None, :, :]]
     pk = jnp.where(early, pk, INF) + q2                                   # (t, e, L)
     y = _smin(urow + q1[None, None, :, None] + pk[None, None, None], 4, beta)   # (a, x, y', t, L)
     z = (y[:, :, :, :, None, None, :] + jnp.swapaxes(wml, 0, 1)[None, None, :, :, None, :, None]
@@ -148,7 +152,7 @@ def _rows(d, T, V, diff, fixed, height, width, *, lr):
         out.append(clip(softmin(cands, beta)).reshape(256, L))
     rows_out = [new[name][None] for name in px.PAIR_CHANNELS]
     rows_out += [c, v_new.reshape(16, L)] + out
-    return jnp.concatenate(rows_out).astype(T.dtype)
+    return jnp.concatenate(rows_out).astype(R.dtype)
 
 
 def _exterior(T, q, dp, n, length):
@@ -205,10 +209,11 @@ def expected_log_partition_d2(q, allowed, dp, spec, length, n, pair_bonus=None,
     bonus = jnp.zeros((length, length), q.dtype) if pair_bonus is None else pair_bonus
     bonus = skew(bonus.astype(q.dtype))
 
-    def rows_fn(d, T, V, diff, fixed, height, width):
-        return _rows(d, T, V, diff, fixed, height, width, lr=px.split_1n())
+    def rows_fn(d, R, diff, fixed, height, width):
+        return _rows(d, R, diff, fixed, height, width, lr=px.split_1n())
 
     run = partition_sweep.sweep if outside else partition_sweep.forward
     diff = {"q": q, "dp": dp, "corr": corr, "bonus": bonus}
-    T, _ = run(rows_fn, length, len(CHANNELS), 0, diff, {"allowed": jnp.asarray(allowed)})
+    T, _ = run(rows_fn, length, len(CHANNELS), 0, diff, {"allowed": jnp.asarray(allowed)}, INF,
+               ("bonus",))
     return -_exterior(T, q, dp, jnp.asarray(n, jnp.int32), length) * beta

@@ -116,7 +116,7 @@ def _mismatch_weight(table, types, qa, qb, beta):
     return jnp.einsum("txy,ix,iy->ti", w, qa, qb)
 
 
-def pair_rows(d, T, diff, fixed, height, lr, multi):
+def pair_rows(d, R, diff, fixed, height, lr, multi):
     """The pair channels on diagonal d: ``(c, new)``, ``c`` the six types' inside weights
     (``C(i, j, t)``: the pair's own probabilities left out) and ``new`` the rows of the
     channels ``C1..C6, CI, C23, CA, L0..L3, R0..R3`` (:data:`PAIR_CHANNELS`). ``multi(row,
@@ -130,7 +130,7 @@ def pair_rows(d, T, diff, fixed, height, lr, multi):
     L = height
     corr = {size: c[:, :L] for size, c in corr.items()}
     lo = -2 - MAXLOOP
-    block = jax.lax.dynamic_slice(T, (ROW_PAD + d + lo, 0, 0), (-lo, T.shape[1], T.shape[2]))
+    block = R.T((ROW_PAD + d + lo, 0, 0), (-lo, R.shape[1], R.shape[2]))
 
     def row(name, dd, di):
         return jax.lax.slice(block, (dd - lo, INDEX[name], di),
@@ -197,7 +197,7 @@ def pair_rows(d, T, diff, fixed, height, lr, multi):
     cands.append(softmin(jnp.swapaxes(energy(outer_r, beta) + gr[None], 0, 1), beta))
     cands.append(multi(row, block, lo, qi, qj, au))
     ok = (allowed[LEFT:LEFT + L] & jax.lax.dynamic_slice(allowed, (LEFT + d,), (L,)) & (d >= 4))
-    bonus = jax.lax.dynamic_slice_in_dim(diff["bonus"], d, 1)[0, :L]
+    bonus = R.read("bonus", (d, 0), (1, L))[0]                 # the pair bonus, by windows
     c = jnp.where(ok[None], clip(clip(softmin(jnp.stack(cands), beta)) - bonus / beta), INF)
     # the pair's own probabilities
     a = np.array([x - 1 for x, _ in TYPE_BASES])

@@ -1,26 +1,31 @@
 """The diagonal sweep of the partition functions, and its derivative: the outside pass.
 
 A sweep fills tables stored by diagonal, ``T[ROW_PAD + d, k, i] = table_k(i, i + d)``, for
-d = 4 .. L-1, each diagonal's rows a function ``rows_fn(d, T, V, diff, fixed, height, width)``
-of the *shorter* diagonals only, for the cells i < ``height`` (above 256 nt the diagonals run
+d = 4 .. L-1, each diagonal's rows a function ``rows_fn(d, R, diff, fixed, height, width)``
+of the *shorter* diagonals only, for the cells i < ``height``. ``rows_fn`` reads the tables
+through ``R`` (a :class:`Reader`): rectangular windows, ``R.T(start, size)`` of ``T`` and
+``R.V(start, size)`` of ``V``, nothing else (above 256 nt the diagonals run
 in the MFE fill's bands, :func:`jaxrna.energy.fill.sweep_bands`: a band's height is the cell
 count of its first diagonal, ``width`` its end, a bound on the multiloop split's extent;
-``V`` is a column-major copy of one table, channel ``copy``, for the
-multiloop split: ``V[j, L - 1 - d'] = table(j - d', j)``). Because a diagonal reads only
-shorter ones, the final tables hold every diagonal's inputs as they were when it was
-computed. The derivative (a ``jax.custom_vjp``) uses that: the diagonals in reverse order,
-each diagonal's cotangent, complete once every longer diagonal (the only readers) is done,
-pulled back through ``jax.vjp`` of ``rows_fn`` on the final tables. That is the outside
-recursion of the partition function, derived from the inside one: memory O(L^2) (the tables
-and their cotangents) instead of reverse mode's O(L^3) residuals, about three times the
-forward's time.
+``V`` is a copy of one table, channel ``copy``, by end position, for the multiloop split:
+``V[L - 1 - d', j] = table(j - d', j)``, so that the branches ending at j = i + d and
+starting at i + a + 1, a = 0 .. width - 1, are the rectangular window ``V[L - d : L - d +
+width, d : d + height]``, indexed ``[a, i]`` as ``T``'s rows of diagonals ``0 .. width - 1``
+are). Because a diagonal reads only shorter ones, the final tables hold every diagonal's
+inputs as they were when it was computed. The derivative (a ``jax.custom_vjp``) uses that:
+the diagonals in reverse order, each diagonal's cotangent, complete once every longer
+diagonal (the only readers) is done, pulled back through ``jax.vjp`` of ``rows_fn`` on the
+final tables *with respect to the windows it read*, each window's cotangent added into the
+tables' cotangents in place (a diagonal costs its windows, not the whole tables). That is
+the outside recursion of the partition function, derived from the inside one: memory O(L^2)
+(the tables and their cotangents) instead of reverse mode's O(L^3) residuals.
 
 ``diff``: a pytree of float arrays (the cotangents come back for them); ``fixed``: a pytree
 of arrays treated as constants (integer codes, masks; float leaves get zero cotangents).
 
 >>> import jax.numpy as jnp
->>> def rows_fn(d, T, V, diff, fixed, height, width):   # x * (1 + the previous diagonal)
-...     prev = jax.lax.dynamic_slice(T, (ROW_PAD + d - 1, 0, 0), (1, 1, height))[0]
+>>> def rows_fn(d, R, diff, fixed, height, width):   # x * (1 + the previous diagonal)
+...     prev = R.T((ROW_PAD + d - 1, 0, 0), (1, 1, height))[0]
 ...     return diff["x"] * (1 + jnp.where(prev >= INF / 2, 0.0, prev))
 >>> f = lambda x: sweep(rows_fn, 6, 1, 0, {"x": x}, {}, 0.0)[0][ROW_PAD + 5, 0, 0]
 >>> float(f(2.0)), float(jax.grad(f)(2.0))
@@ -40,9 +45,55 @@ from jaxrna.energy.params import INF
 from jaxrna.energy.terms import COL_PAD, ROW_PAD
 
 
+class Reader:
+    """What a diagonal's ``rows_fn`` reads the tables through: ``T(start, size)``,
+    ``V(start, size)`` and ``read(name, start, size)`` (a table of ``diff`` that the sweep
+    reads by windows, such as a row of the pair bonus) are ``jax.lax.dynamic_slice`` windows
+    (starts may be traced, sizes static). The outside pass differentiates ``rows_fn`` with
+    respect to the windows it read (their values replayed in the order they were read) and
+    adds their cotangents into the tables' cotangents in place: a diagonal costs its windows,
+    not a pass over whole tables.
+
+    >>> R = Reader({"T": jnp.arange(12.0).reshape(1, 3, 4), "V": jnp.zeros((2, 2))})
+    >>> R.T((0, 1, 1), (1, 1, 2)).ravel().tolist(), R.shape, len(R.windows)
+    ([5.0, 6.0], (1, 3, 4), 1)
+    """
+
+    def __init__(self, tables, replay=None):
+        self._tables = tables
+        self._replay = replay
+        self.windows = []                 # (table name, start, size), in reading order
+        self.values = []
+        self.dtype, self.shape = tables["T"].dtype, tables["T"].shape
+
+    def read(self, name, start, size):
+        """The window ``tables[name][start : start + size]`` (every axis)."""
+        start, size = tuple(start), tuple(int(x) for x in size)
+        k = len(self.windows)
+        self.windows.append((name, start, size))
+        value = (jax.lax.dynamic_slice(self._tables[name], start, size)
+                 if self._replay is None else self._replay[k])
+        self.values.append(value)
+        return value
+
+    def T(self, start, size):
+        """The window ``T[start : start + size]``."""
+        return self.read("T", start, size)
+
+    def V(self, start, size):
+        """The window ``V[start : start + size]``."""
+        return self.read("V", start, size)
+
+
+def _add_window(table, start, value):
+    """``table[start : start + value.shape] += value``, in place in a loop carry."""
+    return jax.lax.dynamic_update_slice(
+        table, jax.lax.dynamic_slice(table, start, value.shape) + value.astype(table.dtype), start)
+
+
 def _write(T, V, rows, d, length, copy):
     T = jax.lax.dynamic_update_slice(T, rows[None], (ROW_PAD + d, 0, 0))
-    V = jax.lax.dynamic_update_slice(V, rows[copy][:, None], (d, length - 1 - d))
+    V = jax.lax.dynamic_update_slice(V, rows[copy][None, :], (length - 1 - d, d))
     return T, V
 
 
@@ -63,51 +114,107 @@ def bands(length: int) -> list[tuple[int, int]]:
     return [(4, length)] if length <= ONE_BAND_MAX else sweep_bands(length)
 
 
-def forward(rows_fn, length, channels, copy, diff, fixed, init=INF):
-    """The tables ``(T, V)`` (``init`` where not computed), with JAX's own derivative."""
+def _split(diff, windowed):
+    """``diff`` without the tables read by windows, and those tables."""
+    return ({k: v for k, v in diff.items() if k not in windowed},
+            {k: diff[k] for k in windowed})
+
+
+def forward(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=()):
+    """The tables ``(T, V)`` (``init`` where not computed), with JAX's own derivative.
+    ``windowed``: the keys of ``diff`` (a dict) that ``rows_fn`` reads through its reader
+    (``R.read(key, ...)``) instead of from ``diff``, which does not hold them."""
     dtype = jnp.result_type(*jax.tree.leaves(diff))
     T = jnp.full((ROW_PAD + length, channels, length + COL_PAD), init, dtype)
     V = jnp.full((2 * length + 1, 2 * length + 1), init, dtype)
+    rest, extra = _split(diff, windowed)
     for d0, d1 in bands(length):
         def body(d, carry, height=length - d0, width=d1):
             T, V = carry
-            rows = rows_fn(d, T, V, diff, fixed, height, width).astype(dtype)
+            R = Reader({"T": T, "V": V, **extra})
+            rows = rows_fn(d, R, rest, fixed, height, width).astype(dtype)
+            # the rows (which read V) before V's write: XLA writes V in place instead of
+            # copying it on every diagonal (the written row does not depend on the read)
+            rows, V = jax.lax.optimization_barrier((rows, V))
             return _write(T, V, rows, d, length, copy)
 
         T, V = jax.lax.fori_loop(d0, d1, body, (T, V))
     return T, V
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 6))
-def sweep(rows_fn, length, channels, copy, diff, fixed, init=INF):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 6, 7))
+def sweep(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=()):
     """:func:`forward` whose derivative is the outside pass (see the module)."""
-    return forward(rows_fn, length, channels, copy, diff, fixed, init)
+    return forward(rows_fn, length, channels, copy, diff, fixed, init, windowed)
 
 
-def _sweep_fwd(rows_fn, length, channels, copy, diff, fixed, init):
-    T, V = forward(rows_fn, length, channels, copy, diff, fixed, init)
+def _sweep_fwd(rows_fn, length, channels, copy, diff, fixed, init, windowed):
+    T, V = forward(rows_fn, length, channels, copy, diff, fixed, init, windowed)
     return (T, V), (T, V, diff, fixed)
 
 
-def _sweep_bwd(rows_fn, length, channels, copy, init, res, cts):
-    T, V, diff, fixed = res
-    Tbar, Vbar = cts
+def _channel(name, start, size, channels):
+    """The channel of a window of ``T`` that reads one channel of several (a static start),
+    else None."""
+    if name == "T" and size[1] == 1 < channels and isinstance(start[1], (int, np.integer)):
+        return int(start[1])
+    return None
 
-    carry = (Tbar, Vbar, jax.tree.map(jnp.zeros_like, diff))
+
+def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, res, cts):
+    T, V, diff, fixed = res
+    rest, extra = _split(diff, windowed)
+    tables = {"T": T, "V": V, **extra}
+    Tbar, Vbar = cts
+    bars = {"T": Tbar, "V": Vbar, **jax.tree.map(jnp.zeros_like, extra)}
+    # Windows of one channel of T (the multiloop split's rows of M) gather their cotangents
+    # in a 2-D table of that channel, added to a diagonal's cotangent when its turn comes:
+    # XLA (GPU) updates such a table in place, where the same window added into the 3-D
+    # cotangent of T was a copy of that whole cotangent on every diagonal (H100: 41% of a
+    # 2,048-nt record's device time; with the 2-D tables one 4,096-nt record took 2.87 s
+    # against 5.65 s, BENCHMARKS.md "Sixteenth session").
+    side = set()
+    for d0, d1 in bands(length):
+        probe = Reader(tables)                  # the windows (dead code but for their shapes)
+        rows_fn(d1 - 1, probe, rest, fixed, length - d0, d1)
+        side |= {c for (name, start, size) in probe.windows
+                 if (c := _channel(name, start, size, channels)) is not None}
+    for c in sorted(side):
+        bars[f"T@{c}"] = jnp.zeros((T.shape[0], T.shape[2]), T.dtype)
+    carry = (bars, jax.tree.map(jnp.zeros_like, rest))
     for d0, d1 in reversed(bands(length)):
         def body(k, carry, d0=d0, d1=d1, height=length - d0):
-            Tbar, Vbar, dbar = carry
+            bars, dbar = carry
             d = d1 - 1 - k
-            rowbar = jax.lax.dynamic_slice(Tbar, (ROW_PAD + d, 0, 0), (1, channels, height))[0]
-            vcol = jax.lax.dynamic_slice(Vbar, (d, length - 1 - d), (height, 1))[:, 0]
-            rowbar = rowbar.at[copy].add(vcol)
-            _, pull = jax.vjp(lambda T, V, diff: rows_fn(d, T, V, diff, fixed, height,
-                                                         d1).astype(T.dtype), T, V, diff)
-            tb, vb, db = pull(rowbar)
-            return Tbar + tb, Vbar + vb, jax.tree.map(jnp.add, dbar, db)
+            rowbar = jax.lax.dynamic_slice(bars["T"], (ROW_PAD + d, 0, 0),
+                                           (1, channels, height))[0]
+            vrow = jax.lax.dynamic_slice(bars["V"], (length - 1 - d, d), (1, height))[0]
+            rowbar = rowbar.at[copy].add(vrow)
+            for c in sorted(side):
+                rowbar = rowbar.at[c].add(
+                    jax.lax.dynamic_slice(bars[f"T@{c}"], (ROW_PAD + d, 0), (1, height))[0])
+            seen = Reader(tables)               # the windows this diagonal reads
+            rows_fn(d, seen, rest, fixed, height, d1)   # (its rows unused: dead code)
+
+            def rows_of(values, rest):
+                return rows_fn(d, Reader(tables, replay=values), rest, fixed, height,
+                               d1).astype(T.dtype)
+
+            _, pull = jax.vjp(rows_of, seen.values, rest)
+            wbars, db = pull(rowbar)
+            bars = dict(bars)
+            for (name, start, size), wbar in zip(seen.windows, wbars):
+                c = _channel(name, start, size, channels)
+                if c is None:
+                    bars[name] = _add_window(bars[name], start, wbar)
+                else:
+                    bars[f"T@{c}"] = _add_window(bars[f"T@{c}"], (start[0], start[2]),
+                                                 wbar[:, 0, :])
+            return bars, jax.tree.map(jnp.add, dbar, db)
 
         carry = jax.lax.fori_loop(0, d1 - d0, body, carry)
-    dbar = carry[2]
+    bars, dbar = carry
+    dbar = {**dbar, **{k: bars[k] for k in windowed}}
 
     def zero(x):
         if jnp.issubdtype(jnp.result_type(x), jnp.inexact):
