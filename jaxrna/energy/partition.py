@@ -151,11 +151,11 @@ def _reduce(cands, v, beta):
 
 def _rows(d, R, dp, special, s, allowed, n, dangles, length, height, width):
     """The rows of every table on diagonal ``d``, cells i < ``height``: ``(len(TABLES),
-    height)`` (``width``: the multiloop split's extent, > d - 2). Reads only
-    diagonals below d (windows of ``T``, and of ``V``, the copy of ``M1`` by end position, through the
-    reader ``R``: :class:`jaxrna.energy.partition_sweep.Reader`), so the final
-    tables give each diagonal's inputs as they were when it was computed (what the outside
-    pass of :mod:`jaxrna.energy.partition_sweep` relies on)."""
+    height)`` (``width``: the multiloop split's extent, > d - 2). Reads only diagonals below
+    d (windows of ``T``, and of ``V``, the copy of ``M1`` by end position, through the reader
+    ``R``: :class:`jaxrna.energy.partition_sweep.Reader`), so the final tables give each
+    diagonal's inputs as they were when it was computed (what the outside pass of
+    :mod:`jaxrna.energy.partition_sweep` relies on)."""
     beta = 10.0 / dp["kT"]
     lo = -2 - MAXLOOP
     block = R.T((ROW_PAD + d + lo, 0, 0), (-lo, R.shape[1], R.shape[2]))   # diagonals d-32..d-1
