@@ -149,6 +149,17 @@ def _reduce(cands, v, beta):
     return softmin(rows, beta)
 
 
+def multiloop_split(R, d, channel, length, height, width, beta):
+    """``M2(i, i + d) = softmin_a M(i, i + a) + M1(i + a + 1, i + d)``, a <= d - 2, for the
+    cells i < ``height`` of diagonal d: ``M`` is channel ``channel`` of the tables ``T``, ``M1``
+    the sweep's copy ``V`` by end position (:mod:`jaxrna.energy.partition_sweep`), both read
+    through ``R`` as ``[a, i]`` windows."""
+    left = R.T((ROW_PAD, channel, 0), (width, 1, height))[:, 0, :]
+    right = R.V((length - d, d), (width, height))
+    a = jnp.arange(width)[:, None]
+    return _clip(softmin(jnp.where(a <= d - 2, left + right, INF), beta))
+
+
 def _rows(d, R, dp, special, s, allowed, n, dangles, length, height, width):
     """The rows of every table on diagonal ``d``, cells i < ``height``: ``(len(TABLES),
     height)`` (``width``: the multiloop split's extent, > d - 2). Reads only diagonals below
@@ -167,11 +178,7 @@ def _rows(d, R, dp, special, s, allowed, n, dangles, length, height, width):
              if c.table != "M2" or (c.dd, c.di) == terms.CLOSING_SHIFTS[0]]
     bonus_row = R.read("bonus", (d, 0), (1, height))[0]                 # the pair bonus
     c_row = jnp.where(tm["ok"] > 0, _clip(_reduce(cands, v, beta)) - bonus_row / beta, INF)
-    # M2(i, i + d) = softmin_a M(i, i + a) + M1(i + a + 1, i + d), a <= d - 2
-    left = R.T((ROW_PAD, INDEX["M"], 0), (width, 1, height))[:, 0, :]     # [a, i]
-    right = R.V((length - d, d), (width, height))                         # [a, i]
-    a = jnp.arange(width)[:, None]
-    m2_row = _clip(softmin(jnp.where(a <= d - 2, left + right, INF), beta))
+    m2_row = multiloop_split(R, d, INDEX["M"], length, height, width, beta)
     mb = dp["ml_base"]
     m1_row = _clip(softmin([v.row("M1", -1, 0) + mb, c_row + tm["stem0"]], beta))
     ma_row = _clip(softmin([v.row("MA", -1, 1) + mb, m1_row], beta))

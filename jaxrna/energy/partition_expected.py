@@ -48,7 +48,7 @@ import numpy as np
 from jaxrna.energy import partition_expected_d2, partition_sweep
 from jaxrna.energy.fill import skew
 from jaxrna.energy.params import INF
-from jaxrna.energy.partition import length_class, pf_dangles, softmin, x64
+from jaxrna.energy.partition import length_class, multiloop_split, pf_dangles, softmin, x64
 from jaxrna.energy.partition_expected_pairs import (  # noqa: F401 (one_hot, TYPES: the API)
     LEFT, PAIR_CHANNELS, RT, TYPE_BASES, TYPES, clip, specials_hairpin, split_1n, one_hot,
     pair_rows, special_tables)
@@ -78,10 +78,7 @@ def _rows(d, R, diff, fixed, height, width, *, length, lr):
     # multiloop tables
     mb = dp["ml_base"]
     stem = clip(softmin(cw + (dp["ml_intern"] + au)[:, None], beta))
-    lft = R.T((ROW_PAD, INDEX["M"], 0), (width, 1, L))[:, 0, :]             # [a, i]
-    rgt = R.V((length - d, d), (width, L))                                 # [a, i]
-    ai = jnp.arange(width)[:, None]
-    new["M2"] = clip(softmin(jnp.where(ai <= d - 2, lft + rgt, INF), beta))
+    new["M2"] = multiloop_split(R, d, INDEX["M"], length, L, width, beta)
 
     def row(name, dd, di):
         return R.T((ROW_PAD + d + dd, INDEX[name], di), (1, 1, L)).reshape(L)
