@@ -2,7 +2,8 @@
 # Galaxy integration test of the tool wrappers in wrappers/:
 #   1. install Galaxy (the `galaxy` package from PyPI, 26.x) into its own virtual environment;
 #   2. make jaxrna available to Galaxy's jobs;
-#   3. start Galaxy on 127.0.0.1 with a sqlite database and only the jaxrna tools;
+#   3. start Galaxy on 127.0.0.1 with a sqlite database and only the jaxrna tools, and its
+#      Celery worker (uploads and metadata);
 #   4. run every tool's <tests> through Galaxy's API with galaxy-tool-test;
 #   5. stop Galaxy. Exit status 0 only when every declared test ran and passed.
 #
@@ -132,6 +133,12 @@ galaxy:
     - type: galaxy_packages
   watch_tools: false
   log_level: INFO
+  # Uploads and the metadata of every job's outputs in Celery tasks of one long-lived worker
+  # (started below) instead of two new Python processes per job, each importing Galaxy's
+  # model and datatypes (about 9 CPU-seconds apiece on a 2-core CI machine: most of this
+  # step's time). Broker and results: Galaxy's defaults (SQLite files in data_dir).
+  enable_celery_tasks: true
+  metadata_strategy: directory_celery
   cleanup_job: onsuccess
   job_config:
     runners:
@@ -154,10 +161,16 @@ unset VIRTUAL_ENV PYTHONHOME
 export PATH=$gx_venv/bin:$work/bin:$PATH
 export JAXRNA_CACHE_DIR=${JAXRNA_CACHE_DIR:-$work/jax-cache}
 gx_pid=
+celery_pid=
 pids=()
 stop_galaxy() {
     local p
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    if [ -n "$celery_pid" ] && kill -0 "$celery_pid" 2>/dev/null; then
+        kill "$celery_pid" 2>/dev/null || true
+        for _ in $(seq 20); do kill -0 "$celery_pid" 2>/dev/null || break; sleep 1; done
+        kill -9 "$celery_pid" 2>/dev/null || true
+    fi
     if [ -n "$gx_pid" ] && kill -0 "$gx_pid" 2>/dev/null; then
         log "stopping Galaxy (pid $gx_pid)"
         kill "$gx_pid" 2>/dev/null || true
@@ -171,11 +184,21 @@ log "starting Galaxy on $url (work directory $work)"
 (cd "$work" && exec "$gx_venv/bin/uvicorn" --factory galaxy.webapps.galaxy.fast_factory:factory \
     --host 127.0.0.1 --port "$port" --no-access-log > "$work/galaxy.log" 2>&1) &
 gx_pid=$!
+# The Celery worker of the uploads and metadata (galaxy.yml above): one process, threads.
+(cd "$work" && exec "$gx_venv/bin/celery" --app galaxy.celery worker --pool threads \
+    --concurrency 4 --queues celery,galaxy.internal,galaxy.external --loglevel INFO \
+    > "$work/celery.log" 2>&1) &
+celery_pid=$!
 for _ in $(seq 900); do
     if curl -fsS "$url/api/version" >/dev/null 2>&1; then break; fi
     if ! kill -0 "$gx_pid" 2>/dev/null; then
         tail -n 40 "$work/galaxy.log" >&2
         log "Galaxy exited during start-up"
+        exit 1
+    fi
+    if ! kill -0 "$celery_pid" 2>/dev/null; then
+        tail -n 40 "$work/celery.log" >&2
+        log "Galaxy's Celery worker exited during start-up"
         exit 1
     fi
     sleep 1
@@ -249,7 +272,7 @@ PY
 
 stop_galaxy
 if [ "$status" -ne 0 ]; then
-    log "FAILED (Galaxy log: $work/galaxy.log, test outputs: $out_dir)"
+    log "FAILED (Galaxy log: $work/galaxy.log, Celery log: $work/celery.log, test outputs: $out_dir)"
     exit 1
 fi
 log "all Galaxy tool tests passed"

@@ -145,7 +145,8 @@ def _run(job, interpret=False, **kw):
     return out.getvalue()
 
 
-@pytest.mark.parametrize("score_only,local", [(True, False), (False, True)])
+@pytest.mark.parametrize("score_only,local", [
+    (True, False), pytest.param(False, True, marks=pytest.mark.slow)])  # the fast subset: one
 def test_merged_classes_same_bytes(monkeypatch, score_only, local):
     """The JAX path on the CPU with budgets of 8, 2 and 1 program (merges of classes and of
     int16 into int32): the same bytes, an asymmetric matrix (transposed pairs) included.

@@ -124,6 +124,7 @@ def test_every_device_same_output(jobs, one_device, name, tmp_path):
         assert many.loaded == shared * (n - 1) + one.loaded * n, (many.counts, one.counts)
 
 
+@pytest.mark.slow            # --devices N: a whole run per subcommand (the fast subset: the others)
 def test_devices_option_limits_them(jobs, one_device, tmp_path):
     args, _ = jobs["interact"]
     one, used, _ = one_device("interact")

@@ -211,6 +211,7 @@ def test_window_in_a_large_class():
 BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 
 
+@pytest.mark.slow            # the fast subset keeps the windowed merged geometry below
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_pairs_in_a_merged_geometry_are_exact(backend):
     """Issue 26: a run meeting more classes than its budget serves several by one larger
