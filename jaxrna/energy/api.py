@@ -177,7 +177,7 @@ def _program():
     :func:`static_for`)."""
     from jaxrna.programs import stored_jit
 
-    return stored_jit("energy.fold_batch", static_argnames=("interior", "bands"),
+    return stored_jit(PROGRAM, static_argnames=("interior", "bands"),
                       cpu_store=True)(_batch)
 
 
@@ -225,7 +225,7 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     length = length or energy_length_class(max(len(s) for s in sequences))
     stack = prepare_batch(sequences, params, length, unpaired)
     args = _program_args(stack, params, length, dangles, with_pairs)
-    static = static_for(platform or default_device().platform, length)
+    static = static_for(platform or default_device().platform, length, args, default_device())
     interior = static["interior"]
     run = functools.partial(_program().bind, *args, bands=static["bands"])
     if interior in ("pallas", "interpret"):     # a kernel that does not build: the loop
@@ -241,17 +241,56 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
 INTERIOR_KERNEL = "energy.shifted_min"
 
 
-def static_for(platform: str, length: int) -> dict:
+def static_for(platform: str, length: int, args: tuple | None = None, device=None,
+               fast: bool = False) -> dict:
     """The batch program's static arguments for a class of padded ``length`` on ``platform``:
     the interior loop (:func:`interior_for`) and the sweep's bands
     (:func:`jaxrna.energy.fill.bands_for`).
 
+    A GPU's classes above :data:`~jaxrna.energy.fill.KERNEL_MAX_LENGTH` have two forms of the
+    interior loop with the same tables: the rolled loop compiles in half the time, the
+    unrolled slices (``"jax"``) run about three times faster (H100, call S17c, one row:
+    2,000 nt 0.30 s against 1.02-1.07 s, 4,000 nt 0.63-0.68 s against 2.0-2.2 s; 22-24 s to
+    compile against about 11). A run takes the slices where their program for these
+    ``args`` is in ``device``'s store already (``jaxrna warmup`` prepares them: ``fast``),
+    else the loop: a first run compiles the quicker program, and no run compiles both.
+
     >>> static_for("cpu", 128)
     {'interior': 'loop', 'bands': 2}
     """
-    from jaxrna.energy.fill import bands_for
+    from jaxrna.energy.fill import KERNEL_MAX_LENGTH, bands_for
 
-    return {"interior": interior_for(platform, length), "bands": bands_for(platform, length)}
+    static = {"interior": interior_for(platform, length), "bands": bands_for(platform, length)}
+    if platform == "gpu" and length > KERNEL_MAX_LENGTH and static["interior"] == "loop" \
+            and not _interior_forced():
+        slices = dict(static, interior="jax")
+        if fast or (args is not None and stored(args, slices, device)):
+            return slices
+    return static
+
+
+def _interior_forced() -> bool:
+    """Whether the environment chooses the interior loop (comparisons: :func:`interior_mode`)."""
+    import os
+
+    return any(os.environ.get(v) for v in ("JAXRNA_ENERGY_INTERIOR",
+                                           "JAXRNA_ENERGY_INTERIOR_LONG"))
+
+
+def stored(args: tuple, static: dict, device) -> bool:
+    """Whether the batch program for ``args`` (arrays or their shapes) and ``static`` is in
+    ``device``'s program store (:mod:`jaxrna.programs`; False without one)."""
+    import os
+
+    from jaxrna import programs
+
+    path = programs.store_path(programs.store_key(PROGRAM, args, static, device, True),
+                               device, True)
+    return path is not None and os.path.exists(path)
+
+
+#: The batch program's name in the program store (:func:`_program`).
+PROGRAM = "energy.fold_batch"
 
 
 def interior_for(platform: str, length: int, probe: bool = False) -> str:
@@ -283,11 +322,13 @@ def _program_args(stack: dict, params: EnergyParams, length: int, dangles: int,
             np.bool_(with_pairs))
 
 
-def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, device) -> int:
+def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, device,
+                      fast: bool = False) -> int:
     """Start preparing the batch program of every ``(length class, rows)`` of a job's plan in
     the background (:func:`jaxrna.compile_workers.prefetch`, on hosts with enough cores), so that its
     few programs compile side by side rather than one after another; the batches then find
-    them ready or under way. Returns how many were asked for.
+    them ready or under way. Returns how many were asked for. ``fast``: the form that runs
+    fastest where there are two (:func:`static_for`; ``jaxrna warmup``).
 
     >>> prefetch_programs([], load_params(), None)
     0
@@ -302,11 +343,21 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
         # the shapes of a batch of empty rows are those of every batch of the class
         args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
-        compile_workers.prefetch("energy.fold_batch", "jaxrna.energy.api:batch_jitted", specs,
-                                 static_for(device.platform, length), device,
-                                 cpu_store=True)
+        compile_workers.prefetch(PROGRAM, "jaxrna.energy.api:batch_jitted", specs,
+                                 static_for(device.platform, length, specs, device, fast),
+                                 device, cpu_store=True)
         count += 1
     return count
+
+
+def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: bool = False
+                    ) -> None:
+    """Compile (or load) the batch program of a class of ``rows`` rows on ``device`` now,
+    waiting for a prefetch of it under way; ``fast``: as :func:`prefetch_programs`."""
+    from jaxrna.energy.fill import prepare_batch
+
+    args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
+    _program().bind(*args, **static_for(device.platform, length, args, device, fast))
 
 
 def _collect(launched: tuple, as_pairs: bool = False) -> list[tuple[int, object]]:

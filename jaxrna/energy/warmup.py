@@ -13,7 +13,9 @@ partition engine's program of every class up to ``max_length`` that the device's
 --partition`` with jaxrna's engine (``--backend cpu`` or ``gpu``), and where a run over such
 records can meet more classes than it uses (:data:`jaxrna.energy.partition_jax.CLASS_BUDGET`),
 the largest class the device admits too (a long run keeps it for records still to come), with
-its MFE program.
+its MFE program. On a GPU the classes above 256 nt get the MFE program that runs fastest (the
+unrolled interior loop; a run without it compiles the one that compiles fastest:
+:func:`jaxrna.energy.api.static_for`).
 
 >>> warm("cpu", max_length=100)        # doctest: +SKIP
 1
@@ -69,7 +71,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     import jax
 
     from jaxrna.energy.api import (EnergyModel, batch_rows_for, fold_batch, gpu_budget,
-                                   prefetch_programs)
+                                   prefetch_programs, prepare_program)
     from jaxrna.runtime import enable_compilation_cache, resolve_backend
 
     enable_compilation_cache()
@@ -86,11 +88,14 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
         pf_device, pf_plan = partition_plan(max_length, backend)
         lengths += [c for c, _ in pf_plan if c not in lengths]     # the MFE's of a kept top
     plan = [(length, batch_rows_for(length, backend, batch_budget)) for length in lengths]
-    prefetch_programs(plan, params, device)         # side by side on hosts of many cores
+    # the form of each program that runs fastest (a GPU's long classes: the unrolled interior
+    # loop, which runs use where it is stored: jaxrna.energy.api.static_for)
+    prefetch_programs(plan, params, device, fast=True)  # side by side on hosts of many cores
     if partition:
         partition_jax.prefetch_programs(pf_plan, pf_device)
     with jax.default_device(device):
         for length, rows in plan:
+            prepare_program(length, rows, params, device, fast=True)
             fold_batch(["GGGGAAACCCC"], params, 2, [()], True, length, rows)
     if partition:
         partition_jax.prepare_programs(pf_plan, pf_device)
