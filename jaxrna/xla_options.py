@@ -18,9 +18,11 @@ from __future__ import annotations
 #: 20.7-21.5) and `interact` (4.54-5.21 against 4.77-5.56) showed no difference; `align` and
 #: `targets` ran 6-9% slower warm with the flag set for the whole process.
 #: Not kept: ``xla_gpu_deterministic_ops`` for the energy model's partition program (its pair
-#: probabilities are a gradient, whose scatter-adds XLA runs with atomic additions on a GPU, so
-#: the last bits of its outputs change from run to run): the same output every run, but
-#: 3.5 times slower (2,000 x 200 nt warm 87.8 s against 24.9 s, H100, eleventh session).
+#: probabilities are a gradient, whose scatter-adds XLA ran with atomic additions on a GPU, so
+#: the last bits changed from run to run): the same output every run, but 3.5 times slower
+#: (2,000 x 200 nt warm 87.8 s against 24.9 s, H100, eleventh session; 2.5-9x for the batch
+#: program, S17i). The program's reads now have derivatives without atomics instead
+#: (:mod:`jaxrna.energy.tap_rows`, :func:`jaxrna.energy.partition.exterior_c`; S17j).
 GPU_COMPILER_OPTIONS = {
     ("fold.",): {"xla_gpu_autotune_level": 0},
 }

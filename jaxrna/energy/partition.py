@@ -61,10 +61,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.energy import partition_sweep, terms
-from jaxrna.energy.fill import DiagView, PointsView, c_reader, skew
+from jaxrna.energy.fill import DiagView, PointsView, skew
 from jaxrna.energy.inputs import prepare
 from jaxrna.energy.params import INF, MAXLOOP, load_params
 from jaxrna.energy.partition_params import float_params, pf_device_params, special_row
+from jaxrna.energy.tap_rows import tap_rows
 from jaxrna.energy.terms import COL_PAD, ROW_PAD
 
 #: The tables of ``T``'s second axis (the MFE fill's names where the meaning is the same).
@@ -126,15 +127,16 @@ class PFView(DiagView):
 
     def group_mins(self, cands):
         """Every group's member rows read by one gather from the block (a small program:
-        ~490 static slices compile several times slower), each group softmin-reduced."""
+        ~490 static slices compile several times slower; its derivative without atomic
+        additions, :mod:`jaxrna.energy.tap_rows`), each group softmin-reduced."""
         r, k, c, sizes = [], [], [], []
         for cand in cands:
             r.append(np.asarray(cand.dd, np.int32) - self.lo)
             k.append(np.full(len(cand.dd), INDEX[cand.table], np.int32))
             c.append(np.asarray(cand.di, np.int32))
             sizes.append(len(cand.dd))
-        cols = np.concatenate(c)[:, None] + np.arange(self.height, dtype=np.int32)[None, :]
-        rows = self.block[np.concatenate(r)[:, None], np.concatenate(k)[:, None], cols]
+        rows = tap_rows(self.block, np.concatenate(r), np.concatenate(k), np.concatenate(c),
+                        self.height)
         out, start = [], 0
         for cand, size in zip(cands, sizes):
             out.append(softmin(rows[start:start + size] + cand.cost[:size, None], self.beta))
@@ -217,11 +219,10 @@ def tables(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool =
                {"dp": dp, "bonus": bonus, "special": special},
                {"s": s, "allowed": allowed, "n": n, "dangles": dangles}, INF, ("bonus",))
     # exterior loop: E[j, i] = C(i, j) + the exterior branch (i, j)
-    get_c = c_reader(T, length)
     j = jnp.arange(length)[:, None]
     i = jnp.arange(length)[None, :]
     pv = PointsView(s, allowed, special, dp, i, j, n)
-    E = _clip(get_c(i, j) + terms.exterior_terms(pv, dp, dangles)[0])
+    E = _clip(exterior_c(T, length) + terms.exterior_terms(pv, dp, dangles)[0])
 
     def step(k, f):
         best = softmin([f[k], softmin(f[:length] + E[k], beta)], beta)
@@ -229,6 +230,25 @@ def tables(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool =
 
     F = jax.lax.fori_loop(0, length, step, jnp.zeros(length + 1, dtype))
     return {"T": T, "F": F}
+
+
+def exterior_c(T, length: int):
+    """``C(i, j)`` at ``[j, i]`` for every i, j < ``length`` (INF where j < i), read by one
+    gather whose cells are all distinct, so that its derivative, a scatter-add, needs no
+    atomic additions on a GPU (run-to-run equal results): where j < i it reads channel 1 at
+    diagonal i - j instead of clipping onto one cell as :func:`jaxrna.energy.fill.c_reader`.
+
+    >>> T = jnp.zeros((ROW_PAD + 2, 9, 2 + COL_PAD)).at[ROW_PAD + 1, 0, 0].set(5.0)
+    >>> exterior_c(T, 2).tolist()          # C(0, 1) = 5; (1, 0) is no cell
+    [[0.0, 10000000.0], [5.0, 0.0]]
+    """
+    j = np.arange(length)[:, None]
+    i = np.arange(length)[None, :]
+    ok = j >= i
+    rows = ROW_PAD + np.abs(j - i)
+    channel = np.where(ok, 0, 1)
+    cols = np.broadcast_to(i, rows.shape)
+    return jnp.where(ok, T.at[rows, channel, cols].get(unique_indices=True), INF)
 
 
 def log_partition(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool = True):
