@@ -184,21 +184,11 @@ log "starting Galaxy on $url (work directory $work)"
 (cd "$work" && exec "$gx_venv/bin/uvicorn" --factory galaxy.webapps.galaxy.fast_factory:factory \
     --host 127.0.0.1 --port "$port" --no-access-log > "$work/galaxy.log" 2>&1) &
 gx_pid=$!
-# The Celery worker of the uploads and metadata (galaxy.yml above): one process, threads.
-(cd "$work" && exec "$gx_venv/bin/celery" --app galaxy.celery worker --pool threads \
-    --concurrency 4 --queues celery,galaxy.internal,galaxy.external --loglevel INFO \
-    > "$work/celery.log" 2>&1) &
-celery_pid=$!
 for _ in $(seq 900); do
     if curl -fsS "$url/api/version" >/dev/null 2>&1; then break; fi
     if ! kill -0 "$gx_pid" 2>/dev/null; then
         tail -n 40 "$work/galaxy.log" >&2
         log "Galaxy exited during start-up"
-        exit 1
-    fi
-    if ! kill -0 "$celery_pid" 2>/dev/null; then
-        tail -n 40 "$work/celery.log" >&2
-        log "Galaxy's Celery worker exited during start-up"
         exit 1
     fi
     sleep 1
@@ -209,6 +199,27 @@ if ! curl -fsS "$url/api/version" >/dev/null 2>&1; then
     exit 1
 fi
 log "Galaxy $(curl -fsS "$url/api/version") is up"
+# The Celery worker of the uploads and metadata (galaxy.yml above): one process, threads,
+# started once the server has set up the database it shares.
+(cd "$work" && exec "$gx_venv/bin/celery" --app galaxy.celery worker --pool threads \
+    --concurrency 4 --queues celery,galaxy.internal,galaxy.external --loglevel INFO \
+    > "$work/celery.log" 2>&1) &
+celery_pid=$!
+for _ in $(seq 300); do
+    if grep -q "ready\." "$work/celery.log" 2>/dev/null; then break; fi
+    if ! kill -0 "$celery_pid" 2>/dev/null; then
+        tail -n 40 "$work/celery.log" >&2
+        log "Galaxy's Celery worker exited during start-up"
+        exit 1
+    fi
+    sleep 1
+done
+if ! grep -q "ready\." "$work/celery.log" 2>/dev/null; then
+    tail -n 40 "$work/celery.log" >&2
+    log "Galaxy's Celery worker was not ready within 5 minutes"
+    exit 1
+fi
+log "Galaxy's Celery worker is ready"
 
 # --- 4. tool tests through the API ----------------------------------------------------------
 status=0
