@@ -226,11 +226,11 @@ def test_the_gpus_fewer_bands_give_the_cpus_results(length, count, lo, hi):
 @pytest.mark.slow  # two CPU programs; the fast subset keeps the oracle tests above
 def test_a_gpu_plan_moves_short_classes_into_spare_rows_with_the_same_results():
     """On a GPU a class whose sequences fit in the empty rows of a longer class's last batch is
-    folded there (:func:`jaxrna.energy.api.into_spare_rows`): fewer programs, no more batches,
-    and the same energies (ViennaRNA's) and structures as the CPU's plan; a CPU plan keeps
+    folded there (:func:`jaxrna.energy.batch_plan.into_spare_rows`): fewer programs, no more
+    batches, and the same energies (ViennaRNA's) and structures as the CPU's plan; a CPU plan keeps
     every class."""
-    from jaxrna.energy.api import (BYTES_PER_CELL, _collect, _device_batches, _launch,
-                                   fold_energy_records)
+    from jaxrna.energy.api import _collect, _launch, fold_energy_records
+    from jaxrna.energy.batch_plan import BYTES_PER_CELL, device_batches
     from jaxrna.io.fasta import Record
 
     rng = random.Random("spare rows")
@@ -239,8 +239,8 @@ def test_a_gpu_plan_moves_short_classes_into_spare_rows_with_the_same_results():
     rng.shuffle(seqs)
     lengths = [len(s) for s in seqs]
     budget = BYTES_PER_CELL * (512 + 64) ** 2 * 8          # 8 rows in the 512 class
-    gpu = _device_batches(lengths, "gpu", budget)
-    cpu = _device_batches(lengths, "cpu", budget)
+    gpu = device_batches(lengths, "gpu", budget)
+    cpu = device_batches(lengths, "cpu", budget)
     assert {c for c, _, _ in cpu} == {128, 512}
     assert [(c, r) for c, r, _ in gpu] == [(512, 8)]         # 2 + 5 in one batch of 8 rows
     assert sorted(k for _, _, b in gpu for k in b) == list(range(len(seqs)))

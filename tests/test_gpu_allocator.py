@@ -35,7 +35,7 @@ def test_memory_comes_from_the_driver_where_the_allocator_keeps_no_statistics(mo
 def test_energy_rows_are_the_same_under_either_allocator(monkeypatch):
     """The turner batch plan of an 80 GB card is the same whether JAX's allocator reports the
     limit or the driver's memory stands in for it."""
-    from jaxrna.energy.api import batch_rows_for, gpu_budget
+    from jaxrna.energy.batch_plan import batch_rows_for, gpu_budget
 
     monkeypatch.setattr(runtime, "cuda_total_memory", lambda ordinal: 80 << 30)
     monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)

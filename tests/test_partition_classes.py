@@ -96,9 +96,9 @@ def test_a_later_longer_record_finds_a_class():
 
 
 def _mfe_keys(lengths, serve, backend, budget):
-    from jaxrna.energy.api import _device_batches
+    from jaxrna.energy.batch_plan import device_batches
 
-    return {(c, r) for c, r, _ in _device_batches(
+    return {(c, r) for c, r, _ in device_batches(
         lengths, backend, budget, lambda n: serve[energy_length_class(n)])}
 
 
@@ -112,7 +112,7 @@ def test_an_adversarial_mix_plans_at_most_8_programs(monkeypatch, platform, memo
     :func:`jaxrna.energy.partition_jax.budgets` gives them for that memory)."""
     if platform == "gpu":
         budget, most = max(2 << 30, memory // 4), int(memory * 0.8)
-        mfe_budget = max(8 << 30, memory // 4)       # api.gpu_budget, without a device
+        mfe_budget = max(8 << 30, memory // 4)       # batch_plan.gpu_budget, without a device
     else:
         budget, most, mfe_budget = pj.CPU_BATCH_BYTES, memory // 2, 1 << 30
     top = pj.top_class(most)

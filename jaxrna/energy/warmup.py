@@ -2,7 +2,7 @@
 
 A run of the energy model compiles one program per length class it meets
 (:func:`jaxrna.batching.energy_length_class`, with the class's fixed row count, see
-:func:`jaxrna.energy.api.batch_rows_for`); the parameter set, temperature, dangle model and
+:func:`jaxrna.energy.batch_plan.batch_rows_for`); the parameter set, temperature, dangle model and
 ``--score-only`` are runtime values of the same program. :func:`warm` runs a minimal synthetic
 batch (one short sequence, the other rows empty) of every class up to ``max_length`` through
 the code path the CLI uses, so the programs are compiled (or loaded) and kept in the cache
@@ -70,8 +70,8 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     change the programs."""
     import jax
 
-    from jaxrna.energy.api import (EnergyModel, batch_rows_for, fold_batch, gpu_budget,
-                                   prefetch_programs, prepare_program)
+    from jaxrna.energy.api import EnergyModel, fold_batch, prefetch_programs, prepare_program
+    from jaxrna.energy.batch_plan import batch_rows_for, gpu_budget
     from jaxrna.runtime import enable_compilation_cache, resolve_backend
 
     enable_compilation_cache()
