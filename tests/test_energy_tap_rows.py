@@ -63,3 +63,19 @@ def test_the_partition_program_has_no_scatter_without_unique_indices():
     assert len(scatters) >= 10               # the program's scatters are found ...
     shared = [s for s in scatters if not re.search(r"unique_indices = true", s)]
     assert not shared, shared[:2]            # ... and every one has distinct cells
+
+
+def test_the_derivatives_store_no_index_tables_in_the_program():
+    """The derivatives' (taps x width) and (length x length) indices are built in the program
+    from small constants: stored, they made the 1,024-nt partition program's StableHLO 80 MB
+    instead of 21 (its executable 29 MB instead of 13)."""
+    rng = np.random.default_rng(5)
+    taps, width, height = 300, 2100, 2000
+    r, k, di = rng.integers(0, 32, taps), rng.integers(0, 9, taps), rng.integers(0, 90, taps)
+    block = jax.ShapeDtypeStruct((32, 9, width), jnp.float32)
+    forward = jax.jit(lambda b: tap_rows(b, r, k, di, height).sum()).lower(block).as_text()
+    both = jax.jit(jax.grad(lambda b: tap_rows(b, r, k, di, height).sum())).lower(block).as_text()
+    assert len(both) - len(forward) < 100_000, len(both) - len(forward)   # (taps x width): MBs
+    table = jax.ShapeDtypeStruct((ROW_PAD + 1000, 9, 1000 + COL_PAD), jnp.float32)
+    text = jax.jit(lambda t: P.exterior_c(t, 1000)).lower(table).as_text()
+    assert len(text) < 100_000, len(text)

@@ -242,13 +242,12 @@ def exterior_c(T, length: int):
     >>> exterior_c(T, 2).tolist()          # C(0, 1) = 5; (1, 0) is no cell
     [[0.0, 10000000.0], [5.0, 0.0]]
     """
-    j = np.arange(length)[:, None]
-    i = np.arange(length)[None, :]
+    j = jax.lax.broadcasted_iota(jnp.int32, (length, length), 0)     # built in the program,
+    i = jax.lax.broadcasted_iota(jnp.int32, (length, length), 1)     # not stored in it
     ok = j >= i
-    rows = ROW_PAD + np.abs(j - i)
-    channel = np.where(ok, 0, 1)
-    cols = np.broadcast_to(i, rows.shape)
-    return jnp.where(ok, T.at[rows, channel, cols].get(unique_indices=True), INF)
+    rows = ROW_PAD + jnp.abs(j - i)
+    channel = jnp.where(ok, 0, 1)
+    return jnp.where(ok, T.at[rows, channel, i].get(unique_indices=True), INF)
 
 
 def log_partition(s, allowed, special, n, dp, dangles, pair_bonus=None, outside: bool = True):

@@ -26,27 +26,22 @@ import numpy as np
 
 
 class _Plan:
-    """The static index arrays of one tap layout over a block of ``shape``."""
+    """The static index arrays of one tap layout over a block of ``shape`` (small: the
+    derivative's (taps x width) indices are built in the program from ``di``, not stored)."""
 
     def __init__(self, r, k, di, height: int, shape: tuple[int, int, int]):
         r, k, di = (np.asarray(x, np.int32).reshape(-1) for x in (r, k, di))
-        rows, channels, width = shape
-        taps = len(r)
+        rows, channels, self.width = shape
+        self.taps, self.height, self.di = len(r), height, di
         self.r, self.k = r[:, None], k[:, None]
         self.cols = di[:, None] + np.arange(height, dtype=np.int32)[None, :]
-        # the cotangent's gather: X[t, c] = g[t, c - di[t]] where 0 <= c - di[t] < height
-        h = np.arange(width, dtype=np.int32)[None, :] - di[:, None]
-        self.inside = (h >= 0) & (h < height)
-        self.t_index = np.broadcast_to(np.arange(taps, dtype=np.int32)[:, None], h.shape)
-        self.h_index = np.clip(h, 0, height - 1)
-        # the block rows (r, k) the taps read, and each tap's row: a 0/1 matrix (P, T)
+        # the block rows (r, k) the taps read: each tap's row among them
         pairs, member = np.unique(r.astype(np.int64) * channels + k, return_inverse=True)
-        self.member = np.zeros((len(pairs), taps))
-        self.member[member.reshape(-1), np.arange(taps)] = 1.0
-        # where each block row's sum goes (the zero row P for rows no tap reads)
-        self.place = np.full(rows * channels, len(pairs), np.int32)
-        self.place[pairs] = np.arange(len(pairs), dtype=np.int32)
-        self.place = self.place.reshape(rows, channels)
+        self.pairs, self.member = len(pairs), member.reshape(-1).astype(np.int32)
+        # where each block row's sum goes (the zero row `pairs` for rows no tap reads)
+        place = np.full(rows * channels, len(pairs), np.int32)
+        place[pairs] = np.arange(len(pairs), dtype=np.int32)
+        self.place = place.reshape(rows, channels)
 
 
 def tap_rows(block, r, k, di, height: int):
@@ -63,8 +58,16 @@ def tap_rows(block, r, k, di, height: int):
         return read(b), None
 
     def backward(_, g):
-        shifted = jnp.where(plan.inside, g[plan.t_index, plan.h_index], 0)      # (T, width)
-        sums = jnp.asarray(plan.member, g.dtype) @ shifted                        # (P, width)
+        # X[t, c] = g[t, c - di[t]] where 0 <= c - di[t] < height: (taps, width)
+        h = jax.lax.broadcasted_iota(jnp.int32, (plan.taps, plan.width), 1) \
+            - jnp.asarray(plan.di)[:, None]
+        inside = (h >= 0) & (h < plan.height)
+        shifted = jnp.where(inside, jnp.take_along_axis(g, jnp.clip(h, 0, plan.height - 1),
+                                                        axis=1), 0)
+        # each block row's taps summed: a product with their 0/1 membership (pairs, taps)
+        member = (jax.lax.broadcasted_iota(jnp.int32, (plan.pairs, plan.taps), 0)
+                  == jnp.asarray(plan.member)[None, :]).astype(g.dtype)
+        sums = member @ shifted
         sums = jnp.concatenate([sums, jnp.zeros((1, sums.shape[1]), g.dtype)])
         return (sums[plan.place],)
 
