@@ -67,7 +67,7 @@ def tap_rows(block, r, k, di, height: int):
         # each block row's taps summed: a product with their 0/1 membership (pairs, taps)
         member = (jax.lax.broadcasted_iota(jnp.int32, (plan.pairs, plan.taps), 0)
                   == jnp.asarray(plan.member)[None, :]).astype(g.dtype)
-        sums = member @ shifted
+        sums = jnp.matmul(member, shifted, precision=jax.lax.Precision.HIGHEST)   # no TF32
         sums = jnp.concatenate([sums, jnp.zeros((1, sums.shape[1]), g.dtype)])
         return (sums[plan.place],)
 
