@@ -480,6 +480,13 @@ def store_path(key: str, device, cpu_store: bool = False) -> str | None:
     return os.path.join(_disk, f"{key}.bin")
 
 
+def stored(name: str, args: tuple, static: dict, device, cpu_store: bool = False) -> bool:
+    """Whether program ``name`` for ``args`` (arrays or their shapes) and ``static`` on
+    ``device`` has an executable in the store (False without one on disk)."""
+    path = store_path(store_key(name, args, static, device, cpu_store), device, cpu_store)
+    return path is not None and os.path.exists(path)
+
+
 def expect(key: str, future, skey: str | None = None) -> bool:
     """Let :func:`program` wait for ``future`` (elsewhere, program ``key``, stored as ``skey``,
     is being stored) rather than compile it; False (and nothing registered) when the program

@@ -48,10 +48,11 @@ def test_the_slices_run_where_warmup_stored_them(store, monkeypatch):
     assert api.static_for("gpu", 512, empty, device, fast=True) == fast
     path = programs.store_path(programs.store_key(api.PROGRAM, empty, fast, device, True),
                                device, True)
-    assert not api.stored(args, fast, device)
+    assert not programs.stored(api.PROGRAM, args, fast, device, True)
     (store / "executables").mkdir()
     open(path, "wb").close()
-    assert api.stored(args, fast, device) and api.stored(empty, fast, device)
+    assert programs.stored(api.PROGRAM, args, fast, device, True)
+    assert programs.stored(api.PROGRAM, empty, fast, device, True)
     assert api.static_for("gpu", 512, args, device) == fast
     # another row count is another program, not stored
     assert api.static_for("gpu", 512, _args(SEQS * 2), device)["interior"] == "loop"
@@ -108,9 +109,10 @@ def test_on_a_gpu_the_stored_fast_form_runs_and_gives_the_loops_results(store):
         args = _args(SEQS)
         loop = api._collect(api._launch(SEQS, params, 2, None, True, 512, 2))   # none stored
         fast = api.static_for("gpu", 512, args, device, fast=True)
-        assert fast["interior"] == "jax" and not api.stored(args, fast, device)
+        assert fast["interior"] == "jax"
+        assert not programs.stored(api.PROGRAM, args, fast, device, True)
         api.prepare_program(512, 2, params, device, fast=True)
-        assert api.stored(args, fast, device)
+        assert programs.stored(api.PROGRAM, args, fast, device, True)
         before = stages.counts().get("executables_compiled", 0)
         got = api._collect(api._launch(SEQS, params, 2, None, True, 512, 2))
         assert stages.counts().get("executables_compiled", 0) == before

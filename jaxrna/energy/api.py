@@ -243,34 +243,26 @@ def static_for(platform: str, length: int, args: tuple | None = None, device=Non
     {'interior': 'loop', 'bands': 2}
     """
     from jaxrna.energy.fill import KERNEL_MAX_LENGTH, bands_for
+    from jaxrna.programs import stored
 
     static = {"interior": interior_for(platform, length), "bands": bands_for(platform, length)}
     if platform == "gpu" and length > KERNEL_MAX_LENGTH and static["interior"] == "loop" \
             and not _interior_forced():
         slices = dict(static, interior="jax")
-        if fast or (args is not None and stored(args, slices, device)):
+        if fast or (args is not None and stored(PROGRAM, args, slices, device, True)):
             return slices
     return static
 
 
 def _interior_forced() -> bool:
-    """Whether the environment chooses the interior loop (comparisons: :func:`interior_mode`)."""
+    """Whether ``JAXRNA_ENERGY_INTERIOR`` or ``JAXRNA_ENERGY_INTERIOR_LONG`` chooses the
+    interior loop (a value :func:`jaxrna.energy.fill.interior_mode` takes)."""
     import os
 
-    return any(os.environ.get(v) for v in ("JAXRNA_ENERGY_INTERIOR",
-                                           "JAXRNA_ENERGY_INTERIOR_LONG"))
+    from jaxrna.energy.fill import INTERIOR_MODES
 
-
-def stored(args: tuple, static: dict, device) -> bool:
-    """Whether the batch program for ``args`` (arrays or their shapes) and ``static`` is in
-    ``device``'s program store (:mod:`jaxrna.programs`; False without one)."""
-    import os
-
-    from jaxrna import programs
-
-    path = programs.store_path(programs.store_key(PROGRAM, args, static, device, True),
-                               device, True)
-    return path is not None and os.path.exists(path)
+    return (os.environ.get("JAXRNA_ENERGY_INTERIOR", "") in INTERIOR_MODES
+            or os.environ.get("JAXRNA_ENERGY_INTERIOR_LONG", "") in ("jax", "loop"))
 
 
 #: The batch program's name in the program store (:func:`_program`).
@@ -320,13 +312,11 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     import jax
 
     from jaxrna import compile_workers
-    from jaxrna.energy.fill import prepare_batch
 
     count = 0
     for length, rows in dict.fromkeys(classes):
-        # the shapes of a batch of empty rows are those of every batch of the class
-        args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
-        specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
+        specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype),
+                                       _empty_args(length, rows, params))
         compile_workers.prefetch(PROGRAM, "jaxrna.energy.api:batch_jitted", specs,
                                  static_for(device.platform, length, specs, device, fast),
                                  device, cpu_store=True)
@@ -338,10 +328,16 @@ def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: 
                     ) -> None:
     """Compile (or load) the batch program of a class of ``rows`` rows on ``device`` now,
     waiting for a prefetch of it under way; ``fast``: as :func:`prefetch_programs`."""
+    args = _empty_args(length, rows, params)
+    _program().bind(*args, **static_for(device.platform, length, args, device, fast))
+
+
+def _empty_args(length: int, rows: int, params: EnergyParams) -> tuple:
+    """The batch program's arguments for a batch of ``rows`` empty rows of a class: their
+    shapes are those of every batch of the class."""
     from jaxrna.energy.fill import prepare_batch
 
-    args = _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
-    _program().bind(*args, **static_for(device.platform, length, args, device, fast))
+    return _program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
 
 
 def _collect(launched: tuple, as_pairs: bool = False) -> list[tuple[int, object]]:
