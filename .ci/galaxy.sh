@@ -163,41 +163,50 @@ export JAXRNA_CACHE_DIR=${JAXRNA_CACHE_DIR:-$work/jax-cache}
 gx_pid=
 celery_pid=
 pids=()
+stop_process() {  # PID SECONDS: TERM, up to SECONDS to exit, then KILL
+    [ -n "$1" ] && kill -0 "$1" 2>/dev/null || return 0
+    kill "$1" 2>/dev/null || true
+    for _ in $(seq "$2"); do kill -0 "$1" 2>/dev/null || break; sleep 1; done
+    kill -9 "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
 stop_galaxy() {
     local p
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    if [ -n "$celery_pid" ] && kill -0 "$celery_pid" 2>/dev/null; then
-        kill "$celery_pid" 2>/dev/null || true
-        for _ in $(seq 20); do kill -0 "$celery_pid" 2>/dev/null || break; sleep 1; done
-        kill -9 "$celery_pid" 2>/dev/null || true
-    fi
+    stop_process "$celery_pid" 20
     if [ -n "$gx_pid" ] && kill -0 "$gx_pid" 2>/dev/null; then
         log "stopping Galaxy (pid $gx_pid)"
-        kill "$gx_pid" 2>/dev/null || true
-        for _ in $(seq 30); do kill -0 "$gx_pid" 2>/dev/null || break; sleep 1; done
-        kill -9 "$gx_pid" 2>/dev/null || true
-        wait "$gx_pid" 2>/dev/null || true
+        stop_process "$gx_pid" 30
     fi
 }
+# wait_until WHAT PID LOG SECONDS CHECK...: run CHECK every second until it succeeds; exit 1
+# with LOG's tail if process PID ends first or SECONDS pass
+wait_until() {
+    local what=$1 pid=$2 logfile=$3 seconds=$4
+    shift 4
+    for _ in $(seq "$seconds"); do
+        if "$@"; then return 0; fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail -n 40 "$logfile" >&2
+            log "$what exited during start-up"
+            exit 1
+        fi
+        sleep 1
+    done
+    if ! "$@"; then
+        tail -n 40 "$logfile" >&2
+        log "$what was not ready within $((seconds / 60)) minutes"
+        exit 1
+    fi
+}
+galaxy_answers() { curl -fsS "$url/api/version" >/dev/null 2>&1; }
+worker_ready() { grep -q "ready\." "$work/celery.log" 2>/dev/null; }
 trap stop_galaxy EXIT
 log "starting Galaxy on $url (work directory $work)"
 (cd "$work" && exec "$gx_venv/bin/uvicorn" --factory galaxy.webapps.galaxy.fast_factory:factory \
     --host 127.0.0.1 --port "$port" --no-access-log > "$work/galaxy.log" 2>&1) &
 gx_pid=$!
-for _ in $(seq 900); do
-    if curl -fsS "$url/api/version" >/dev/null 2>&1; then break; fi
-    if ! kill -0 "$gx_pid" 2>/dev/null; then
-        tail -n 40 "$work/galaxy.log" >&2
-        log "Galaxy exited during start-up"
-        exit 1
-    fi
-    sleep 1
-done
-if ! curl -fsS "$url/api/version" >/dev/null 2>&1; then
-    tail -n 40 "$work/galaxy.log" >&2
-    log "Galaxy did not answer within 15 minutes"
-    exit 1
-fi
+wait_until Galaxy "$gx_pid" "$work/galaxy.log" 900 galaxy_answers
 log "Galaxy $(curl -fsS "$url/api/version") is up"
 # The Celery worker of the uploads and metadata (galaxy.yml above): one process, threads,
 # started once the server has set up the database it shares.
@@ -205,20 +214,7 @@ log "Galaxy $(curl -fsS "$url/api/version") is up"
     --concurrency 4 --queues celery,galaxy.internal,galaxy.external --loglevel INFO \
     > "$work/celery.log" 2>&1) &
 celery_pid=$!
-for _ in $(seq 300); do
-    if grep -q "ready\." "$work/celery.log" 2>/dev/null; then break; fi
-    if ! kill -0 "$celery_pid" 2>/dev/null; then
-        tail -n 40 "$work/celery.log" >&2
-        log "Galaxy's Celery worker exited during start-up"
-        exit 1
-    fi
-    sleep 1
-done
-if ! grep -q "ready\." "$work/celery.log" 2>/dev/null; then
-    tail -n 40 "$work/celery.log" >&2
-    log "Galaxy's Celery worker was not ready within 5 minutes"
-    exit 1
-fi
+wait_until "Galaxy's Celery worker" "$celery_pid" "$work/celery.log" 300 worker_ready
 log "Galaxy's Celery worker is ready"
 
 # --- 4. tool tests through the API ----------------------------------------------------------
