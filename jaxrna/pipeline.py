@@ -40,6 +40,7 @@ import queue
 import threading
 from typing import IO, Callable, Iterable, Iterator, Sequence, TypeVar
 
+from jaxrna.io.spool import Spooled, send
 from jaxrna.stages import stage
 
 T = TypeVar("T")
@@ -176,9 +177,10 @@ class OrderedWriter:
     At most ``max_pending`` pieces wait (the producer blocks beyond that, bounding memory; 0:
     no bound). An error while writing (disk full) is raised by the next :meth:`write` or by
     :meth:`close`. Use as a context manager: leaving the block waits for every piece to be
-    written (or, on an exception, stops writing and drops what is left). ``write``: what
-    writes a piece, in place of ``out.write`` (a piece is then anything it takes, e.g. the
-    file ranges that ``jaxrna targets`` copies into its output).
+    written (or, on an exception, stops writing and drops what is left). A piece is text, or
+    a :class:`~jaxrna.io.spool.Spooled` file a worker process wrote, copied into ``out`` by the
+    kernel and removed. ``write``: what writes a piece, in place of that (a piece is then
+    anything it takes, e.g. the file ranges that ``jaxrna targets`` copies into its output).
 
     >>> done = []
     >>> with OrderedWriter(None, write=lambda piece: done.append(sum(piece))) as w:
@@ -193,7 +195,7 @@ class OrderedWriter:
     def __init__(self, out: IO | None, max_pending: int = 16,
                  write: Callable[[object], object] | None = None) -> None:
         self.out = out
-        self._write = write if write is not None else out.write
+        self._write = write if write is not None else self._piece
         self._queue: queue.Queue = queue.Queue(max_pending)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="jaxrna-writer", daemon=True)
@@ -211,6 +213,12 @@ class OrderedWriter:
                     self._write(piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the producer
                 self._error = exc
+
+    def _piece(self, piece) -> None:
+        if isinstance(piece, Spooled):
+            send(self.out, piece)
+        else:
+            self.out.write(piece)
 
     def _check(self) -> None:
         if self._error is not None:

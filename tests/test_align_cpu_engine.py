@@ -113,7 +113,9 @@ def test_host_engine_writes_the_device_engines_bytes(tmp_path):
 def test_forked_processes_serve_every_chunk_of_a_run(tmp_path):
     """Several chunks of one run through the host engine's forked processes (started at the
     first chunk, kept for the next ones, stopped at the end; each chunk in parts, formatted
-    in the process that computed them) write the bytes of one process computing everything,
+    in the process that computed them, their text handed back in files: read back into a
+    stream without a descriptor, copied by ``sendfile`` into a file, the files removed after
+    the run) write the bytes of one process computing everything,
     and those of each chunk computed whole and formatted here (``HostRunner.run``), in every
     format; after the run no forked process is left. In a fresh interpreter: the engine forks
     only where JAX is not running (this test process has it)."""
@@ -124,8 +126,9 @@ def test_forked_processes_serve_every_chunk_of_a_run(tmp_path):
     q = _write(tmp_path / "q.fa", rng, 30, 20, 60, "ACGU")
     t = _write(tmp_path / "t.fa", rng, 40, 20, 60, "ACGU")
     script = f"""
-import io, multiprocessing, sys
+import io, multiprocessing, os, sys, tempfile
 from jaxrna import pipeline
+from jaxrna.io import atomic_output
 from jaxrna.align import engine, host_runner, parasail_memory
 from jaxrna.align.scoring import make_scoring
 from jaxrna.io.bulk import read_batch
@@ -148,6 +151,13 @@ for threads in (1, 2):
         engine.run(job(), fmt, out, backend="cpu", engine="host", workers=0)
         texts.setdefault(fmt, []).append(out.getvalue())
     print(threads, len(pools), len(multiprocessing.active_children()))
+tempfile.tempdir = {str(tmp_path / "spool")!r}          # the processes' text files go here
+os.makedirs(tempfile.tempdir)
+for fmt in ("tsv", "pair", "json"):                     # into a file: copied by sendfile
+    with atomic_output({str(tmp_path / "out.txt")!r}) as fh:
+        engine.run(job(), fmt, fh, backend="cpu", engine="host", workers=0)
+    texts[fmt].append(open({str(tmp_path / "out.txt")!r}).read())
+print(len(pools), os.listdir(tempfile.tempdir))
 for fmt in ("tsv", "pair", "json"):                     # whole chunks, formatted here
     j = job()
     runner = host_runner.HostRunner(j, 1)
@@ -167,8 +177,9 @@ print(" ".join("same" if len(set(v)) == 1 else "differ" for v in texts.values())
     assert lines[0] == "1 0 0"                # one thread: no processes
     assert lines[1] == "2 3 0"                # two: a pool a run (three) for both its chunks,
     #                                           stopped after it
-    assert lines[2].split()[:5] == ["same", "same", "same", str(30 * 40 + 1), "False"]
+    assert lines[2] == "6 []"                 # three runs more, their text files all removed
+    assert lines[3].split()[:5] == ["same", "same", "same", str(30 * 40 + 1), "False"]
     import platform
 
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
-    assert lines[2].split()[5] == str(glibc)  # the heap setting took where the C library can
+    assert lines[3].split()[5] == str(glibc)  # the heap setting took where the C library can

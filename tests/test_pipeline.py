@@ -45,3 +45,38 @@ def test_map_ordered_in_workers_keeps_order():
     items = ["a" * k for k in range(20)]
     assert list(map_ordered(len, items, workers=1, ahead=3)) == list(range(20))
     assert list(map_ordered(len, items, workers=0)) == list(range(20))
+
+
+def test_ordered_writer_copies_spooled_files_in_their_place(tmp_path):
+    """Text and files that worker processes wrote (:mod:`jaxrna.io.spool`) go into a file, a
+    pipe and a stream without a descriptor in the order written, non-ASCII text in the
+    output's encoding, and each file is removed once copied."""
+    import os
+    import threading
+
+    from jaxrna.io.spool import spool
+
+    spools = tmp_path / "spool"
+    spools.mkdir()
+    pieces = ["head\n", "é-part one\n" * 3000, "middle\n", "part two\n", "tail\n"]
+
+    def write(out, encoding):
+        with OrderedWriter(out) as w:
+            for k, text in enumerate(pieces):
+                w.write(spool(str(spools), text, encoding) if k % 2 else text)
+
+    with open(tmp_path / "out.txt", "w", encoding="latin-1") as fh:
+        write(fh, "latin-1")
+    assert (tmp_path / "out.txt").read_text("latin-1") == "".join(pieces)
+    memory = io.StringIO()
+    write(memory, "utf-8")
+    assert memory.getvalue() == "".join(pieces)
+    r, w = os.pipe()
+    got = []
+    reader = threading.Thread(target=lambda: got.append(os.fdopen(r, "rb").read()))
+    reader.start()
+    with os.fdopen(w, "w", encoding="utf-8") as fh:
+        write(fh, "utf-8")
+    reader.join()
+    assert got[0].decode("utf-8") == "".join(pieces)
+    assert list(spools.iterdir()) == []

@@ -227,7 +227,9 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
         def text(c: Chunk, first: bool) -> str:
             return format_batch(to_aligned(job, c), fmt, first and bool(c.keep.any()))
 
-        runner = HostRunner(job, pipeline.cores(), max_bytes, on_error, text=text)
+        runner = HostRunner(job, pipeline.cores(), max_bytes, on_error, text=text,
+                            encoding=(getattr(out, "encoding", None) or "utf-8",
+                                      getattr(out, "errors", None) or "strict"))
     else:
         with stage("setup"):
             runner = DeviceRunner(job, backend, max_bytes, on_error, interpret=interpret,
@@ -238,10 +240,16 @@ def run(job: Job, fmt: str, out, *, backend: str = "auto", max_bytes=None,
     pending_text: list = []
 
     def chunks() -> Iterator[Chunk]:
-        if host:
+        if host:                             # the next pairs handed out before these end
+            submitted = None
             for s in starts:
                 qi, ti = job.pairs(s, min(total, s + chunk))
-                yield from runner.parts(s, qi, ti)
+                following = runner.submit(s, qi, ti)
+                if submitted is not None:
+                    yield from runner.collect(submitted)
+                submitted = following
+            if submitted is not None:
+                yield from runner.collect(submitted)
             return
         state: dict[int, tuple] = {}
 

@@ -186,6 +186,20 @@ def _coords(b: AlignedBatch) -> tuple[list, list, list, list]:
     return none(qs), qe.tolist(), none(ts), te.tolist()
 
 
+def letter_tables(scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per pair of letters (index ``query letter << 8 | target letter``, 65,536 entries, uint8):
+    the match line's mark, whether their codes are the same, whether they are similar."""
+    codes = np.full(256, -1, np.int64)
+    table = scoring.table()
+    codes[:len(table)] = table[:256]
+    c0 = np.maximum(codes, 0)
+    same = codes[:, None] == codes[None, :]
+    sub = scoring.matrix[c0[:, None], c0[None, :]]
+    similar = (sub >= 0) if scoring.minimise else (sub > 0)
+    mark = np.where(same, ord("|"), np.where(sub > 0, ord(":"), ord(".")))
+    return tuple(a.astype(np.uint8).reshape(-1) for a in (mark, same, similar))
+
+
 class _Columns:
     """Per-column and per-alignment quantities of a batch with ops, computed for all at once."""
 
@@ -210,19 +224,11 @@ class _Columns:
             else np.zeros(len(ops), np.uint8)
         self.qa = np.where(takes_q, qlet, np.uint8(_GAP))
         self.ta = np.where(takes_t, tlet, np.uint8(_GAP))
-        # per letter pair (256 x 256): same code, similar, and the match line's mark
-        codes = np.full(256, -1, np.int64)
-        table = sc.table()
-        codes[:len(table)] = table[:256]
-        c0 = np.maximum(codes, 0)
-        same_lut = codes[:, None] == codes[None, :]
-        sub = sc.matrix[c0[:, None], c0[None, :]]
-        sim_lut = (sub >= 0) if sc.minimise else (sub > 0)
-        mark_lut = np.where(same_lut, ord("|"), np.where(sub > 0, ord(":"), ord(".")))
+        mark_lut, same_lut, sim_lut = letter_tables(sc)
         key = (qlet.astype(np.intp) << 8) | tlet
-        same = is_m & same_lut.reshape(-1)[key]
-        similar = is_m & sim_lut.reshape(-1)[key]
-        self.marks = np.where(is_m, mark_lut.astype(np.uint8).reshape(-1)[key], np.uint8(32))
+        same = is_m & same_lut[key].astype(bool)
+        similar = is_m & sim_lut[key].astype(bool)
+        self.marks = np.where(is_m, mark_lut[key], np.uint8(32))
 
         def per_pair(flags):                 # how many columns of each alignment hold flags
             return np.diff(_exclusive(flags)[off])
@@ -318,9 +324,15 @@ def pair_text(b: AlignedBatch) -> str:
         raise ValueError("the pair format needs alignments, not scores only")
     if not len(b):
         return ""
-    cols = _Columns(b)
     params = "\n".join(parameter_lines(_Holder(b.scoring))) + "\n#\n"
     scores = _score_texts(b.scoring, b.units)
+    native = _native_blocks(b)
+    if native is not None:
+        text, at, identical, similar, matched = native
+        lengths = np.diff(b.op_offsets)
+        return _pair_records(b, scores, params, lengths, identical, similar, lengths - matched,
+                             lambda k: text[at[k]:at[k + 1]])
+    cols = _Columns(b)
     # the blocks of WIDTH columns of every alignment, and the residue numbers around them
     off = b.op_offsets
     lengths = cols.lengths
@@ -335,10 +347,36 @@ def pair_text(b: AlignedBatch) -> str:
     t1, t2 = tshift + tcum[bs] + 1, tshift + tcum[be]
     first = np.concatenate([[0], np.cumsum(nblocks)]).tolist()
     blocks = _block_text(b, cols, owner, bs, be, (q1, q2, t1, t2))
+    return _pair_records(b, scores, params, lengths, cols.identical, cols.similar, cols.gaps,
+                         lambda k: blocks(first[k], first[k + 1]))
+
+
+def _native_blocks(b: AlignedBatch):
+    """:func:`jaxrna.align.text_native.pair_blocks` of the batch (its blocks as text, their
+    offsets, the counts), or None where names are not ASCII or the C path does not apply."""
+    from jaxrna.align.text_native import pair_blocks
+
+    qnames = [f"{qid[:13]:<13} " for qid in b.query_ids]
+    tnames = [f"{tid[:13]:<13} " for tid in b.target_ids]
+    if not (all(map(str.isascii, qnames)) and all(map(str.isascii, tnames))):
+        return None
+    got = pair_blocks(b.ops, b.op_offsets, b.query_seg, b.query_seg_offsets, b.target_seg,
+                      b.target_seg_offsets, b.query_start, b.target_start,
+                      [n.encode("ascii") for n in qnames], [n.encode("ascii") for n in tnames],
+                      *letter_tables(b.scoring))
+    if got is None:
+        return None
+    text, at, identical, similar, matched = got
+    return text.decode("ascii"), at.tolist(), identical, similar, matched
+
+
+def _pair_records(b: AlignedBatch, scores: list, params: str, lengths, identical, similar, gaps,
+                  blocks) -> str:
+    """Each alignment's header and (``blocks(k)``: alignment k's blocks) its blocks."""
     out: list[str] = []
     for k, (qid, tid, score, n, ident, sim, gaps) in enumerate(zip(
-            b.query_ids, b.target_ids, scores, lengths.tolist(), cols.identical.tolist(),
-            cols.similar.tolist(), cols.gaps.tolist())):
+            b.query_ids, b.target_ids, scores, lengths.tolist(), identical.tolist(),
+            similar.tolist(), gaps.tolist())):
         shown, gshown = (n, gaps) if n else (1, 1)
         out.append(f"{RULE}\n#\n# Aligned_sequences: 2\n# 1: {qid}\n# 2: {tid}\n{params}"
                    f"# Length: {shown}\n"
@@ -351,7 +389,7 @@ def pair_text(b: AlignedBatch) -> str:
             out.append(f"{qid[:13]:<13} {1:>6} - {0:>6}\n{blank} \n"
                        f"{tid[:13]:<13} {1:>6} - {0:>6}\n\n\n")
             continue
-        out.append(blocks(first[k], first[k + 1]))
+        out.append(blocks(k))
         out.append("\n")
     return "".join(out)
 

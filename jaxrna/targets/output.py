@@ -48,6 +48,7 @@ import time
 import numpy as np
 
 from jaxrna.io import cleanup
+from jaxrna.io.spool import copy_range
 from jaxrna.pipeline import OrderedWriter, worker_pool
 from jaxrna.stages import NO_EVENTS, Events, count, stage
 from jaxrna.targets.blocks import BlockJob, ChunkInfo, fold_inputs_block, render_block, run_block
@@ -461,29 +462,7 @@ def copy_ranges(fd: int, timeline: Events, piece) -> None:
     ranges, paths, block = piece
     for path, offset, size in ranges:
         with open(path, "rb") as src:
-            _send(fd, src, offset, size)
+            copy_range(fd, src, offset, size)
     for path in paths:
         os.unlink(path)
     timeline.mark("written", block)
-
-
-def _send(fd: int, src, offset: int, size: int) -> None:
-    """Copy ``size`` bytes of ``src`` from ``offset`` to ``fd`` (at its current position)."""
-    try:
-        while size > 0:
-            sent = os.sendfile(fd, src.fileno(), offset, size)
-            if sent <= 0:
-                raise OSError("sendfile made no progress")
-            offset += sent
-            size -= sent
-        return
-    except OSError:
-        pass  # a descriptor sendfile cannot write: plain reads and writes
-    src.seek(offset)
-    while size > 0:
-        data = src.read(min(size, 1 << 24))
-        size -= len(data)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-
