@@ -337,6 +337,32 @@ def shutdown_pools(wait: bool = False) -> None:
     _POOLS.clear()
 
 
+def can_fork() -> bool:
+    """Worker processes may be forked: POSIX, and no JAX runtime (its threads) in this
+    process."""
+    import sys
+
+    return hasattr(os, "fork") and "jax" not in sys.modules
+
+
+def forked_pool(workers: int):
+    """A ``multiprocessing`` pool of ``workers`` processes forked from this one (only where
+    :func:`can_fork`): they inherit its state (a job's arrays, read by a module-level function)
+    instead of receiving it pickled. SIGTERM ends one quietly (it inherited the run's handler,
+    which would print a traceback when the pool is terminated) and Ctrl-C is this process's to
+    handle. The caller ends it (``terminate()``, ``join()``)."""
+    return multiprocessing.get_context("fork").Pool(workers, initializer=_forked_setup)
+
+
+def _forked_setup() -> None:
+    import signal
+
+    from jaxrna.io.cleanup import ignore_interrupts
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    ignore_interrupts()
+
+
 def map_ordered(func: Callable[[T], R], items: Iterable[T], workers: int,
                 ahead: int | None = None) -> Iterator[R]:
     """``func(item)`` for each item, in order: here when ``workers`` is 0, else in the worker

@@ -1,29 +1,30 @@
 """The host runner of a bulk alignment run: each chunk's pairs through parasail's SIMD kernels
 for the values and our traceback rules (:class:`jaxrna.align.host.HostEngine`), split over
-forked processes (one per core; the traceback is numpy work, which threads would serialise) or
-threads where forking is not safe (JAX already running in the process). It needs no JAX;
+forked processes (one per core, :func:`jaxrna.pipeline.forked_pool`; the traceback is numpy
+work, which threads would serialise) or threads where forking is not safe (JAX already running
+in the process). It needs no JAX;
 pairs whose tables are too large for the walk go through :func:`jaxrna.align.chunks.record_path`.
 A run's chunks come back in parts (:meth:`HostRunner.parts`), each formatted by the process
 that computed it, so that no process waits for another to format: on 16 cores the one process
 writing would otherwise format every alignment. A forked process writes its part's text to a
 file of a private directory (:mod:`jaxrna.io.spool`) rather than sending it back through its
 pipe, and sends back nothing else: the writing process copies the file into the output with
-``sendfile`` and never unpickles, fills or encodes the part (a 2-core VM, 12,000 local pairs
-with alignments, 23 MB of text: that process's CPU time for them 0.17 s before).
+``sendfile`` and never unpickles, fills or encodes the part (a 2-core VM, 48,000 local pairs
+with alignments, 94 MB of text: that process's CPU time 0.54 -> 0.43 s).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from jaxrna.align.chunks import Chunk, Ragged, record_path
+from jaxrna import pipeline
 from jaxrna.align import text_native
+from jaxrna.align.chunks import Chunk, Ragged, record_path
 from jaxrna.align.jobs import Job
 from jaxrna.io import cleanup
 from jaxrna.io.spool import spool
@@ -37,24 +38,6 @@ _FORKED = None          # the HostRunner whose parts forked processes compute
 #: 0.43-0.48, 0.45-0.47 s; an H100 host's 16 cores, 90,000 pairs: 1, 4, 16 a core 4.3-4.4,
 #: 3.8, 3.9 s with small and large table groups; the benchmarks of this stop ran with 8).
 PARTS_PER_CORE = 8
-
-
-def _can_fork() -> bool:
-    """Worker processes may be forked: POSIX, and no JAX runtime (threads) in this process."""
-    import sys
-
-    return hasattr(os, "fork") and "jax" not in sys.modules
-
-
-def _forked_setup() -> None:
-    """A forked worker: SIGTERM ends it quietly (it inherited the run's handler, which would
-    print a traceback when the pool is closed) and Ctrl-C is the parent's to handle."""
-    import signal
-
-    from jaxrna.io.cleanup import ignore_interrupts
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    ignore_interrupts()
 
 
 def _forked_part(args):
@@ -130,7 +113,6 @@ class HostRunner:
         until :meth:`close` (a pool per chunk forked the whole process again each time)."""
         if self._procs is None:
             global _FORKED
-            import multiprocessing
 
             if self.text is not None:
                 self.spool_dir = cleanup.register(
@@ -138,8 +120,7 @@ class HostRunner:
                 text_native.library()        # built or loaded once, before the processes
             _FORKED = self
             try:
-                self._procs = multiprocessing.get_context("fork").Pool(
-                    self.threads, initializer=_forked_setup)
+                self._procs = pipeline.forked_pool(self.threads)
             finally:
                 _FORKED = None
         return self._procs
@@ -221,7 +202,7 @@ class HostRunner:
         """:meth:`_part_text` of each non-empty group of positions, in order, computed over
         the processes (forked where that is safe: no GIL between the walks) or the threads."""
         args = [(qi[p], ti[p], f) for p, f in zip(groups, firsts) if len(p)]
-        forked = self.threads > 1 and sum(map(len, groups)) >= 512 and _can_fork()
+        forked = self.threads > 1 and sum(map(len, groups)) >= 512 and pipeline.can_fork()
         if forked and len(args) > 1:
             with stage("device"):
                 procs = self._processes()
