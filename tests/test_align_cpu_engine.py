@@ -115,7 +115,7 @@ def test_forked_processes_serve_every_chunk_of_a_run(tmp_path):
     first chunk, kept for the next ones, stopped at the end; each chunk in parts, formatted
     in the process that computed them, their text handed back in files: read back into a
     stream without a descriptor, copied by ``sendfile`` into a file, the files removed after
-    the run) write the bytes of one process computing everything,
+    the run, or through the pipe where they cannot be written) write the bytes of one process computing everything,
     and those of each chunk computed whole and formatted here (``HostRunner.run``), in every
     format; after the run no forked process is left. In a fresh interpreter: the engine forks
     only where JAX is not running (this test process has it)."""
@@ -158,6 +158,12 @@ for fmt in ("tsv", "pair", "json"):                     # into a file: copied by
         engine.run(job(), fmt, fh, backend="cpu", engine="host", workers=0)
     texts[fmt].append(open({str(tmp_path / "out.txt")!r}).read())
 print(len(pools), os.listdir(tempfile.tempdir))
+def full(*args):                                        # no room for the files: the pipe
+    raise OSError(28, "No space left on device")
+host_runner.spool = full
+with atomic_output({str(tmp_path / "out.txt")!r}) as fh:
+    engine.run(job(), "pair", fh, backend="cpu", engine="host", workers=0)
+texts["pair"].append(open({str(tmp_path / "out.txt")!r}).read())
 for fmt in ("tsv", "pair", "json"):                     # whole chunks, formatted here
     j = job()
     runner = host_runner.HostRunner(j, 1)
@@ -178,6 +184,7 @@ print(" ".join("same" if len(set(v)) == 1 else "differ" for v in texts.values())
     assert lines[1] == "2 3 0"                # two: a pool a run (three) for both its chunks,
     #                                           stopped after it
     assert lines[2] == "6 []"                 # three runs more, their text files all removed
+    #                                           (and one whose files could not be written)
     assert lines[3].split()[:5] == ["same", "same", "same", str(30 * 40 + 1), "False"]
     import platform
 

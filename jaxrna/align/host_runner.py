@@ -43,7 +43,10 @@ PARTS_PER_CORE = 8
 def _forked_part(args):
     out, text = _FORKED._part_text(*args)
     if text is not None and _FORKED.spool_dir is not None:
-        text = spool(_FORKED.spool_dir, text, *_FORKED.encoding)
+        try:
+            text = spool(_FORKED.spool_dir, text, *_FORKED.encoding)
+        except OSError:                      # no room for it there: through the pipe
+            pass
     return out, text
 
 
