@@ -241,7 +241,7 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
         loaded = compiled is not None
 
         def compile_and_store():
-            with jax.default_device(device), _no_jax_cache_entry(path is not None):
+            with jax.default_device(device):
                 options = compiler_options(name, device.platform) or None
                 fresh = jitted.lower(*args, **kwargs, **static).compile(compiler_options=options)
             stages.count("executables_compiled")
@@ -260,27 +260,6 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
             log.debug("program %s %s %s: %s", name, shapes, static,
                       "loaded" if loaded else "compiled")
     return compiled
-
-
-def _no_jax_cache_entry(stored: bool):
-    """While a program that the store keeps compiles (``stored``), in this thread: JAX's
-    persistent cache writes no entry of it, a second serialized copy that no run reads, written
-    before the program is returned (on a CPU every stored program had one, e.g.
-    ``jit__batch-...-cache`` beside the turner program: a cold `fold --model turner --backend
-    cpu` of 20 records, 2-core VM, 7.33-7.81 -> 6.68-7.34 s; with JAX's cache on, a 512-nt turner
-    program's first compile took 0.36-0.60 s longer on an H200, call S18f, though the CLI's
-    GPU runs wrote no such entries before this either, call S18g). Other programs, and other
-    threads, keep JAX's cache."""
-    import contextlib
-
-    if not stored:
-        return contextlib.nullcontext()
-    try:
-        from jax._src import config as jax_config
-
-        return jax_config.persistent_cache_min_compile_time_secs(float("inf"))
-    except (ImportError, AttributeError, TypeError):   # another JAX layout: JAX's cache writes
-        return contextlib.nullcontext()
 
 
 def _checked_first_call(name: str, loaded: Callable, recompile: Callable) -> Callable:
