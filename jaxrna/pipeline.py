@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import collections
 import concurrent.futures
+import contextlib
 import multiprocessing
 import os
 import queue
@@ -252,6 +253,50 @@ class OrderedWriter:
             self.close()
         else:
             self.abort()
+
+
+class TextPieces:
+    """A text handle that hands what is written to an :class:`OrderedWriter` in pieces of about
+    ``size`` characters (many small writes, one queue entry each, would make the writer
+    thread's hand-offs the cost). :meth:`flush` hands on the rest."""
+
+    def __init__(self, ordered: OrderedWriter, size: int = 1 << 20) -> None:
+        self.ordered, self.limit = ordered, size
+        self.parts: list[str] = []
+        self.size = 0
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= self.limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            self.ordered.write("".join(self.parts))
+            self.parts, self.size = [], 0
+
+
+@contextlib.contextmanager
+def ordered_output(output) -> Iterator[TextPieces]:
+    """The output every subcommand writes its results to: ``output`` (a path; None or ``-``:
+    standard output) opened atomically (:func:`jaxrna.io.atomic_output`: the file appears
+    whole or not at all) as a text handle whose writes go out in large pieces, in order, from a
+    background thread (:class:`OrderedWriter`), so that formatting never waits on the disk.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> with ordered_output(path) as out:
+    ...     _ = [out.write(f"{k}\\n") for k in range(3)]
+    >>> open(path).read()
+    '0\\n1\\n2\\n'
+    """
+    from jaxrna.io import atomic_output
+
+    with atomic_output(output) as out, OrderedWriter(out) as ordered:
+        pieces = TextPieces(ordered)
+        yield pieces
+        pieces.flush()
 
 
 # ------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from jaxrna.cli.common import (RunSummary, add_backend_option, add_ensemble_opti
 from jaxrna.cli.fold_energy import (ENERGY_HELP, add_energy_options, energy_model, run_turner,
                                     run_turner_partition)
 from jaxrna.formats.fold import SCORE_ONLY_FORMATS, WRITERS
-from jaxrna.io import InputError, atomic_output, sequence_record
+from jaxrna.io import InputError, sequence_record
 from jaxrna.progress import progress
 from jaxrna.stages import stage
 
@@ -156,35 +156,13 @@ def _start_jax(requested: str, work: float, partition: bool = False) -> str:
 
 
 def _write(output, writer, results) -> None:
-    """Format ``results`` with ``writer`` (``format`` stage) into ``output`` (atomically),
-    written in ~1 MB pieces by a background thread (``write`` stage)."""
-    from jaxrna.pipeline import OrderedWriter
+    """Format ``results`` with ``writer`` (``format`` stage) into ``output``
+    (:func:`jaxrna.pipeline.ordered_output`: atomically, written in ~1 MB pieces by a
+    background thread, the ``write`` stage)."""
+    from jaxrna.pipeline import ordered_output
 
-    with atomic_output(output) as out, OrderedWriter(out) as ordered:
-        pieces = _Pieces(ordered)
-        with stage("format"):
-            writer(results, pieces)
-            pieces.flush()
-
-
-class _Pieces:
-    """A text handle that hands what is written to an :class:`OrderedWriter` in large pieces."""
-
-    def __init__(self, ordered, size: int = 1 << 20) -> None:
-        self.ordered, self.limit = ordered, size
-        self.parts: list[str] = []
-        self.size = 0
-
-    def write(self, text: str) -> None:
-        self.parts.append(text)
-        self.size += len(text)
-        if self.size >= self.limit:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.parts:
-            self.ordered.write("".join(self.parts))
-            self.parts, self.size = [], 0
+    with ordered_output(output) as out, stage("format"):
+        writer(results, out)
 
 
 def run(args) -> int:

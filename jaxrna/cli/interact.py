@@ -10,7 +10,7 @@ import logging
 from jaxrna.cli.common import (RunSummary, add_backend_option, add_output_options, int_at_least,
                                setup_logging, use_device_options, weights_arg)
 from jaxrna.formats.interact import SCORE_ONLY_FORMATS, WRITERS, write_window_rows, write_windows_header
-from jaxrna.io import InputError, atomic_output, sequence_record
+from jaxrna.io import InputError, sequence_record
 from jaxrna.progress import progress
 from jaxrna.stages import stage
 
@@ -143,9 +143,11 @@ def run(args) -> int:
                                  with_pairs=not args.score_only,
                                  keep_windows=args.all_windows is not None, max_bytes=max_bytes,
                                  backend=backend, on_done=bar.update, on_error=report)
-        windows_file = (atomic_output(args.all_windows) if args.all_windows
+        from jaxrna.pipeline import ordered_output
+
+        windows_file = (ordered_output(args.all_windows) if args.all_windows
                         else contextlib.nullcontext())
-        with atomic_output(args.output) as out, windows_file as wout:
+        with ordered_output(args.output) as out, windows_file as wout:
             if args.all_windows:
                 write_windows_header(wout)
 
