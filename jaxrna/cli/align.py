@@ -146,7 +146,9 @@ def _run_posterior(args, temperature: float, scoring, backend: str, max_bytes) -
                                     max_bytes=max_bytes, on_done=bar.update)
         if args.plot is not None:
             results = plotting(results, plot_paths(args.plot, len(pairs)))
-        with atomic_output(args.output) as out:
+        from jaxrna.pipeline import ordered_output
+
+        with ordered_output(args.output) as out:
             writer_for(args.format)(summary.count(results), out)
     finally:
         bar.close()

@@ -194,7 +194,7 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
     with jaxrna's engine."""
     from jaxrna.cli.common import RunSummary
     from jaxrna.formats.fold import WRITERS
-    from jaxrna.io import atomic_output
+    from jaxrna.pipeline import ordered_output
     from jaxrna.progress import progress
 
     records = _records(args)
@@ -221,7 +221,7 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
                                           max_bytes=max_bytes, on_done=bar.update,
                                           backend=backend,
                                           on_error=lambda rec, exc: summary.skip(rec.id, exc))
-        with atomic_output(args.output) as out:
+        with ordered_output(args.output) as out:
             WRITERS[args.format](summary.count(results), out)
     finally:
         bar.close()
@@ -300,7 +300,7 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
     from jaxrna.energy import vienna
     from jaxrna.energy.ensemble import partition_energy_records
     from jaxrna.formats.fold_energy_partition import writer_for
-    from jaxrna.io import atomic_output
+    from jaxrna.pipeline import ordered_output
     from jaxrna.runtime import gpu_possible
 
     if model.dangles == 1:
@@ -329,7 +329,7 @@ def run_turner_partition(args: argparse.Namespace, model, max_bytes: int | None)
                                         on_error=on_error, engine=engine, backend=backend)
 
     def write(output, writer, results):
-        with atomic_output(output) as out:
+        with ordered_output(output) as out:
             writer(results, out)
 
     return run_ensembles(args, records, compute, "computed the ensembles of",
