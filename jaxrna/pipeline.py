@@ -11,9 +11,12 @@ and formats the last one, and the output never depends on how many devices there
 batch that runs out of device memory (at dispatch or when collected) goes to ``retry``
 (which splits it: :func:`jaxrna.oom.split_on_oom`). :func:`launch_ahead` is its one-device
 case. Formatting can go to
-worker processes (:func:`map_ordered` over :func:`worker_pool`) on machines with many cores,
-and text is written in order by a background thread (:class:`OrderedWriter`), so the host
-never waits on the disk.
+worker processes (:func:`map_ordered` over :func:`worker_pool`, spawned; or
+:func:`forked_pool` where no JAX runs, whose processes inherit the job) on machines with many
+cores, and text is written in order by a background thread (:class:`OrderedWriter`; text, or
+files that worker processes wrote, copied by the kernel), so the host never waits on the
+disk. Every subcommand's results leave through it, in an output that appears whole or not at
+all (:func:`ordered_output`).
 
 >>> import io
 >>> out = io.StringIO()
