@@ -370,13 +370,13 @@ def _native_blocks(b: AlignedBatch):
     return text.decode("ascii"), at.tolist(), identical, similar, matched
 
 
-def _pair_records(b: AlignedBatch, scores: list, params: str, lengths, identical, similar, gaps,
-                  blocks) -> str:
+def _pair_records(b: AlignedBatch, scores: list, params: str, lengths, identical, similar,
+                  gap_counts, blocks) -> str:
     """Each alignment's header and (``blocks(k)``: alignment k's blocks) its blocks."""
     out: list[str] = []
     for k, (qid, tid, score, n, ident, sim, gaps) in enumerate(zip(
             b.query_ids, b.target_ids, scores, lengths.tolist(), identical.tolist(),
-            similar.tolist(), gaps.tolist())):
+            similar.tolist(), gap_counts.tolist())):
         shown, gshown = (n, gaps) if n else (1, 1)
         out.append(f"{RULE}\n#\n# Aligned_sequences: 2\n# 1: {qid}\n# 2: {tid}\n{params}"
                    f"# Length: {shown}\n"
