@@ -163,6 +163,7 @@ def _write(output, writer, results) -> None:
 
     with ordered_output(output) as out, stage("format"):
         writer(results, out)
+        out.flush()                     # the last piece handed on inside the stage, as before
 
 
 def run(args) -> int:
