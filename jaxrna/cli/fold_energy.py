@@ -188,17 +188,54 @@ def _records(args: argparse.Namespace):
             yield from block.records()
 
 
+#: ``--backend auto`` on a GPU host folds a job (MFE) with ViennaRNA on the host's cores when
+#: ViennaRNA's estimate for it (:func:`jaxrna.energy.vienna.mfe_estimate_seconds`) is at most
+#: this many seconds, without importing JAX: a warm GPU run of a small job spends 2-3 s
+#: starting JAX and the device and loading its program, a first one 8-12 s compiling it.
+#: Call S19b (H100 host, 16 cores; session start -> this rule): 30 x 100-300 nt (estimate
+#: 0.1 s) cold 11.80 -> 1.76 s, warm 2.35-2.65 -> 1.62-2.09 s; one 120 nt cold 7.64 -> 0.46
+#: s, warm 1.96-2.50 -> 0.79-0.81 s. At an estimate of 2.0 s (300 x 200-400 nt) ViennaRNA's
+#: engine took 3.6-4.2 s against the GPU's 2.4-3.1 s warm (10.2 s cold): the bound is below.
+#: Tried and not kept (S19a): ViennaRNA for jobs up to 9 s while the GPU's programs compiled
+#: beside it for the next run: the compiler, sharing the cores, took 8.3 s instead of 5.6, and
+#: 1,000 x 50-500 nt took 11.75-12.52 s against 10.32-12.48 on the GPU.
+VIENNA_MFE_UP_TO_S = 1.0
+
+
+def mfe_engine(requested: str, records) -> tuple[str, Iterator, str]:
+    """``(engine, records, why)`` for ``fold --model turner`` (MFE) with ``--backend
+    requested``: :func:`energy_engine`, except that ``--backend auto`` on a GPU host takes
+    ViennaRNA's engine for a job it finishes within :data:`VIENNA_MFE_UP_TO_S`, JAX not
+    imported (a first GPU run compiles for seconds). ``records``: the input, returned whole
+    (their lengths are read ahead until the estimate passes the bound); ``why``: for ``-v``,
+    where that rule chose ViennaRNA.
+
+    >>> mfe_engine("cpu", iter([]))[0]
+    'jax'
+    """
+    from jaxrna.energy import vienna
+    from jaxrna.runtime import gpu_possible
+
+    if (requested != "auto" or vienna.engine_choice() != "auto" or not vienna.available()
+            or not gpu_possible()):
+        return energy_engine(requested), records, ""
+    records, lengths = _peek_lengths(records, VIENNA_MFE_UP_TO_S, vienna.mfe_record_seconds)
+    estimate = vienna.mfe_estimate_seconds(lengths, vienna.cpu_count())
+    if estimate <= VIENNA_MFE_UP_TO_S:
+        return "vienna", records, f"a small job: about {estimate:.1f} s on this host's cores"
+    return energy_engine(requested), records, ""
+
+
 def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
     """Fold every record with the energy model and write them in ``args.format``: with
-    ViennaRNA on a machine without a GPU (``--backend auto``, :func:`energy_engine`), else
-    with jaxrna's engine."""
+    ViennaRNA on a machine without a GPU (``--backend auto``, :func:`energy_engine`) or for a
+    small job on a GPU host (:func:`mfe_engine`), else with jaxrna's engine."""
     from jaxrna.cli.common import RunSummary
     from jaxrna.formats.fold import WRITERS
     from jaxrna.pipeline import ordered_output
     from jaxrna.progress import progress
 
-    records = _records(args)
-    engine = energy_engine(args.backend)
+    engine, records, why = mfe_engine(args.backend, _records(args))
     bar = progress(None, "fold", quiet=args.quiet)
     summary = RunSummary("folded", "record")
     try:
@@ -206,7 +243,8 @@ def run_turner(args: argparse.Namespace, model, max_bytes: int | None) -> int:
             from jaxrna.energy import vienna
 
             how = f"--backend {args.backend}" + (
-                f", {vienna.ENGINE_ENV}=vienna" if vienna.engine_choice() == "vienna" else "")
+                f", {vienna.ENGINE_ENV}=vienna" if vienna.engine_choice() == "vienna" else
+                f", {why}" if why else "")
             _announce_vienna(how, vienna.cpu_count())
             results = vienna.fold_records(records, model, with_pairs=not args.score_only,
                                           max_bytes=max_bytes, on_done=bar.update,
@@ -270,14 +308,16 @@ def partition_engine(requested: str, lengths: list[int] | None = None) -> str:
     return "jax" if has_gpu() else "vienna"
 
 
-def _peek_lengths(records, seconds: float) -> tuple[Iterator, list[int]]:
+def _peek_lengths(records, seconds: float, record_seconds=None) -> tuple[Iterator, list[int]]:
     """``(all records, the lengths of those read)``: reads records until ViennaRNA's estimate
-    for them passes ``seconds`` on this host's cores, or the input ends."""
+    for them (``record_seconds(n)`` a record on one core; default its partition function's)
+    passes ``seconds`` on this host's cores, or the input ends."""
     import itertools
 
     from jaxrna.energy import vienna
-    from jaxrna.energy.partition_vienna import record_seconds
 
+    if record_seconds is None:
+        from jaxrna.energy.partition_vienna import record_seconds
     records = iter(records)
     read, lengths, total, cores = [], [], 0.0, vienna.cpu_count()
     for rec in records:

@@ -96,6 +96,31 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: One core's seconds for the MFE of a record of n nt is about ``MFE_SECONDS * n **
+#: MFE_POWER``: the power fitted on this project's 2-core VM (100-3,200 nt, 2026-11-27:
+#: 4.9 ms, 0.48 s and 12.0 s at 100, 800 and 3,200 nt), the factor on an H200 host's 16 cores
+#: busy at once (1,000 x 50-500 nt in 7.34 s, call S18d; one core alone is faster: a 4,000-nt
+#: record takes 24 s, where this says 38).
+MFE_SECONDS = 2.0e-7
+MFE_POWER = 2.3
+
+
+def mfe_record_seconds(length: int) -> float:
+    """About how long one core takes for the MFE of one record of ``length`` nt."""
+    return MFE_SECONDS * float(length) ** MFE_POWER
+
+
+def mfe_estimate_seconds(lengths: Iterable[int], cores: int) -> float:
+    """About how long :func:`fold_records` takes for records of ``lengths`` nt on ``cores``
+    processes: their total over the cores, or the longest record's alone.
+
+    >>> round(mfe_estimate_seconds([275] * 1000, 16), 1), round(mfe_estimate_seconds([4000], 16), 1)
+    (5.1, 38.5)
+    """
+    times = [mfe_record_seconds(n) for n in lengths]
+    return max(sum(times) / max(1, cores), max(times, default=0.0))
+
+
 # --------------------------------------------------------------------------- the model
 
 def load_set(RNA, params: str) -> None:
