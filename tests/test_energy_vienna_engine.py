@@ -167,6 +167,39 @@ def test_streaming_order_errors_and_progress():
         list(vienna.fold_records(records, EnergyModel(), max_bytes=40 << 20, processes=2))
 
 
+def test_a_job_known_in_full_is_cut_into_tasks_for_every_process(monkeypatch):
+    """A job that fits the read-ahead goes to the pool in at least TASKS_PER_WORKER tasks per
+    process (so the processes end together), in input order, refusals in place; a job larger
+    than the read-ahead keeps the full task sizes."""
+    seen = []
+
+    def pool(items, *args):
+        for item in items:
+            seen.append(item)
+        return iter(())
+    monkeypatch.setattr(vienna, "_in_pool", pool)
+    records = [Record(f"r{k}", "ACGU" * 75) for k in range(100)]          # 300 nt each
+    records.insert(40, Record("big", "ACGU" * 300))
+
+    def check(n):
+        if n > 1000:
+            raise vienna.ResourceError("too long")
+    run = vienna.run_tasks(records, check, (64, 4000, 2000), None, None, None, None, None, (),
+                           4, None, lambda rec, exc: None)
+    list(run)
+    tasks = [item[1] for item in seen if item[0] == "task"]
+    assert len(tasks) >= vienna.TASKS_PER_WORKER * 4
+    assert max(len(t) for t in tasks) <= 101 // 16
+    assert [r.id for item in seen for r in (item[1] if item[0] == "task" else [item[1]])] \
+        == [r.id for r in records]
+    assert [item[0] for item in seen].count("refused") == 1
+    seen.clear()
+    many = [Record(f"m{k}", "ACGU" * 75) for k in range(2000)]             # 600,000 letters
+    list(vienna.run_tasks(many, check, (64, 4000, 2000), None, None, None, None, None, (), 4,
+                          None, None))
+    assert max(len(item[1]) for item in seen) == 4000 // 300 + 1             # the full size
+
+
 def test_auto_on_a_cpu_uses_vienna_compiles_nothing_and_imports_no_jax(tmp_path):
     """The CLI with --backend auto: ViennaRNA's engine (-v says so), no program compiled, JAX
     never imported; its output is the library engine's; --backend cpu still runs JAX."""

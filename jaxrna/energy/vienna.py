@@ -310,6 +310,23 @@ def fold_records(records: Iterable[Record], model: EnergyModel | None = None,
                      processes if processes is not None else cpu_count(), on_done, on_error)
 
 
+#: A job known in full is cut into at least this many tasks per process (:func:`run_tasks`).
+TASKS_PER_WORKER = 4
+
+
+def task_sizes(count: int, letters: int, workers: int, task_records: int, task_letters: int
+               ) -> tuple[int, int]:
+    """``(records, letters)`` per task for a whole job of ``count`` records and ``letters``
+    letters on ``workers`` processes: at most the given sizes, and small enough for
+    :data:`TASKS_PER_WORKER` tasks per process where the job has the records.
+
+    >>> task_sizes(300, 90000, 16, 64, 4000), task_sizes(100000, 10 ** 7, 16, 64, 4000)
+    ((4, 1406), (64, 4000))
+    """
+    tasks = TASKS_PER_WORKER * workers
+    return (max(1, min(task_records, count // tasks)), max(1, min(task_letters, letters // tasks)))
+
+
 def run_tasks(records: Iterable[Record], check, limits: tuple[int, int, int], here, remote,
               results, setup_here, worker_init, init_args: tuple, workers: int, on_done,
               on_error) -> Iterator:
@@ -323,20 +340,28 @@ def run_tasks(records: Iterable[Record], check, limits: tuple[int, int, int], he
     ``workers`` processes started with ``worker_init(*init_args)``, each task's
     ``remote(task)`` = ``(module-level function, arguments)`` run there, at most four tasks
     per process in flight. ``results(task, computed)`` yields the task's results;
-    ``on_done(k)`` counts the records done."""
-    task_records, task_letters, inprocess_letters = limits
-    items = _tasks(iter(records), check, on_error, task_records, task_letters)
-    # read ahead until the job is known to be more than a small one
-    head, letters = [], 0
-    for item in items:
-        head.append(item)
-        if item[0] == "task":
-            letters += sum(len(r) for r in item[1])
-            if letters >= inprocess_letters:
-                break
+    ``on_done(k)`` counts the records done.
+
+    A job that ends within :data:`TASKS_PER_WORKER` full tasks per process (read ahead) is cut
+    into smaller tasks, at least that many per process, so that the processes finish together:
+    with 13 records a task, 300 records of 200-400 nt on 16 processes ran two rounds whose
+    second kept 7 busy (S19b: 3.6-4.2 s against 2.9 s for 8 records a task)."""
     import itertools
 
-    items = itertools.chain(head, items)
+    task_records, task_letters, inprocess_letters = limits
+    records = iter(records)
+    # read ahead: the whole job if it is small enough to be worth cutting finer
+    ahead, letters, bound = [], 0, max(inprocess_letters, TASKS_PER_WORKER * workers * task_letters)
+    for rec in records:
+        ahead.append(rec)
+        letters += len(rec)
+        if letters >= bound:
+            break
+    else:
+        if workers > 1 and ahead:
+            task_records, task_letters = task_sizes(len(ahead), letters, workers, task_records,
+                                                    task_letters)
+    items = _tasks(itertools.chain(ahead, records), check, on_error, task_records, task_letters)
     if workers <= 1 or letters < inprocess_letters:
         yield from _in_process(items, here, results, setup_here, on_done, on_error)
     else:
