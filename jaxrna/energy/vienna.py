@@ -343,9 +343,12 @@ def run_tasks(records: Iterable[Record], check, limits: tuple[int, int, int], he
     ``on_done(k)`` counts the records done.
 
     A job that ends within :data:`TASKS_PER_WORKER` full tasks per process (read ahead) is cut
-    into smaller tasks, at least that many per process, so that the processes finish together:
-    with 13 records a task, 300 records of 200-400 nt on 16 processes ran two rounds whose
-    second kept 7 busy (S19b: 3.6-4.2 s against 2.9 s for 8 records a task)."""
+    into smaller tasks, at least that many per process, so that the processes finish together
+    (13 records a task made 300 records of 200-400 nt two rounds on 16 processes, the second
+    keeping 7 busy). S19e (H100 host, 16 cores, three runs alternating): 300 x 200-400 nt
+    3.35-3.60 -> 2.88-3.33 s (ViennaRNA's API alone, 8 records a task: 2.51-3.02 s); 1,000 x
+    50-500 nt 7.25-9.10 -> 6.96-8.56 s (6.23-8.27 s); ``--partition`` 300 x 150-250 nt
+    3.29-3.45 -> 3.09-3.17 s (3.29 s). Outputs identical."""
     import itertools
 
     task_records, task_letters, inprocess_letters = limits
