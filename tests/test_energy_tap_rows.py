@@ -37,6 +37,12 @@ def _compare_with_the_plain_gather():
     got = jax.grad(lambda b: jnp.sum(jnp.sin(tap_rows(b, r, k, di, height)) * weights))(block)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     assert float(jnp.abs(got[5]).sum()) == 0.0 and float(jnp.abs(got[:, 3]).sum()) == 0.0
+    # taps last (as the partition function reads them): the same values and derivative
+    np.testing.assert_array_equal(tap_rows(block, r, k, di, height, taps_last=True),
+                                  plain(block).T)
+    last = jax.grad(lambda b: jnp.sum(jnp.sin(tap_rows(b, r, k, di, height, taps_last=True))
+                                      * weights.T))(block)
+    np.testing.assert_allclose(last, want, rtol=1e-12, atol=1e-12)
     # under vmap (the batch program's rows), the same per row
     blocks = jnp.stack([block, 2 * block])
     batched = jax.vmap(jax.grad(lambda b: jnp.sum(tap_rows(b, r, k, di, height) ** 2)))(blocks)

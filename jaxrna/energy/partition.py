@@ -128,7 +128,10 @@ class PFView(DiagView):
     def group_mins(self, cands):
         """Every group's member rows read by one gather from the block (a small program:
         ~490 static slices compile several times slower; its derivative without atomic
-        additions, :mod:`jaxrna.energy.tap_rows`), each group softmin-reduced."""
+        additions, :mod:`jaxrna.energy.tap_rows`), each group softmin-reduced. The gather
+        puts the taps last, the axis reduced: read taps-first, XLA transposed the
+        (rows x cells x taps) array before reducing it, forward and back (S19j, H200: 64 x
+        256 nt 0.215 -> 0.188 s, 256 x 128 nt 0.158 -> 0.143 s, the same bits)."""
         r, k, c, sizes = [], [], [], []
         for cand in cands:
             r.append(np.asarray(cand.dd, np.int32) - self.lo)
@@ -136,10 +139,11 @@ class PFView(DiagView):
             c.append(np.asarray(cand.di, np.int32))
             sizes.append(len(cand.dd))
         rows = tap_rows(self.block, np.concatenate(r), np.concatenate(k), np.concatenate(c),
-                        self.height)
+                        self.height, taps_last=True)
         out, start = [], 0
         for cand, size in zip(cands, sizes):
-            out.append(softmin(rows[start:start + size] + cand.cost[:size, None], self.beta))
+            x = rows[:, start:start + size] + cand.cost[None, :size]
+            out.append(-jax.nn.logsumexp(-self.beta * x, axis=1) / self.beta)
             start += size
         return out
 
