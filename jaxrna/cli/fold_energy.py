@@ -22,7 +22,8 @@ RNAfold's), turner1999 or a ViennaRNA .par file; --dangles 0|1|2 (RNAfold -d, de
 -T/--temp C (default 37). Output as RNAfold prints it: 'STRUCTURE (ENERGY)' in kcal/mol with
 two decimals; the other formats carry the energy (ct: ENERGY =, json: energy).
 Engine: with --backend auto and no GPU, ViennaRNA's MFE on every core (the same energies, no
-compilation); --backend cpu/gpu: jaxrna's engine (JAXRNA_ENERGY_ENGINE=vienna|jax forces one).
+compilation), also on a GPU host for a job it finishes within about a second; --backend
+cpu/gpu: jaxrna's engine (JAXRNA_ENERGY_ENGINE=vienna|jax forces one).
   jaxrna fold --sequence GGGGAAACCCCAUCGAAAGAUU
   jaxrna fold seqs.fa --params turner1999 --dangles 0 -T 30 -f json
 
