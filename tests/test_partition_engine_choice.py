@@ -59,3 +59,51 @@ def test_the_peek_reads_until_it_knows_and_passes_every_record_on(gpu_host):
     short = [Record(f"s{k}", "GGGAAACCC") for k in range(5)]
     passed, lengths = fold_energy._peek_lengths(iter(short), fold_energy.GPU_PARTITION_FROM_S)
     assert lengths == [9] * 5 and [r.id for r in passed] == [r.id for r in short]
+
+
+def test_a_middle_job_goes_to_the_gpu_only_where_its_programs_are_stored(gpu_host, monkeypatch,
+                                                                          tmp_path):
+    """``--partition`` jobs ViennaRNA would take (estimate under GPU_PARTITION_FROM_S): from
+    WARM_GPU_PARTITION_FROM_S up, the GPU where every program it would run is stored; smaller
+    jobs never ask JAX."""
+    import jax
+
+    from jaxrna import runtime
+    from jaxrna.energy import partition_jax
+
+    def never(*_):
+        raise AssertionError("JAX was asked")
+    monkeypatch.setattr(runtime, "has_gpu", never)
+    assert fold_energy.warm_gpu_partition([200] * 50, None) is False       # ~0.5 s
+    monkeypatch.setattr(runtime, "has_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "devices", lambda backend=None: jax.devices("cpu"))
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "cache"))
+    seen = []
+    for stored in (True, False):
+        monkeypatch.setattr(partition_jax, "programs_stored",
+                            lambda lengths, device, max_bytes, s=stored: seen.append(len(lengths)) or s)
+        assert fold_energy.warm_gpu_partition([200] * 2000, None) is stored   # ~18 s
+    assert seen == [2000, 2000]
+    assert partition_vienna.estimate_seconds([200] * 2000, 16) >= fold_energy.WARM_GPU_PARTITION_FROM_S
+
+
+def test_programs_stored_knows_a_run_of_the_same_plan(tmp_path, monkeypatch):
+    """After a run of the JAX engine over some records (programs stored), another job of the
+    same classes finds every program stored; a job of another class does not."""
+    import jax
+
+    from jaxrna import programs
+    from jaxrna.energy.api import EnergyModel
+    from jaxrna.energy.partition_jax import partition_records, programs_stored
+    from jaxrna.runtime import enable_compilation_cache
+
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "cache"))
+    assert enable_compilation_cache() is not None
+    programs.forget()
+    device = jax.devices("cpu")[0]
+    records = [Record(f"r{k}", "GGGAAACCCAUCGAUGC" * 4) for k in range(3)]      # 68 nt
+    assert not programs_stored([68, 68, 68], device)
+    list(partition_records(records, EnergyModel(), backend="cpu"))
+    programs.forget()                               # only the store counts now
+    assert programs_stored([60, 70], device)
+    assert not programs_stored([60, 300], device)

@@ -324,6 +324,29 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     return count
 
 
+def programs_stored(lengths: Sequence[int], device, length_class=None) -> bool:
+    """Whether every batch program :func:`fold_energy_records` runs for records of
+    ``lengths`` nt on ``device`` (its plan, ``length_class`` as there) is in this process or in
+    the store already: a run of them compiles nothing (either form of a GPU's interior loop,
+    :func:`static_for`)."""
+    import jax
+
+    from jaxrna import programs
+
+    gpu = device.platform != "cpu"
+    plan = device_batches(list(lengths), "gpu" if gpu else "cpu",
+                          gpu_budget(device) if gpu else 1 << 30, length_class)
+    params = load_params()
+    for padded, rows in dict.fromkeys((p, r) for p, r, _ in plan):
+        specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype),
+                                       _empty_args(padded, rows, params))
+        static = static_for(device.platform, padded, specs, device)
+        if not (programs.ready(PROGRAM, specs, static, device)
+                or programs.stored(PROGRAM, specs, static, device, True)):
+            return False
+    return True
+
+
 def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: bool = False
                     ) -> None:
     """Compile (or load) the batch program of a class of ``rows`` rows on ``device`` now,

@@ -173,6 +173,30 @@ def plan(lengths: Iterable[int], platform: str, budget: int,
     return [(padded, rows_for(padded, platform, budget)) for padded in classes]
 
 
+def programs_stored(lengths: Iterable[int], device, max_bytes: int | None = None) -> bool:
+    """Whether every program a run over records of ``lengths`` nt computes on ``device`` is in
+    this process or the store already (a run of them compiles nothing): its partition
+    programs, and the MFE's (:func:`jaxrna.energy.api.programs_stored`), planned as
+    :func:`partition_records` plans one chunk of them."""
+    from jaxrna import programs
+    from jaxrna.energy import partition
+    from jaxrna.energy.api import programs_stored as mfe_stored
+
+    lengths = list(lengths)
+    platform = "gpu" if device.platform in ("gpu", "cuda", "rocm") else "cpu"
+    budget, most = budgets(device, platform)
+    limit = min(most, max_bytes) if max_bytes else most
+    serve = run_classes(limit, platform, budget).serve(lengths, True)
+    with partition.x64():
+        for padded, rows in plan(lengths, platform, budget, serve):
+            args = specs(padded, rows)
+            if not (programs.ready(partition.PROGRAM, args, {}, device)
+                    or programs.stored(partition.PROGRAM, args, {}, device, True)):
+                return False
+    return mfe_stored([n for n in lengths if n], device,
+                      lambda n: serve[energy_length_class(n)])
+
+
 def specs(padded: int, rows: int):
     """The batch program's argument shapes (:class:`jax.ShapeDtypeStruct`) for a class: those
     of a batch of empty rows, which every batch of the class shares (call under
