@@ -67,7 +67,7 @@ def test_tap_table_pads_groups_with_taps_that_cannot_win():
 
 
 def test_interior_mode_picks_the_kernel_on_gpus_only(monkeypatch):
-    import jaxrna.energy.fill as fill_module
+    import jaxrna.energy.fill_plan as fill_module
 
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR", raising=False)
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR_LONG", raising=False)

@@ -256,13 +256,10 @@ def static_for(platform: str, length: int, args: tuple | None = None, device=Non
 
 def _interior_forced() -> bool:
     """Whether ``JAXRNA_ENERGY_INTERIOR`` or ``JAXRNA_ENERGY_INTERIOR_LONG`` chooses the
-    interior loop (a value :func:`jaxrna.energy.fill.interior_mode` takes)."""
-    import os
+    interior loop (:func:`jaxrna.energy.fill_plan.forced_interior`)."""
+    from jaxrna.energy.fill_plan import forced_interior
 
-    from jaxrna.energy.fill import INTERIOR_MODES
-
-    return (os.environ.get("JAXRNA_ENERGY_INTERIOR", "") in INTERIOR_MODES
-            or os.environ.get("JAXRNA_ENERGY_INTERIOR_LONG", "") in ("jax", "loop"))
+    return any(forced_interior().values())
 
 
 #: The batch program's name in the program store (:func:`_program`).

@@ -42,7 +42,6 @@ The host-side inputs (padded codes, pairing constraints, special hairpins) are p
 
 from __future__ import annotations
 
-import functools
 from functools import partial
 
 import jax
@@ -53,6 +52,10 @@ from jaxrna.energy import terms
 # the host-side inputs live in :mod:`jaxrna.energy.inputs`; importable from here as before
 from jaxrna.energy.inputs import (SEQ_LEFT, prepare, prepare_batch, seq_pad,  # noqa: F401
                                   special_hairpin_hits)
+from jaxrna.energy.fill_plan import (GPU_ONE_BAND_MAX, GPU_TWO_BANDS_MAX,  # noqa: F401
+                                     INTERIOR_MODES, KERNEL_MAX_LENGTH, band_bounds,
+                                     bands_for, interior_mode, split_bands_for,
+                                     sweep_bands)
 from jaxrna.energy.params import INF, MAXLOOP
 from jaxrna.energy.terms import COL_PAD, ROW_PAD
 
@@ -64,63 +67,6 @@ TABLES = ("C", "M2") + GROUP_TABLES + ("M",)
 INDEX = {name: k for k, name in enumerate(TABLES)}
 #: Padded lengths up to this compute every cell's energy pieces before the sweep.
 PRECOMPUTE_MAX = 0
-
-
-def band_bounds(length: int, bands: int, first: int = 4) -> list[tuple[int, int]]:
-    """Diagonals ``first .. length-1`` in at most ``bands`` ranges of similar size.
-
-    >>> band_bounds(64, 4)
-    [(4, 19), (19, 34), (34, 49), (49, 64)]
-    """
-    if length <= first:
-        return [(first, first + 1)]
-    size = max(1, -(-(length - first) // bands))
-    return [(d0, min(d0 + size, length)) for d0 in range(first, length, size)]
-
-
-def sweep_bands(length: int, count: int | None = None) -> list[tuple[int, int]]:
-    """The bands of the sweep, diagonals 4 .. length-1 in ``count`` ranges of equal size
-    (default: a CPU's count, :func:`bands_for`: two up to 512 nt, four beyond). Each band compiles its
-    own loop body (most of a program's size and compile time), and computes its diagonals over
-    the static height of its first one, so fewer bands mean smaller programs but more cells
-    computed: one band computes L^2 cells, two 0.75 L^2, four 0.63 L^2 against the triangle's
-    0.5 L^2 (issue 26: six bands before, two of them for the first 32 diagonals, 0.72 L^2 at
-    512 nt, 0.63 at 1,024).
-
-    >>> sweep_bands(64)
-    [(4, 34), (34, 64)]
-    >>> sweep_bands(1024)
-    [(4, 259), (259, 514), (514, 769), (769, 1024)]
-    >>> sweep_bands(1024, 1)
-    [(4, 1024)]
-    """
-    return band_bounds(length, count or bands_for("cpu", length), first=4)
-
-
-#: A GPU's programs of padded length up to this sweep in one band, up to
-#: :data:`GPU_TWO_BANDS_MAX` in two (:func:`bands_for`).
-GPU_ONE_BAND_MAX = 1024
-GPU_TWO_BANDS_MAX = 4096
-
-
-def bands_for(platform: str, length: int) -> int:
-    """How many sweep bands (:func:`sweep_bands`) a program of padded ``length`` has on
-    ``platform``. A GPU's diagonal steps are bound by their chain of dependent launches, not by
-    the cells they compute, so it takes fewer, larger bands: one up to 1,024 nt and two up to
-    4,096 (issue 26, H100, one program of the batch: 1,024 nt, 128 rows, compiled in 14.2 s
-    with four bands, 8.8 with two, 7.0 with one, running 0.60-0.70 s each way; 4,096 nt, 16
-    rows, 12.5 s with four, 8.1 with two, running 2.43 -> 2.57 s). A CPU computes every cell it
-    is given: two bands up to 512 nt, four beyond.
-
-    >>> bands_for("cpu", 512), bands_for("cpu", 1024), bands_for("gpu", 1024), bands_for("gpu", 4096)
-    (2, 4, 1, 2)
-    """
-    if platform == "gpu":
-        if length <= GPU_ONE_BAND_MAX:
-            return 1
-        if length <= GPU_TWO_BANDS_MAX:
-            return 2
-    return 2 if length <= 512 else 4
 
 
 def along(x, ref):
@@ -491,14 +437,6 @@ def exterior(T, s, allowed, special, n, dp, dangles: int, length: int, stop) -> 
     return jax.lax.fori_loop(0, jnp.minimum(stop, length), body, f)
 
 
-def split_bands_for(length: int, d0: int, d1: int) -> list[tuple[int, int]]:
-    """Sub-bands of the multiloop split inside the sweep band [d0, d1): one per 64
-    diagonals, at most 16 over the whole table."""
-    per = max(64, -(-length // 16))
-    count = max(1, -(-(d1 - d0) // per))
-    return band_bounds(d1, count, first=d0) if d1 - d0 > per else [(d0, d1)]
-
-
 def check_band(length: int, d0: int, d1: int, max_loop: int) -> None:
     """Every table read of the band of diagonals [d0, d1) stays inside the padded table: rows
     down to diagonal d0 - 2 - max_loop (interior loops; specials and multiloops read at most
@@ -553,48 +491,5 @@ def fill_one(s, allowed, special, n, dp, dangles, stop, precompute=None, interio
     return fill(s, allowed, special, n, dp, dangles, stop, precompute, interior)
 
 
-#: ``interior`` values of :func:`fill`.
-INTERIOR_MODES = ("jax", "loop", "pallas", "interpret")
 #: Interior-loop members per trip of the rolled loop (``interior="loop"``).
 LOOP_UNROLL = 16
-
-
-#: Padded lengths up to this use the kernels on a GPU (see :func:`interior_mode`).
-KERNEL_MAX_LENGTH = 256
-
-
-def interior_mode(platform: str, length: int = 64) -> str:
-    """The ``interior`` of :func:`fill` for programs compiled for ``platform`` (a JAX device's
-    ``platform``) and tables of padded ``length``: the Pallas kernels on GPUs for short
-    sequences (folded in large batches: one program per sequence and block of cells keeps the
-    GPU full), the rolled loop elsewhere: on CPUs (a program a fraction of the size, and faster
-    there than the ~490 slices fused into one loop) and on GPUs above
-    :data:`KERNEL_MAX_LENGTH` (H100, 2026-11-25, 1,000 x 50-500 nt: cold 29.9 s against 50.1 s
-    with the slices, warm 4.37 s against 4.86 s, the same output). ``JAXRNA_ENERGY_INTERIOR``
-    (one of :data:`INTERIOR_MODES`) overrides it, for comparisons; ``JAXRNA_ENERGY_INTERIOR_LONG``
-    ("jax" or "loop") only that of GPUs above :data:`KERNEL_MAX_LENGTH`.
-
-    >>> interior_mode("cpu"), interior_mode("gpu", 4096)
-    ('loop', 'loop')
-    """
-    import os
-
-    forced = os.environ.get("JAXRNA_ENERGY_INTERIOR", "")
-    if forced in INTERIOR_MODES:
-        return forced
-    if platform != "gpu":
-        return "loop"
-    if length <= KERNEL_MAX_LENGTH and _cuda():
-        return "pallas"
-    long = os.environ.get("JAXRNA_ENERGY_INTERIOR_LONG", "")
-    return long if long in ("jax", "loop") else "loop"
-
-
-@functools.lru_cache(maxsize=1)
-def _cuda() -> bool:
-    """Whether JAX's GPUs are NVIDIA's (the kernels are built and measured with Triton for
-    CUDA; a ROCm GPU keeps the slices)."""
-    try:
-        return "rocm" not in jax.devices("gpu")[0].client.platform_version.lower()
-    except Exception:  # no GPU backend, or a client that does not say
-        return False
