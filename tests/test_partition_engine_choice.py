@@ -65,7 +65,7 @@ def test_a_middle_job_goes_to_the_gpu_only_where_its_programs_are_stored(gpu_hos
                                                                           tmp_path):
     """``--partition`` jobs ViennaRNA would take (estimate under GPU_PARTITION_FROM_S): from
     WARM_GPU_PARTITION_FROM_S up, the GPU where every program it would run is stored; smaller
-    jobs never ask JAX."""
+    jobs, and any job while the store holds no executable, never ask JAX."""
     import jax
 
     from jaxrna import runtime
@@ -75,9 +75,13 @@ def test_a_middle_job_goes_to_the_gpu_only_where_its_programs_are_stored(gpu_hos
         raise AssertionError("JAX was asked")
     monkeypatch.setattr(runtime, "has_gpu", never)
     assert fold_energy.warm_gpu_partition([200] * 50, None) is False       # ~0.5 s
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(cache))
+    assert fold_energy.warm_gpu_partition([200] * 2000, None) is False     # an empty store
+    (cache / "executables").mkdir(parents=True)
+    (cache / "executables" / "x.bin").write_bytes(b"")
     monkeypatch.setattr(runtime, "has_gpu", lambda: True)
     monkeypatch.setattr(runtime, "devices", lambda backend=None: jax.devices("cpu"))
-    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(tmp_path / "cache"))
     seen = []
     for stored in (True, False):
         monkeypatch.setattr(partition_jax, "programs_stored",

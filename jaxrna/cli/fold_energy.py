@@ -193,10 +193,11 @@ def _records(args: argparse.Namespace):
 #: ViennaRNA's estimate for it (:func:`jaxrna.energy.vienna.mfe_estimate_seconds`) is at most
 #: this many seconds, without importing JAX: a warm GPU run of a small job spends 2-3 s
 #: starting JAX and the device and loading its program, a first one 8-12 s compiling it.
-#: Call S19b (H100 host, 16 cores; session start -> this rule): 30 x 100-300 nt (estimate
-#: 0.1 s) cold 11.80 -> 1.76 s, warm 2.35-2.65 -> 1.62-2.09 s; one 120 nt cold 7.64 -> 0.46
-#: s, warm 1.96-2.50 -> 0.79-0.81 s. At an estimate of 2.0 s (300 x 200-400 nt) ViennaRNA's
-#: engine took 3.6-4.2 s against the GPU's 2.4-3.1 s warm (10.2 s cold): the bound is below.
+#: Call S19h (H100 host, 16 cores, byte-compiled wheels; session start -> this rule): 30 x
+#: 100-300 nt (estimate 0.1 s) cold 12.47 -> 1.05 s, warm 3.23-3.65 -> 0.92-1.15 s; one 120 nt
+#: cold 10.16 -> 0.46 s, warm 2.69-2.72 -> 0.70-0.74 s. At an estimate of 2.0 s (300 x 200-400
+#: nt) ViennaRNA's engine took 3.6-4.2 s against the GPU's 2.4-3.1 s warm (S19b): the bound is
+#: below.
 #: Tried and not kept (S19a): ViennaRNA for jobs up to 9 s while the GPU's programs compiled
 #: beside it for the next run: the compiler, sharing the cores, took 8.3 s instead of 5.6, and
 #: 1,000 x 50-500 nt took 11.75-12.52 s against 10.32-12.48 on the GPU.
@@ -311,9 +312,10 @@ def partition_engine(requested: str, lengths: list[int] | None = None) -> str:
 
 #: ``--backend auto --partition`` on a GPU host: a job ViennaRNA's estimate puts between this
 #: and :data:`GPU_PARTITION_FROM_S` seconds goes to the GPU after all where every program it
-#: runs there is stored already (a warm GPU run: 2,000 x 200 nt 14.06 s against ViennaRNA's
-#: 23.48 s on 16 processes, S19m); finding out starts JAX and the device (~2 s), so smaller
-#: jobs are not asked.
+#: runs there is stored already (a warm GPU run: 2,000 x 200 nt 15.05-15.85 s against
+#: ViennaRNA's engine 19.47-22.80 s, S19q); finding out starts JAX and the device (~2 s, and
+#: ViennaRNA's processes are then spawned, not forked), so smaller jobs, and any job where the
+#: store holds no executable at all, are not asked.
 WARM_GPU_PARTITION_FROM_S = 8.0
 
 
@@ -327,6 +329,8 @@ def warm_gpu_partition(lengths: list[int], max_bytes: int | None) -> bool:
 
     if estimate_seconds(lengths, vienna.cpu_count()) < WARM_GPU_PARTITION_FROM_S:
         return False
+    if not _store_holds_executables():
+        return False
     from jaxrna.runtime import devices, enable_compilation_cache, has_gpu
 
     if not has_gpu() or enable_compilation_cache() is None:
@@ -334,6 +338,23 @@ def warm_gpu_partition(lengths: list[int], max_bytes: int | None) -> bool:
     from jaxrna.energy.partition_jax import programs_stored
 
     return programs_stored(lengths, devices("gpu")[0], max_bytes)
+
+
+def _store_holds_executables() -> bool:
+    """Whether jaxrna's store of executables (``executables`` in the compile cache) holds any,
+    judged without importing JAX."""
+    import os
+
+    from jaxrna.runtime import cache_dir
+
+    path = cache_dir()
+    if path is None:
+        return False
+    try:
+        with os.scandir(os.path.join(path, "executables")) as entries:
+            return any(e.name.endswith(".bin") for e in entries)
+    except OSError:
+        return False
 
 
 def _peek_lengths(records, seconds: float, record_seconds=None) -> tuple[Iterator, list[int]]:
