@@ -43,6 +43,7 @@ import re
 import threading
 from typing import Any, Callable, Sequence
 
+from jaxrna.cachetrust import EXECUTABLES
 from jaxrna.executable_files import FORMAT as _FORMAT
 from jaxrna.executable_files import load as _load
 from jaxrna.executable_files import save as _save
@@ -60,7 +61,17 @@ _source_hash: str | None = None
 def use_disk(path: str | None) -> None:
     """Keep serialized executables under ``path/executables`` (None: this process only)."""
     global _disk
-    _disk = None if path is None else os.path.join(path, "executables")
+    _disk = None if path is None else os.path.join(path, EXECUTABLES)
+
+
+def holds_executables(path: str) -> bool:
+    """Whether the store of compile cache ``path`` (as :func:`use_disk` lays it out) holds any
+    executable, judged without importing JAX."""
+    try:
+        with os.scandir(os.path.join(path, EXECUTABLES)) as entries:
+            return any(e.name.endswith(".bin") for e in entries)
+    except OSError:
+        return False
 
 
 def disk_dir() -> str | None:
@@ -485,6 +496,12 @@ def stored(name: str, args: tuple, static: dict, device, cpu_store: bool = False
     ``device`` has an executable in the store (False without one on disk)."""
     path = store_path(store_key(name, args, static, device, cpu_store), device, cpu_store)
     return path is not None and os.path.exists(path)
+
+
+def available(name: str, args: tuple, static: dict, device, cpu_store: bool = False) -> bool:
+    """Whether program ``name`` would compile nothing: it is in this process (:func:`ready`)
+    or its executable is in the store (:func:`stored`)."""
+    return ready(name, args, static, device) or stored(name, args, static, device, cpu_store)
 
 
 def expect(key: str, future, skey: str | None = None) -> bool:

@@ -341,20 +341,13 @@ def warm_gpu_partition(lengths: list[int], max_bytes: int | None) -> bool:
 
 
 def _store_holds_executables() -> bool:
-    """Whether jaxrna's store of executables (``executables`` in the compile cache) holds any,
+    """Whether jaxrna's store of executables holds any (:func:`jaxrna.programs.holds_executables`),
     judged without importing JAX."""
-    import os
-
+    from jaxrna.programs import holds_executables
     from jaxrna.runtime import cache_dir
 
     path = cache_dir()
-    if path is None:
-        return False
-    try:
-        with os.scandir(os.path.join(path, "executables")) as entries:
-            return any(e.name.endswith(".bin") for e in entries)
-    except OSError:
-        return False
+    return path is not None and holds_executables(path)
 
 
 def _peek_lengths(records, seconds: float, record_seconds=None) -> tuple[Iterator, list[int]]:

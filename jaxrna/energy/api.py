@@ -306,14 +306,11 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     >>> prefetch_programs([], load_params(), None)
     0
     """
-    import jax
-
     from jaxrna import compile_workers
 
     count = 0
     for length, rows in dict.fromkeys(classes):
-        specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype),
-                                       _empty_args(length, rows, params))
+        specs = _specs(length, rows, params)
         compile_workers.prefetch(PROGRAM, "jaxrna.energy.api:batch_jitted", specs,
                                  static_for(device.platform, length, specs, device, fast),
                                  device, cpu_store=True)
@@ -326,8 +323,6 @@ def programs_stored(lengths: Sequence[int], device, length_class=None) -> bool:
     ``lengths`` nt on ``device`` (its plan, ``length_class`` as there) is in this process or in
     the store already: a run of them compiles nothing (either form of a GPU's interior loop,
     :func:`static_for`)."""
-    import jax
-
     from jaxrna import programs
 
     gpu = device.platform != "cpu"
@@ -335,11 +330,9 @@ def programs_stored(lengths: Sequence[int], device, length_class=None) -> bool:
                           gpu_budget(device) if gpu else 1 << 30, length_class)
     params = load_params()
     for padded, rows in dict.fromkeys((p, r) for p, r, _ in plan):
-        specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype),
-                                       _empty_args(padded, rows, params))
+        specs = _specs(padded, rows, params)
         static = static_for(device.platform, padded, specs, device)
-        if not (programs.ready(PROGRAM, specs, static, device)
-                or programs.stored(PROGRAM, specs, static, device, True)):
+        if not programs.available(PROGRAM, specs, static, device, True):
             return False
     return True
 
@@ -350,6 +343,15 @@ def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: 
     waiting for a prefetch of it under way; ``fast``: as :func:`prefetch_programs`."""
     args = _empty_args(length, rows, params)
     _program().bind(*args, **static_for(device.platform, length, args, device, fast))
+
+
+def _specs(length: int, rows: int, params: EnergyParams) -> tuple:
+    """The batch program's argument shapes (:class:`jax.ShapeDtypeStruct`) for a class of
+    ``rows`` rows."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype),
+                                  _empty_args(length, rows, params))
 
 
 def _empty_args(length: int, rows: int, params: EnergyParams) -> tuple:

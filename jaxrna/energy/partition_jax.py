@@ -189,9 +189,7 @@ def programs_stored(lengths: Iterable[int], device, max_bytes: int | None = None
     serve = run_classes(limit, platform, budget).serve(lengths, True)
     with partition.x64():
         for padded, rows in plan(lengths, platform, budget, serve):
-            args = specs(padded, rows)
-            if not (programs.ready(partition.PROGRAM, args, {}, device)
-                    or programs.stored(partition.PROGRAM, args, {}, device, True)):
+            if not programs.available(partition.PROGRAM, specs(padded, rows), {}, device, True):
                 return False
     return mfe_stored([n for n in lengths if n], device,
                       lambda n: serve[energy_length_class(n)])

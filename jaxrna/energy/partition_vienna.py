@@ -60,8 +60,7 @@ def estimate_seconds(lengths: Iterable[int], cores: int) -> float:
     >>> round(estimate_seconds([2000], 16), 1), round(estimate_seconds([200] * 2000, 16), 1)
     (46.5, 18.4)
     """
-    times = [record_seconds(n) for n in lengths]
-    return max(sum(times) / max(1, cores), max(times, default=0.0))
+    return vienna.pool_seconds([record_seconds(n) for n in lengths], cores)
 
 
 def estimate_bytes(length: int) -> int:

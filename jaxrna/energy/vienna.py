@@ -117,7 +117,16 @@ def mfe_estimate_seconds(lengths: Iterable[int], cores: int) -> float:
     >>> round(mfe_estimate_seconds([275] * 1000, 16), 1), round(mfe_estimate_seconds([4000], 16), 1)
     (5.1, 38.5)
     """
-    times = [mfe_record_seconds(n) for n in lengths]
+    return pool_seconds([mfe_record_seconds(n) for n in lengths], cores)
+
+
+def pool_seconds(times: list[float], cores: int) -> float:
+    """How long records of one-core ``times`` take on ``cores`` processes: their total over
+    the cores, or the longest alone (one core computes it).
+
+    >>> pool_seconds([1.0, 1.0, 3.0], 2)
+    3.0
+    """
     return max(sum(times) / max(1, cores), max(times, default=0.0))
 
 
