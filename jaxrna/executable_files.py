@@ -163,3 +163,28 @@ def prune(directory: str) -> None:
             os.unlink(e.path)
     except OSError:
         pass
+
+
+def checked_first_call(name: str, loaded: Callable, recompile: Callable) -> Callable:
+    """``loaded`` (an executable reloaded on a CPU), whose first call is watched: if it fails
+    (XLA:CPU has failed to run some reloaded programs, "Function ... not found"), the program
+    is compiled afresh and the call made again."""
+    import jax
+
+    state: dict = {"run": loaded, "checked": False}
+    lock = threading.Lock()
+
+    def call(*args, **kwargs):
+        if state["checked"]:
+            return state["run"](*args, **kwargs)
+        with lock:
+            try:
+                out = jax.block_until_ready(state["run"](*args, **kwargs))
+            except Exception as exc:  # noqa: BLE001 - any failure of a reloaded program
+                log.debug("reloaded program %s failed (%s); compiling it afresh", name, exc)
+                state["run"] = recompile()
+                out = state["run"](*args, **kwargs)
+            state["checked"] = True
+            return out
+
+    return call

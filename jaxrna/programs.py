@@ -43,10 +43,13 @@ import re
 import threading
 from typing import Any, Callable, Sequence
 
+from jaxrna import store_writes
 from jaxrna.cachetrust import EXECUTABLES
 from jaxrna.executable_files import FORMAT as _FORMAT
+from jaxrna.executable_files import checked_first_call
 from jaxrna.executable_files import load as _load
 from jaxrna.executable_files import save as _save
+from jaxrna.turns import Turns
 from jaxrna.xla_options import compiler_options
 
 log = logging.getLogger("jaxrna")
@@ -248,22 +251,26 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
 
     with stages.stage("compile"):
         path = store_path(key, device, cpu_store)
+        if path:
+            store_writes.finish(path)       # written in the background (store_writes)
         compiled = _load(path, device) if path else None
         loaded = compiled is not None
 
         def compile_and_store():
             with jax.default_device(device):
                 options = compiler_options(name, device.platform) or None
-                fresh = jitted.lower(*args, **kwargs, **static).compile(compiler_options=options)
+                with _lowering_turn():
+                    lowered = jitted.lower(*args, **kwargs, **static)
+                fresh = lowered.compile(compiler_options=options)
             stages.count("executables_compiled")
             if path:
-                _save(path, fresh)
+                store_writes.store(path, fresh, _save)     # in the background: store_writes
             return fresh
 
         if loaded:
             stages.count("executables_loaded")
             if device.platform == "cpu":
-                compiled = _checked_first_call(name, compiled, compile_and_store)
+                compiled = checked_first_call(name, compiled, compile_and_store)
         else:
             compiled = compile_and_store()
         if log.isEnabledFor(logging.DEBUG):
@@ -273,29 +280,19 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
     return compiled
 
 
-def _checked_first_call(name: str, loaded: Callable, recompile: Callable) -> Callable:
-    """``loaded`` (an executable reloaded on a CPU), whose first call is watched: if it fails
-    (XLA:CPU has failed to run some reloaded programs, "Function ... not found"), the program
-    is compiled afresh and the call made again."""
-    import jax
+_lowering = Turns()
+_ticket = threading.local()     # a prefetch job's turn (_queued)
 
-    state: dict = {"run": loaded, "checked": False}
-    lock = threading.Lock()
 
-    def call(*args, **kwargs):
-        if state["checked"]:
-            return state["run"](*args, **kwargs)
-        with lock:
-            try:
-                out = jax.block_until_ready(state["run"](*args, **kwargs))
-            except Exception as exc:  # noqa: BLE001 - any failure of a reloaded program
-                log.debug("reloaded program %s failed (%s); compiling it afresh", name, exc)
-                state["run"] = recompile()
-                out = state["run"](*args, **kwargs)
-            state["checked"] = True
-            return out
+def _lowering_turn():
+    """In :func:`prefetch`'s threads, tracing and lowering (Python, under the GIL) one program
+    at a time, in the order asked for (the caller's: the longest to compile first), while
+    their compilations run side by side: interleaved, every program of a plan finished
+    lowering at about the same late moment. Elsewhere (a program needed now) nothing waits."""
+    import contextlib
 
-    return call
+    ticket = getattr(_ticket, "value", None)
+    return contextlib.nullcontext() if ticket is None else _lowering.turn(ticket)
 
 
 def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool = False
@@ -414,6 +411,9 @@ _pool = None
 #: Programs are prepared in the background (:func:`prefetch`) on machines with this many
 #: cores or more (XLA compiles one program mostly on one core; a job needs a few).
 PREFETCH_FROM_CORES = 4
+#: Most threads :func:`prefetch` prepares programs in (half the cores, up to this): every
+#: program of a plan compiles at once (their lowering takes turns, :func:`_lowering_turn`).
+PREFETCH_THREADS = 8
 
 
 def cores() -> int:
@@ -449,16 +449,26 @@ def prefetch(name: str, jitted, args: tuple, static: dict | None = None, device=
         _claim(skey, key)
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(
-                max(1, min(4, cores() // 2)), thread_name_prefix="jaxrna-compile")
+                max(1, min(PREFETCH_THREADS, cores() // 2)), thread_name_prefix="jaxrna-compile")
         # the caller's x64 switch (thread-local under jax.enable_x64) holds in the thread:
         # it is part of the program's key and of its tracing
-        future = _pool.submit(_with_x64, bool(jax.config.jax_enable_x64), program, name,
-                              jitted, args, static, device, cpu_store=cpu_store)
+        future = _pool.submit(_queued, _lowering.ticket(), bool(jax.config.jax_enable_x64),
+                              name, jitted, args, static, device, cpu_store=cpu_store)
         _inflight[key] = future
         _local_futures[:] = [f for f in _local_futures if not f.done()] + [future]
 
 
 _local_futures: list = []       # prefetches under way in this process's threads
+
+
+def _queued(ticket: int, x64: bool, *args, **kwargs):
+    """A :func:`prefetch` job: :func:`program` lowering its program in turn ``ticket``."""
+    _ticket.value = ticket
+    try:
+        return _with_x64(x64, program, *args, **kwargs)
+    finally:
+        _ticket.value = None
+        _lowering.done(ticket)
 
 
 def _with_x64(x64: bool, fn: Callable, *args, **kwargs):
@@ -495,6 +505,8 @@ def stored(name: str, args: tuple, static: dict, device, cpu_store: bool = False
     """Whether program ``name`` for ``args`` (arrays or their shapes) and ``static`` on
     ``device`` has an executable in the store (False without one on disk)."""
     path = store_path(store_key(name, args, static, device, cpu_store), device, cpu_store)
+    if path is not None:
+        store_writes.finish(path)
     return path is not None and os.path.exists(path)
 
 

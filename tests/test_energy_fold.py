@@ -171,9 +171,9 @@ def test_batched_host_preparation_matches_the_plain_one():
 
 
 def test_a_reloaded_cpu_program_that_fails_is_compiled_afresh():
-    """programs._checked_first_call: a reloaded CPU program that fails on its first call is
+    """executable_files.checked_first_call: a reloaded CPU program that fails on its first call is
     replaced by a fresh compile (once); one that works is kept and never rechecked."""
-    from jaxrna import programs
+    from jaxrna import executable_files
 
     calls = []
 
@@ -185,11 +185,11 @@ def test_a_reloaded_cpu_program_that_fails_is_compiled_afresh():
         calls.append("compiled")
         return lambda x: x + 1
 
-    run = programs._checked_first_call("t", broken, fresh)
+    run = executable_files.checked_first_call("t", broken, fresh)
     assert run(1) == 2 and run(2) == 3
     assert calls == ["broken", "compiled"]
     calls.clear()
-    run = programs._checked_first_call("t", lambda x: x * 10, fresh)
+    run = executable_files.checked_first_call("t", lambda x: x * 10, fresh)
     assert run(1) == 10 and run(3) == 30 and calls == []
 
 

@@ -67,7 +67,7 @@ def import_graph(mods: dict[str, str] | None = None) -> dict[str, set[str]]:
 BASE = frozenset({"_version", "_callable", "alphabet", "batching", "cachetrust", "class_budget",
                   "compile_workers", "executable_files", "io", "native", "oom",
                   "pipeline", "programs", "progress", "runtime", "semiring", "stages",
-                  "weights", "xla_options"})
+                  "store_writes", "turns", "weights", "xla_options"})
 ALGORITHMS = frozenset({"fold", "align", "energy", "targets", "interact"})
 
 #: Part of jaxrna (its first name under ``jaxrna``; "" is the package's ``__init__``) -> the

@@ -14,6 +14,7 @@ import importlib
 import signal
 import sys
 
+from jaxrna import store_writes
 from jaxrna._version import __version__
 from jaxrna.io import cleanup
 from jaxrna.io.errors import JaxrnaError
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (with ``JAXRNA_PROFILE=FILE``, the run's stage
     times are written to FILE: :mod:`jaxrna.stages`)."""
     installed = cleanup.install()  # SIGINT/SIGTERM: clean up, one line, 130/143
+    background = store_writes.save_in_background(True)
     stopped = None
     status = None
     try:
@@ -60,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if installed:
             cleanup.uninstall()
+        if stopped is None:
+            store_writes.finish_all()   # executables still being written to the store
+        store_writes.save_in_background(background)
         stages.write_report_if_asked()
         if argv is None and status is not None:  # the process's own run (console script)
             if stopped is not None:

@@ -309,7 +309,8 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     from jaxrna import compile_workers
 
     count = 0
-    for length, rows in dict.fromkeys(classes):
+    # the longest first: it compiles longest (the lowering takes turns: programs.prefetch)
+    for length, rows in sorted(dict.fromkeys(classes), key=lambda c: -c[0]):
         specs = _specs(length, rows, params)
         compile_workers.prefetch(PROGRAM, "jaxrna.energy.api:batch_jitted", specs,
                                  static_for(device.platform, length, specs, device, fast),
