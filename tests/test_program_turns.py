@@ -1,9 +1,8 @@
 """Issue 26: how a cold run's programs reach their first call sooner.
 
 - :func:`jaxrna.programs.prefetch`'s threads lower their programs one at a time in the order
-  they were asked for (``_lowering_turn``: a first-come lock, which a holder may take again),
-  while their compilations run side by side; callers hand the longest to compile first
-  (targets: the refill; turner: the longest class).
+  they were asked for (``_lowering_turn``: a ticket each, :mod:`jaxrna.turns`), while their
+  compilations run side by side; targets hands its longest to compile (the refill) first.
 - With :func:`jaxrna.store_writes.save_in_background` (the CLI's setting) a compiled program is
   handed out before its executable is written; loading or asking whether it is stored waits for
   the write, and :func:`jaxrna.store_writes.finish_all` waits for all.
@@ -15,7 +14,6 @@ import os
 import threading
 import time
 
-import numpy as np
 import pytest
 
 
@@ -192,24 +190,6 @@ def test_targets_prefetch_hands_the_refill_first(monkeypatch):
     assert asked[0] == "targets.extract.refill_and_trace"
     assert sorted(asked) == sorted(listed)
     assert asked == sorted(asked, key=prefetch.COMPILE_ORDER.get)
-
-
-def test_turner_prefetch_hands_the_longest_class_first(monkeypatch):
-    from jaxrna import compile_workers
-    from jaxrna.energy import api
-    from jaxrna.energy.params import load_params
-
-    import jax
-
-    lengths: list[int] = []
-    monkeypatch.setattr(compile_workers, "prefetch",
-                        lambda name, source, specs, *a, **k: lengths.append(specs[0].shape[1]))
-    monkeypatch.setattr(api, "static_for", lambda *a, **k: {})
-    n = api.prefetch_programs([(64, 8), (256, 8), (128, 8), (64, 8)], load_params(),
-                              jax.devices()[0])
-    assert n == 3
-    assert lengths == sorted(lengths, reverse=True) and len(set(lengths)) == 3
-    assert np.all(np.diff(lengths) < 0)
 
 
 @pytest.mark.parametrize("argv", [["fold", "--sequence", "GGGGAAAACCCC", "--backend", "cpu", "-q"]])
