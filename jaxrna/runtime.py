@@ -175,8 +175,9 @@ _announce_for: str | None = None
 def announce_device(command: str | None) -> None:
     """Have the next backend choice (:func:`choose_backend`, :func:`resolve_backend`) print
     which device ``command`` runs on, one line on stderr (``-v``); None: print nothing."""
-    global _announce_for
+    global _announce_for, _jax_only_for
     _announce_for = command
+    _jax_only_for = None
 
 
 def _announce(backend: str, how: str) -> None:
@@ -192,15 +193,28 @@ def _announce(backend: str, how: str) -> None:
 def announce_host(how: str, engine: str = "NumPy", where: str = "in this process") -> None:
     """For ``-v`` (:func:`announce_device`): the run computes with ``engine`` (NumPy,
     parasail, ViennaRNA) ``where`` (in this process, on a pool of processes), JAX not even
-    imported."""
+    imported (or started for a check only: :func:`jax_started_for`)."""
     global _announce_for
     if _announce_for is None:
         return
     import sys
 
+    global _jax_only_for
     command, _announce_for = _announce_for, None
-    print(f"jaxrna: {command} runs on cpu ({how}): {engine} {where}, without JAX",
+    jax = "without JAX" if _jax_only_for is None else f"JAX started for {_jax_only_for} only"
+    _jax_only_for = None
+    print(f"jaxrna: {command} runs on cpu ({how}): {engine} {where}, {jax}",
           file=sys.stderr, flush=True)
+
+
+_jax_only_for: str | None = None
+
+
+def jax_started_for(what: str) -> None:
+    """Say in :func:`announce_host`'s line that JAX was started for ``what`` (a look at the
+    store, say), not for computing."""
+    global _jax_only_for
+    _jax_only_for = what
 
 
 def device_line(command: str, backend: str, how: str) -> str:

@@ -91,6 +91,34 @@ def test_a_middle_job_goes_to_the_gpu_only_where_its_programs_are_stored(gpu_hos
     assert partition_vienna.estimate_seconds([200] * 2000, 16) >= fold_energy.WARM_GPU_PARTITION_FROM_S
 
 
+def test_the_verbose_line_says_jax_started_for_the_store_check_only(gpu_host, monkeypatch,
+                                                                     tmp_path, capsys):
+    """``-v`` on a job the store check sent to ViennaRNA after starting JAX says so; a job
+    that never started JAX says "without JAX"."""
+    import jax
+
+    from jaxrna import runtime
+    from jaxrna.energy import partition_jax
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(cache))
+    (cache / "executables").mkdir(parents=True)
+    (cache / "executables" / "x.bin").write_bytes(b"")
+    monkeypatch.setattr(runtime, "has_gpu", lambda: True)
+    monkeypatch.setattr(runtime, "devices", lambda backend=None: jax.devices("cpu"))
+    monkeypatch.setattr(partition_jax, "programs_stored", lambda *a: False)
+    runtime.announce_device("fold")
+    assert fold_energy.warm_gpu_partition([200] * 2000, None) is False
+    runtime.announce_host("--backend auto", "ViennaRNA", "on 2 processes")
+    assert capsys.readouterr().err.strip().endswith(
+        "ViennaRNA on 2 processes, JAX started for a look at the store only")
+    runtime.announce_device("fold")
+    assert fold_energy.warm_gpu_partition([200] * 50, None) is False       # no check: small
+    runtime.announce_host("--backend auto", "ViennaRNA", "on 2 processes")
+    assert capsys.readouterr().err.strip().endswith("ViennaRNA on 2 processes, without JAX")
+    runtime.announce_device(None)
+
+
 def test_programs_stored_knows_a_run_of_the_same_plan(tmp_path, monkeypatch):
     """After a run of the JAX engine over some records (programs stored), another job of the
     same classes finds every program stored; a job of another class does not."""

@@ -331,8 +331,9 @@ def warm_gpu_partition(lengths: list[int], max_bytes: int | None) -> bool:
         return False
     if not _store_holds_executables():
         return False
-    from jaxrna.runtime import devices, enable_compilation_cache, has_gpu
+    from jaxrna.runtime import devices, enable_compilation_cache, has_gpu, jax_started_for
 
+    jax_started_for("a look at the store")
     if not has_gpu() or enable_compilation_cache() is None:
         return False
     from jaxrna.energy.partition_jax import programs_stored
