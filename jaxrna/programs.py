@@ -217,6 +217,7 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
         with _lock:
             busy = owner in _inflight
         if busy:
+            _pass_turn()        # lowers nothing while it waits: later programs go first
             with stages.stage("compile"):
                 try:
                     _wait(owner)
@@ -253,6 +254,8 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
         path = store_path(key, device, cpu_store)
         if path:
             store_writes.finish(path)       # written in the background (store_writes)
+            if os.path.exists(path):
+                _pass_turn()                # loaded, not lowered (a failed load: lowered at once)
         compiled = _load(path, device) if path else None
         loaded = compiled is not None
 
@@ -286,13 +289,21 @@ _ticket = threading.local()     # a prefetch job's turn (_queued)
 
 def _lowering_turn():
     """In :func:`prefetch`'s threads, tracing and lowering (Python, under the GIL) one program
-    at a time, in the order asked for (the caller's: the longest to compile first), while
-    their compilations run side by side: interleaved, every program of a plan finished
-    lowering at about the same late moment. Elsewhere (a program needed now) nothing waits."""
+    at a time, in the order asked for (targets asks for its longest first), while their
+    compilations run side by side: interleaved, every program of a plan finished lowering at
+    about the same late moment. Elsewhere (a program needed now) nothing waits."""
     import contextlib
 
     ticket = getattr(_ticket, "value", None)
     return contextlib.nullcontext() if ticket is None else _lowering.turn(ticket)
+
+
+def _pass_turn() -> None:
+    """A :func:`prefetch` job that will lower nothing (loaded, or waiting for another device's
+    program) gives its turn up at once."""
+    ticket = getattr(_ticket, "value", None)
+    if ticket is not None:
+        _lowering.done(ticket)
 
 
 def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool = False

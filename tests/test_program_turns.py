@@ -97,6 +97,50 @@ def test_prefetch_threads_lower_one_at_a_time_in_the_order_asked(monkeypatch):
     programs._pool.shutdown(wait=True)
 
 
+def test_a_prefetch_that_loads_gives_its_turn_up(monkeypatch, tmp_path):
+    """The first program asked for is in the store (its load held back here), the second must
+    be lowered: the second's lowering does not wait for the first's load."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrna import programs
+
+    monkeypatch.setattr(programs, "cores", lambda: 16)
+    monkeypatch.setattr(programs, "_pool", None)
+    programs.use_disk(str(tmp_path))
+    try:
+        device = jax.devices()[0]
+        spec = (jax.ShapeDtypeStruct((6,), jnp.float32),)
+        first = jax.jit(lambda x: x - 1)
+        programs.program("turns.stored", first, spec, {}, device, cpu_store=True)   # stored
+        programs.forget()
+        release, lowered = threading.Event(), threading.Event()
+        real_load = programs._load
+
+        def slow_load(path, dev):
+            if os.path.exists(path):    # the stored program's load (not the other's look)
+                release.wait(10)
+            return real_load(path, dev)
+
+        monkeypatch.setattr(programs, "_load", slow_load)
+
+        def second(x):
+            lowered.set()
+            return x + 2
+
+        programs.prefetch("turns.stored", first, spec, {}, device, cpu_store=True, always=True)
+        programs.prefetch("turns.fresh", jax.jit(second), spec, {}, device, cpu_store=True,
+                          always=True)
+        assert lowered.wait(10), "the second program waited for the first's load"
+        release.set()
+        for name, fn in (("turns.stored", first), ("turns.fresh", jax.jit(second))):
+            run = programs.program(name, fn, spec, {}, device, cpu_store=True)
+            assert run(jnp.zeros(6)).tolist() == ([-1.0] * 6 if name == "turns.stored" else [2.0] * 6)
+        programs._pool.shutdown(wait=True)
+    finally:
+        programs.use_disk(None)
+
+
 def test_saved_in_background_then_loaded_and_stored(monkeypatch, tmp_path):
     """A program compiled with background saves is returned before its file is written (the
     write held back here); ``stored`` and a load for another process wait for the write."""
