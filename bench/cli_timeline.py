@@ -1,0 +1,95 @@
+"""Where one ``jaxrna`` process waits: a timeline of its compilations, store loads and saves,
+and the main thread's first entry into each stage, on stderr.
+
+    python bench/cli_timeline.py fold --model turner seqs.fa -q -o out.txt 2> timeline.txt
+    JAXRNA_CACHE_DIR=$(mktemp -d) python bench/cli_timeline.py targets m.fa u.fa --no-energy -q -o o
+
+Runs the CLI in this process (as ``jaxrna ARGS...``) with JAX's compile log on
+(``JAX_LOG_COMPILES``); each line is ``TL <ms since this script started> <thread> <event>``:
+JAX's "Finished tracing / jaxpr to MLIR / XLA compilation" messages, ``load <key> ok|none``
+and ``saved <key>`` for jaxrna's store of executables (:mod:`jaxrna.programs`), ``program
+<name> ready after <s>`` for every :func:`jaxrna.programs.program` call (in the thread that
+waited), ``stage <name> first`` (:mod:`jaxrna.stages`) and ``leave`` (the run's end). Compile
+workers (:mod:`jaxrna.compile_workers`) log their compilations without times. The twentieth
+session's timelines (BENCHMARKS.md) were taken with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import runpy
+import sys
+import threading
+import time
+
+T0 = time.perf_counter()
+
+
+def say(msg: str) -> None:
+    name = threading.current_thread().name[:20]
+    sys.stderr.write(f"TL {(time.perf_counter() - T0) * 1000:8.0f} {name:20s} {msg}\n")
+    sys.stderr.flush()
+
+
+class _Format(logging.Formatter):
+    def format(self, record):
+        name = threading.current_thread().name[:20]
+        return f"TL {(time.perf_counter() - T0) * 1000:8.0f} {name:20s} {record.getMessage()[:150]}"
+
+
+def install() -> None:
+    """Hook the timeline into JAX's logging and jaxrna's program store and stages."""
+    os.environ.setdefault("JAX_LOG_COMPILES", "1")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Format())
+    logging.getLogger().addHandler(handler)
+    import jaxrna.programs as programs
+    import jaxrna.stages as stages
+    from jaxrna.io import cleanup
+
+    save, load, program, stage, leave = (programs._save, programs._load, programs.program,
+                                         stages.stage, cleanup.leave)
+
+    def timed_save(path, compiled):
+        t = time.perf_counter()
+        save(path, compiled)
+        say(f"saved {os.path.basename(path)[:12]} in {time.perf_counter() - t:.3f}")
+
+    def timed_load(path, device):
+        t = time.perf_counter()
+        got = load(path, device)
+        say(f"load {os.path.basename(path)[:12]} {'ok' if got else 'none'} in "
+            f"{time.perf_counter() - t:.3f}")
+        return got
+
+    def timed_program(name, *args, **kwargs):
+        t = time.perf_counter()
+        got = program(name, *args, **kwargs)
+        say(f"program {name} ready after {time.perf_counter() - t:.3f}")
+        return got
+
+    seen: set[str] = set()
+
+    @contextlib.contextmanager
+    def first_stage(name):
+        if name not in seen and threading.current_thread() is threading.main_thread():
+            seen.add(name)
+            say(f"stage {name} first")
+        with stage(name):
+            yield
+
+    def timed_leave(status):
+        say("leave")
+        leave(status)
+
+    programs._save, programs._load, programs.program = timed_save, timed_load, timed_program
+    stages.stage, cleanup.leave = first_stage, timed_leave
+
+
+if __name__ == "__main__":
+    say("start")
+    install()
+    sys.argv = ["jaxrna"] + sys.argv[1:]
+    runpy.run_module("jaxrna", run_name="__main__", alter_sys=True)
