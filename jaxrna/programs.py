@@ -15,7 +15,8 @@ A file that cannot be read or loaded is ignored and rewritten; the store keeps t
 :data:`jaxrna.executable_files.MAX_FILES` most recently used. A file someone else could have
 written (its owner, its mode: :func:`jaxrna.cachetrust.entry_trust`) is never unpickled (one
 warning per process). The files themselves: :mod:`jaxrna.executable_files`.
-Every subcommand gets its device programs here.
+Every subcommand gets its device programs here. The CLI writes new executables in background
+threads (:mod:`jaxrna.store_writes`); prefetched programs lower in turns (:mod:`jaxrna.turns`).
 
 :func:`use_disk` turns the disk store on (the CLI does, with the compilation cache directory
 of :mod:`jaxrna.runtime`); otherwise programs are only kept for this process. The store is
