@@ -277,10 +277,13 @@ def _watch(state: _State) -> None:
             os.close(rfd)
 
 
-def _release_multiprocessing(timeout: float = 1.0) -> None:
+def _release_multiprocessing(timeout: float = 5.0) -> None:
     """Run ``multiprocessing``'s exit handler (its queues' semaphores are released; else its
     resource tracker, which outlives us, warns about them on stderr), in a thread of its own
-    so that nothing there can hold the exit up for more than ``timeout`` seconds."""
+    so that nothing there can hold the exit up for more than ``timeout`` seconds. (It usually
+    ends at once; on a loaded 2-core host a bound of 1 s cut it off between a semaphore's
+    removal and its unregistering, and the tracker's warnings followed a stopped run's last
+    line: CI, 2026-11-27.)"""
     util = sys.modules.get("multiprocessing.util")
     handler = getattr(util, "_exit_function", None)
     if handler is None:
