@@ -18,8 +18,9 @@ import pytest
 
 
 def test_turns_go_in_ticket_order_whatever_the_order_threads_arrive():
-    """Six threads with tickets 0..5 reach their turns in reverse order; they pass in ticket
-    order; a ticket given up lets later ones pass; a holder may take its turn again."""
+    """Six threads with tickets 1..6 reach their turns in reverse order while this thread
+    holds ticket 0; they pass in ticket order; a ticket given up lets later ones pass; a
+    holder may take its turn again."""
     from jaxrna.turns import Turns
 
     turns = Turns()
