@@ -1,9 +1,10 @@
-"""How many programs ``jaxrna fold --model turner`` compiles (issue 26): one per length class
-met, whatever the lengths inside the classes, the parameter set, the temperature, the dangle
-model and ``--score-only``; none after :func:`jaxrna.energy.warmup.warm`.
+"""How many programs ``jaxrna fold --model turner`` compiles (issue 26): two per length class
+used (its fill and its traceback; ``--score-only`` runs the fill alone), at most four classes a
+run, whatever the lengths inside the classes, the parameter set, the temperature and the dangle
+model; none after :func:`jaxrna.energy.warmup.warm`.
 
 Whole processes are counted (:mod:`compile_count`), on the CPU, sharing one cache directory
-across this module (three programs compiled in all: classes 128, 256 and 512).
+across this module (six programs compiled in all: classes 128, 256 and 512).
 """
 
 import random
@@ -34,8 +35,8 @@ def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
                      write_fasta(tmp_path / "a.fa", first, 1)], cache)
     assert a.returncode == 0, a.stderr
     assert _records(a.stdout) == len(first)
-    # the documented bound: one program per class met (and nothing else)
-    assert 1 <= a.compiled <= len(met), a.counts
+    # the documented bound: a fill and a traceback per class met (and nothing else)
+    assert 2 <= a.compiled <= 2 * len(met), a.counts
     b = run_counted(["fold", "--model", "turner", "--backend", "cpu", "--params", "turner1999",
                      "-T", "30", "--dangles", "0", "--score-only", "-f", "tsv",
                      write_fasta(tmp_path / "b.fa", second, 2)], cache)
@@ -50,7 +51,8 @@ def test_other_lengths_and_options_compile_nothing(cache, tmp_path):
 
 @pytest.mark.slow
 def test_after_warm_a_run_compiles_nothing(cache, tmp_path):
-    assert warm_counted("energy", cache, backend="cpu", max_length=300) == len(classes(300)) == 3
+    assert warm_counted("energy", cache, backend="cpu", max_length=300) \
+        == 2 * len(classes(300)) == 6
     lengths = [300, 299, 257, 12, 140, 3, 64]
     run = run_counted(["fold", "--model", "turner", "--backend", "cpu", "-T", "25",
                        write_fasta(tmp_path / "w.fa", lengths, 3)], cache)
@@ -60,9 +62,31 @@ def test_after_warm_a_run_compiles_nothing(cache, tmp_path):
 
 
 def test_classes_bound_the_programs_up_to_10240_nt():
-    """At most 8 classes (8 programs) for any mix of lengths up to 10,240 nt."""
+    """8 classes up to 10,240 nt; a run uses at most 4 of them (8 programs: a fill and a
+    traceback each), every record in a class that holds it, chunk by chunk."""
+    from jaxrna.energy import api
+    from jaxrna.energy.batch_plan import device_batches
+
     assert len({energy_length_class(n) for n in range(0, 10241)}) == 8
     assert classes(10_000) == [128, 256, 512, 1024, 2048, 4096, 6144, 10240]
+    rng = random.Random("budget")
+    for backend, budget in (("cpu", 1 << 30), ("gpu", 20 << 30)):
+        run = api.run_classes(None, backend, budget)
+        used = set()
+        for final in (False, False, True):
+            lengths = [rng.randint(0, 10240) for _ in range(300)]
+            at = run.length_class(lengths, final)
+            assert all(at(n) >= energy_length_class(n) for n in lengths)
+            plan = device_batches(lengths, backend, budget, at)
+            assert sorted(k for _, _, b in plan for k in b) == list(range(len(lengths)))
+            used |= {padded for padded, _, _ in plan}
+        assert len(used) <= api.CLASS_BUDGET == 4, used
+    # a run (or its last chunk) meeting at most 4 classes keeps its own; a chunk that more
+    # records follow keeps a class free for them
+    at = api.run_classes(None, "cpu", 1 << 30).length_class([100, 300, 700, 1500], True)
+    assert [at(n) for n in (100, 300, 700, 1500)] == [128, 512, 1024, 2048]
+    at = api.run_classes(None, "cpu", 1 << 30).length_class([100, 300, 700, 1500], False)
+    assert len({at(n) for n in (100, 300, 700, 1500)}) == 3
 
 
 @pytest.mark.slow
@@ -76,9 +100,27 @@ def test_a_prefetched_program_is_the_one_the_batch_uses(monkeypatch):
     programs.forget()
     stages.reset()
     assert api.prefetch_programs([(128, 8), (128, 8)], api.load_params(),
-                                 programs.default_device()) == 1
+                                 programs.default_device()) == 2     # its fill and traceback
     r = api.fold_energy(["GGGGAAACCCCAUCGAAAGAUU", "ACGUAGCUAGCUAGCAUCGAUCGA"], backend="cpu")
     assert [x.energy for x in r] == [-650, api.fold_energy("ACGUAGCUAGCUAGCAUCGAUCGA",
                                                            backend="cpu").energy]
-    assert stages.counts().get("executables_compiled", 0) == 1
+    assert stages.counts().get("executables_compiled", 0) == 2
     programs.forget()
+
+
+@pytest.mark.slow
+def test_score_only_compiles_the_fill_alone(tmp_path):
+    """``--score-only`` runs a class's fill program only; a later run with structures adds its
+    traceback program and nothing else (the fill is the same program)."""
+    cache = str(tmp_path / "cache")
+    fasta = write_fasta(tmp_path / "s.fa", [40, 90, 120, 7], 5)          # class 128
+    a = run_counted(["fold", "--model", "turner", "--backend", "cpu", "--score-only", "-f",
+                     "tsv", fasta], cache)
+    assert a.returncode == 0, a.stderr
+    assert a.compiled == 1 and a.counts.get("executables_compiled") == 1, a.counts
+    b = run_counted(["fold", "--model", "turner", "--backend", "cpu", fasta], cache)
+    assert b.returncode == 0, b.stderr
+    assert b.counts.get("executables_compiled") == 1 and b.loaded == 1, b.counts
+    energies = [row.split("\t")[2] for row in a.stdout.splitlines()[1:]]
+    assert [line.rsplit("(", 1)[1].strip(" )") for line in b.stdout.splitlines()
+            if line.endswith(")")] == [e.strip() for e in energies]

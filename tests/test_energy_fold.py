@@ -255,3 +255,31 @@ def test_a_gpu_plan_moves_short_classes_into_spare_rows_with_the_same_results():
     for k, (seq, ref) in enumerate(zip(seqs, expected)):
         assert got[k][0] == ref.energy == vienna_mfe(seq, 2, 37.0, ())[0]
         assert tuple(got[k][1]) == tuple(ref.pairs)
+
+
+def test_fill_and_traceback_programs_equal_the_one_program_form():
+    """A batch runs as two programs (the fill, then the traceback of its tables) or, for the
+    partition engine, as one (``combined``): the same energies and structures (ViennaRNA's,
+    ties included: repeats fold into several optimal structures), and without structures the
+    fill alone gives the same energies."""
+    from jaxrna.energy.api import _collect, _launch
+
+    rng = random.Random("split")
+    seqs = ["GGGGAAACCCC" * 3, "AUAUAUAUAUAUAUAUAU", "A", ""] + \
+        [random_sequence(rng, rng.randint(5, 120)) for _ in range(4)]
+    params = load_params()
+    split = _collect(_launch(seqs, params, 2, None, True, 128, 8, "cpu"), as_pairs=True)
+    one = _collect(_launch(seqs, params, 2, None, True, 128, 8, "cpu", combined=True),
+                   as_pairs=True)
+    scores = _collect(_launch(seqs, params, 2, None, False, 128, 8, "cpu"), as_pairs=True)
+    assert split == one
+    assert [e for e, _ in scores] == [e for e, _ in split]
+    assert all(p is None for _, p in scores)
+    assert split[3] == (0, ())                     # the empty row
+    for seq, (energy, pairs) in zip(seqs[:3] + seqs[4:], split[:3] + split[4:]):
+        ref_energy, ref_structure, _ = vienna_mfe(seq, 2, 37.0, ())
+        partner = [-1] * len(seq)
+        for i, j in pairs:
+            partner[i], partner[j] = j, i
+        assert energy == ref_energy
+        assert dot_bracket(partner) == ref_structure

@@ -1,6 +1,7 @@
 """Which form of the interior loop a GPU's long energy-model classes run
 (:func:`jaxrna.energy.api.static_for`): the unrolled slices where their program is stored
-(``jaxrna warmup`` prepares it), else the rolled loop; the same results either way."""
+(``jaxrna warmup`` prepares it), else the rolled loop; the same results either way. The form
+is the fill program's (:data:`jaxrna.energy.api.FILL_PROGRAM`); the traceback has one."""
 
 import jax
 import numpy as np
@@ -29,8 +30,9 @@ def store(tmp_path, monkeypatch):
 
 
 def _args(seqs, length=512):
+    """The fill program's arguments (the batch program's less ``with_pairs``)."""
     params = load_params()
-    return api._program_args(prepare_batch(seqs, params, length), params, length, 2, True)
+    return api._program_args(prepare_batch(seqs, params, length), params, length, 2, True)[:-1]
 
 
 def _specs(args):
@@ -46,13 +48,13 @@ def test_the_slices_run_where_warmup_stored_them(store, monkeypatch):
     # what warmup stores (the shapes of a batch of empty rows) is what a run looks up
     empty = _specs(_args(["", ""]))
     assert api.static_for("gpu", 512, empty, device, fast=True) == fast
-    path = programs.store_path(programs.store_key(api.PROGRAM, empty, fast, device, True),
+    path = programs.store_path(programs.store_key(api.FILL_PROGRAM, empty, fast, device, True),
                                device, True)
-    assert not programs.stored(api.PROGRAM, args, fast, device, True)
+    assert not programs.stored(api.FILL_PROGRAM, args, fast, device, True)
     (store / "executables").mkdir()
     open(path, "wb").close()
-    assert programs.stored(api.PROGRAM, args, fast, device, True)
-    assert programs.stored(api.PROGRAM, empty, fast, device, True)
+    assert programs.stored(api.FILL_PROGRAM, args, fast, device, True)
+    assert programs.stored(api.FILL_PROGRAM, empty, fast, device, True)
     assert api.static_for("gpu", 512, args, device) == fast
     # another row count is another program, not stored
     assert api.static_for("gpu", 512, _args(SEQS * 2), device)["interior"] == "loop"
@@ -110,9 +112,9 @@ def test_on_a_gpu_the_stored_fast_form_runs_and_gives_the_loops_results(store):
         loop = api._collect(api._launch(SEQS, params, 2, None, True, 512, 2))   # none stored
         fast = api.static_for("gpu", 512, args, device, fast=True)
         assert fast["interior"] == "jax"
-        assert not programs.stored(api.PROGRAM, args, fast, device, True)
+        assert not programs.stored(api.FILL_PROGRAM, args, fast, device, True)
         api.prepare_program(512, 2, params, device, fast=True)
-        assert programs.stored(api.PROGRAM, args, fast, device, True)
+        assert programs.stored(api.FILL_PROGRAM, args, fast, device, True)
         before = stages.counts().get("executables_compiled", 0)
         got = api._collect(api._launch(SEQS, params, 2, None, True, 512, 2))
         assert stages.counts().get("executables_compiled", 0) == before

@@ -2,15 +2,19 @@
 
 Sequences are grouped by length class (:func:`jaxrna.batching.energy_length_class`: powers of
 two from 128 to 4,096, then 6,144 and 10,240) into batches of a fixed row count per class
-(:func:`batch_rows_for`; a last batch is topped up with empty rows); each batch runs the one
-program of its class, the fill and the traceback of :mod:`jaxrna.energy.fill` and
-:mod:`jaxrna.energy.traceback` ``vmap``-ped over a batch, on the CPU or a GPU. Everything else
-is a runtime value: the lengths inside a class (the fill stops at the batch's longest), the
-parameter set and temperature (the tables are arguments), the dangle model, and whether
-structures are wanted (``--score-only`` runs the same program and skips the traceback). So a
-run compiles at most one program per class it meets: **at most 8 for any mix of lengths up to
-10,240 nt and any options** (one more per 4,096 nt beyond), and a later run with other data and
-options compiles nothing new.
+(:func:`batch_rows_for`; a last batch is topped up with empty rows); each batch runs the two
+programs of its class, the fill of :mod:`jaxrna.energy.fill` and the traceback of
+:mod:`jaxrna.energy.traceback`, each ``vmap``-ped over a batch, on the CPU or a GPU. Two
+programs, not one: a cold run compiles them side by side, and each compiles in about half the
+time of the two in one (H100, a 512-nt class: 5.9 s lowered and compiled against 10.3 s;
+``--score-only`` runs the fill alone). Everything else is a runtime value: the lengths inside a
+class (the fill stops at the batch's longest), the parameter set and temperature (the tables
+are arguments), the dangle model. A run uses at most :data:`CLASS_BUDGET` (4) classes
+(:func:`run_classes`: a run meeting more folds some records in a larger class of the ladder),
+so it compiles **at most 8 programs for any mix of lengths and any options**, and a later run
+with other data and options compiles nothing new. The partition engine's MFE runs fill and
+traceback as one program (:data:`PROGRAM`, ``combined``), one per class, beside its
+partition program.
 
 >>> r = fold_energy("GGGGAAACCCCAUCGAAAGAUU")
 >>> r.structure, r.energy, r.score_text
@@ -33,6 +37,15 @@ from jaxrna.energy.params import BUNDLED, EnergyParams, load_params
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
 from jaxrna.kernels.fallback import compile_or_fallback, pallas_builds, usable
+
+#: The batch programs' names in the program store: fill and traceback in one
+#: (:func:`_program`, the partition engine's MFE), and the two halves, which MFE runs compile
+#: side by side (:func:`_fill_program`, :func:`_trace_program`; ``--score-only`` runs the
+#: fill alone).
+PROGRAM = "energy.fold_batch"
+FILL_PROGRAM = "energy.fill_batch"
+TRACE_PROGRAM = "energy.traceback_batch"
+
 
 @dataclass(frozen=True)
 class EnergyModel:
@@ -153,22 +166,79 @@ def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str 
         s, allowed, special, n, dp, dangles, stop, with_pairs)
 
 
+def _fill_rows(s, allowed, special, n, dp, dangles, stop, interior: str = "jax",
+               bands: int | None = None):
+    """The fill of a batch (:func:`jaxrna.energy.fill.fill` ``vmap``-ped): each row's minimum
+    free energy and its tables ``T`` and ``F``, which :func:`_trace_rows` reads."""
+    import jax
+
+    from jaxrna.energy.fill import fill
+
+    def one(s, allowed, special, n):
+        tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior, bands=bands)
+        return tables["F"][n], tables["T"], tables["F"]
+
+    return jax.vmap(one)(s, allowed, special, n)
+
+
+def _trace_rows(T, F, s, allowed, special, n, dp, dangles):
+    """The traceback of a batch filled by :func:`_fill_rows` (``T``, ``F`` its tables): each
+    row's partner array and whether its traceback succeeded."""
+    import jax
+
+    from jaxrna.energy.traceback import traceback
+
+    def one(T, F, s, allowed, special, n):
+        return traceback({"T": T, "F": F}, s, allowed, special, n, dp, dangles)
+
+    return jax.vmap(one)(T, F, s, allowed, special, n)
+
+
 @functools.lru_cache(maxsize=1)
 def _program():
-    """The batch program, kept by :mod:`jaxrna.programs` (a warm run loads it from disk instead
-    of tracing the energy model again; on CPUs too, where tracing it is most of a small run).
-    Its static arguments are ``interior`` and ``bands`` (fixed by the platform and the class:
-    :func:`static_for`)."""
+    """The batch program of fill and traceback in one (:data:`PROGRAM`: the partition
+    engine's MFE, whose programs share the run's budget with the partition programs), kept by
+    :mod:`jaxrna.programs` (a warm run loads it from disk instead of tracing the energy model
+    again; on CPUs too, where tracing it is most of a small run). Its static arguments are
+    ``interior`` and ``bands`` (fixed by the platform and the class: :func:`static_for`)."""
     from jaxrna.programs import stored_jit
 
     return stored_jit(PROGRAM, static_argnames=("interior", "bands"),
                       cpu_store=True)(_batch)
 
 
+@functools.lru_cache(maxsize=1)
+def _fill_program():
+    """The fill program of a class (:data:`FILL_PROGRAM`; static arguments as
+    :func:`_program`'s)."""
+    from jaxrna.programs import stored_jit
+
+    return stored_jit(FILL_PROGRAM, static_argnames=("interior", "bands"),
+                      cpu_store=True)(_fill_rows)
+
+
+@functools.lru_cache(maxsize=1)
+def _trace_program():
+    """The traceback program of a class (:data:`TRACE_PROGRAM`)."""
+    from jaxrna.programs import stored_jit
+
+    return stored_jit(TRACE_PROGRAM, cpu_store=True)(_trace_rows)
+
+
 def batch_jitted():
     """The batch program's ``jax.jit`` function (what a compile worker lowers:
     :mod:`jaxrna.compile_workers`)."""
     return _program().jitted()
+
+
+def fill_jitted():
+    """The fill program's ``jax.jit`` function (for compile workers)."""
+    return _fill_program().jitted()
+
+
+def trace_jitted():
+    """The traceback program's ``jax.jit`` function (for compile workers)."""
+    return _trace_program().jitted()
 
 
 @functools.lru_cache(maxsize=64)
@@ -194,9 +264,11 @@ def fold_batch(sequences: Sequence[str], params: EnergyParams, dangles: int = 2,
 
 
 def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
-            platform: str | None = None) -> tuple:
+            platform: str | None = None, combined: bool = False) -> tuple:
     """Start :func:`fold_batch`'s device work (asynchronous) on JAX's default device, whose
-    ``platform`` picks the fill's interior-loop kernel; :func:`_collect` waits for it."""
+    ``platform`` picks the fill's interior-loop kernel; :func:`_collect` waits for it.
+    ``combined``: fill and traceback in one program (:data:`PROGRAM`), else the fill program
+    and, with ``with_pairs``, the traceback program after it."""
     from jaxrna.energy.fill import prepare_batch
     from jaxrna.programs import default_device
 
@@ -209,14 +281,25 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     length = length or energy_length_class(max(len(s) for s in sequences))
     stack = prepare_batch(sequences, params, length, unpaired)
     args = _program_args(stack, params, length, dangles, with_pairs)
-    static = static_for(platform or default_device().platform, length, args, default_device())
+    if not combined:
+        args = args[:-1]                   # the fill's arguments: all but ``with_pairs``
+    name = PROGRAM if combined else FILL_PROGRAM
+    static = static_for(platform or default_device().platform, length, args, default_device(),
+                        program=name)
     interior = static["interior"]
-    run = functools.partial(_program().bind, *args, bands=static["bands"])
+    program = _program() if combined else _fill_program()
+    run = functools.partial(program.bind, *args, bands=static["bands"])
     if interior in ("pallas", "interpret"):     # a kernel that does not build: the loop
         out = compile_or_fallback(INTERIOR_KERNEL, lambda: run(interior=interior),
                                   lambda: run(interior="loop"))()
     else:
         out = run(interior=interior)()
+    if not combined:
+        energy, T, F = out
+        partner = ok = None
+        if with_pairs:
+            partner, ok = _trace_program()(T, F, *args[:6])
+        out = energy, partner, ok
     return sequences, count, out, with_pairs
 
 
@@ -226,7 +309,7 @@ INTERIOR_KERNEL = "energy.shifted_min"
 
 
 def static_for(platform: str, length: int, args: tuple | None = None, device=None,
-               fast: bool = False) -> dict:
+               fast: bool = False, program: str = FILL_PROGRAM) -> dict:
     """The batch program's static arguments for a class of padded ``length`` on ``platform``:
     the interior loop (:func:`interior_for`) and the sweep's bands
     (:func:`jaxrna.energy.fill.bands_for`).
@@ -238,6 +321,7 @@ def static_for(platform: str, length: int, args: tuple | None = None, device=Non
     compile against about 11). A run takes the slices where their program for these
     ``args`` is in ``device``'s store already (``jaxrna warmup`` prepares them: ``fast``),
     else the loop: a first run compiles the quicker program, and no run compiles both.
+    ``program``: the program ``args`` are for (:data:`FILL_PROGRAM` or :data:`PROGRAM`).
 
     >>> static_for("cpu", 128)
     {'interior': 'loop', 'bands': 2}
@@ -249,7 +333,7 @@ def static_for(platform: str, length: int, args: tuple | None = None, device=Non
     if platform == "gpu" and length > KERNEL_MAX_LENGTH and static["interior"] == "loop" \
             and not _interior_forced():
         slices = dict(static, interior="jax")
-        if fast or (args is not None and stored(PROGRAM, args, slices, device, True)):
+        if fast or (args is not None and stored(program, args, slices, device, True)):
             return slices
     return static
 
@@ -261,9 +345,6 @@ def _interior_forced() -> bool:
 
     return any(forced_interior().values())
 
-
-#: The batch program's name in the program store (:func:`_program`).
-PROGRAM = "energy.fold_batch"
 
 
 def interior_for(platform: str, length: int, probe: bool = False) -> str:
@@ -295,13 +376,51 @@ def _program_args(stack: dict, params: EnergyParams, length: int, dangles: int,
             np.bool_(with_pairs))
 
 
+#: Classes of a plan whose fill and traceback programs are both prepared in threads of the run's
+#: process (:func:`prefetch_programs`; the others go to compile workers where the host has them).
+#: All of them in threads made no difference (404 x 1-2,600 nt cold on an H100: 21.53 s against
+#: 21.05 and 22.11, call S21b).
+THREAD_CLASSES = 1
+
+
+def _program_specs(length: int, rows: int, params: EnergyParams, combined: bool,
+                   with_pairs: bool = True) -> list[tuple[str, str, tuple, bool]]:
+    """``(name, source for compile workers, argument shapes, whether its static arguments are
+    the fill's)`` of the programs a batch of a class runs: :data:`PROGRAM`, or
+    :data:`FILL_PROGRAM` and, with ``with_pairs``, :data:`TRACE_PROGRAM`."""
+    if combined:
+        return [(PROGRAM, "jaxrna.energy.api:batch_jitted", _specs(length, rows, params), True)]
+    fill = _specs(length, rows, params)[:-1]
+    out = [(FILL_PROGRAM, "jaxrna.energy.api:fill_jitted", fill, True)]
+    if with_pairs:
+        out.append((TRACE_PROGRAM, "jaxrna.energy.api:trace_jitted",
+                    _trace_specs(length, rows) + fill[:6], False))
+    return out
+
+
+def _trace_specs(length: int, rows: int) -> tuple:
+    """The shapes of the tables ``T`` and ``F`` the fill program of a class returns
+    (:func:`jaxrna.energy.fill.fill`'s layout)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrna.energy.fill import TABLES
+    from jaxrna.energy.terms import COL_PAD, ROW_PAD
+
+    return (jax.ShapeDtypeStruct((rows, ROW_PAD + length, len(TABLES), length + COL_PAD),
+                                 jnp.int32),
+            jax.ShapeDtypeStruct((rows, length + 1), jnp.int32))
+
+
 def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, device,
-                      fast: bool = False) -> int:
-    """Start preparing the batch program of every ``(length class, rows)`` of a job's plan in
-    the background (:func:`jaxrna.compile_workers.prefetch`, on hosts with enough cores), so that its
-    few programs compile side by side rather than one after another; the batches then find
-    them ready or under way. Returns how many were asked for. ``fast``: the form that runs
-    fastest where there are two (:func:`static_for`; ``jaxrna warmup``).
+                      fast: bool = False, combined: bool = False, with_pairs: bool = True
+                      ) -> int:
+    """Start preparing the programs of every ``(length class, rows)`` of a job's plan in the
+    background (:func:`jaxrna.compile_workers.prefetch`), so that they compile side by side
+    rather than one after another; the batches then find them ready or under way. Returns how
+    many were asked for. ``fast``: the form that runs fastest where there are two
+    (:func:`static_for`; ``jaxrna warmup``); ``combined``, ``with_pairs``: which programs
+    (:func:`_launch`).
 
     >>> prefetch_programs([], load_params(), None)
     0
@@ -309,24 +428,28 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     from jaxrna import compile_workers
 
     count = 0
-    # in the plan's order: the first goes to a thread of this process, the others to worker
-    # processes, whose tracing does not share this process's GIL with the run (handing the
-    # longest class first, to the thread, made 404 x 1-2,600 nt cold slower on an H100:
-    # 28.07-31.67 s against 24.83-27.48, S20a and S20f)
-    for length, rows in dict.fromkeys(classes):
-        specs = _specs(length, rows, params)
-        compile_workers.prefetch(PROGRAM, "jaxrna.energy.api:batch_jitted", specs,
-                                 static_for(device.platform, length, specs, device, fast),
-                                 device, cpu_store=True)
-        count += 1
+    # in the plan's order: the first class's programs go to threads of this process (their
+    # lowering takes turns, their compilations run side by side), the others to worker
+    # processes where the host has them, whose tracing does not share this process's GIL with
+    # the run (handing the longest class first, to a thread, made 404 x 1-2,600 nt cold slower
+    # on an H100: 28.07-31.67 s against 24.83-27.48, S20a and S20f)
+    for k, (length, rows) in enumerate(dict.fromkeys(classes)):
+        for name, source, specs, filled in _program_specs(length, rows, params, combined,
+                                                          with_pairs):
+            static = static_for(device.platform, length, specs, device, fast, name) \
+                if filled else {}
+            compile_workers.prefetch(name, source, specs, static, device, cpu_store=True,
+                                     processes=k >= THREAD_CLASSES)
+            count += 1
     return count
 
 
-def programs_stored(lengths: Sequence[int], device, length_class=None) -> bool:
+def programs_stored(lengths: Sequence[int], device, length_class=None, combined: bool = False
+                    ) -> bool:
     """Whether every batch program :func:`fold_energy_records` runs for records of
-    ``lengths`` nt on ``device`` (its plan, ``length_class`` as there) is in this process or in
-    the store already: a run of them compiles nothing (either form of a GPU's interior loop,
-    :func:`static_for`)."""
+    ``lengths`` nt on ``device`` (its plan, ``length_class`` as there; ``combined`` as
+    :func:`_launch`) is in this process or in the store already: a run of them compiles
+    nothing (either form of a GPU's interior loop, :func:`static_for`)."""
     from jaxrna import programs
 
     gpu = device.platform != "cpu"
@@ -334,19 +457,28 @@ def programs_stored(lengths: Sequence[int], device, length_class=None) -> bool:
                           gpu_budget(device) if gpu else 1 << 30, length_class)
     params = load_params()
     for padded, rows in dict.fromkeys((p, r) for p, r, _ in plan):
-        specs = _specs(padded, rows, params)
-        static = static_for(device.platform, padded, specs, device)
-        if not programs.available(PROGRAM, specs, static, device, True):
-            return False
+        for name, _, specs, filled in _program_specs(padded, rows, params, combined):
+            static = static_for(device.platform, padded, specs, device, program=name) \
+                if filled else {}
+            if not programs.available(name, specs, static, device, True):
+                return False
     return True
 
 
-def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: bool = False
-                    ) -> None:
-    """Compile (or load) the batch program of a class of ``rows`` rows on ``device`` now,
-    waiting for a prefetch of it under way; ``fast``: as :func:`prefetch_programs`."""
-    args = _empty_args(length, rows, params)
-    _program().bind(*args, **static_for(device.platform, length, args, device, fast))
+def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: bool = False,
+                    combined: bool = False) -> int:
+    """Compile (or load) the programs of a class of ``rows`` rows on ``device`` now, waiting
+    for a prefetch of them under way; ``fast``: as :func:`prefetch_programs`. Returns how
+    many (they are compiled for JAX's default device; ``device`` says which forms)."""
+    from jaxrna import programs
+
+    specs = _program_specs(length, rows, params, combined)
+    for name, source, spec, filled in specs:
+        static = static_for(device.platform, length, spec, device, fast, name) if filled else {}
+        jitted = {PROGRAM: batch_jitted, FILL_PROGRAM: fill_jitted,
+                  TRACE_PROGRAM: trace_jitted}[name]()
+        programs.program(name, jitted, spec, static, cpu_store=True)
+    return len(specs)
 
 
 def _specs(length: int, rows: int, params: EnergyParams) -> tuple:
@@ -409,7 +541,8 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                         max_bytes: int | None = None, batch_budget: int | None = None,
                         on_done=None, backend: str = "cpu",
                         on_error=None, unpaired: dict | None = None,
-                        length_class=None) -> Iterator[EnergyFoldResult]:
+                        length_class=None, combined: bool = False
+                        ) -> Iterator[EnergyFoldResult]:
     """Fold a stream of records with the energy model, yielding results in input order.
 
     As :func:`jaxrna.fold.api.fold_records`: ``chunk`` records are read at a time (default
@@ -422,7 +555,10 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     ``unpaired``: ``{record id: 0-based positions that must not pair}``. ``length_class``: the
     padded length a record of ``n`` nt is folded at (default :func:`energy_length_class`; a
     class of the ladder at least that large: :mod:`jaxrna.energy.partition_jax` passes its
-    run's few classes); the same results.
+    run's few classes, and ``combined``: fill and traceback in one program per class); the
+    same results. Else each class runs two programs, its fill and its traceback (one with
+    ``with_pairs`` false), and a run uses at most :data:`CLASS_BUDGET` classes
+    (:func:`run_classes`).
     """
     import jax
 
@@ -436,6 +572,10 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     chunk = chunk or (65536 if gpu else 4096)
     batch_budget = batch_budget or (gpu_budget(used[0]) if gpu else 1 << 30)
     buffer: list[Record] = []
+    max_bytes = memory_limit(max_bytes)   # the machine's memory, asked once per run
+    classes = None
+    if length_class is None and with_pairs and not combined:
+        classes = run_classes(max_bytes, backend, batch_budget)
 
     def run(batch, device):
         """Dispatch one batch on ``device`` (the program of its class, for that device)."""
@@ -444,7 +584,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
         ups = [tuple((unpaired or {}).get(buffer[k].id, ())) for k in members]
         with jax.default_device(device):
             return _launch(seqs, params, model.dangles, ups, with_pairs, padded, rows,
-                           device.platform)
+                           device.platform, combined)
 
     def collect(batch, launched):
         out = _collect(launched, as_pairs=True)
@@ -452,12 +592,14 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
             on_done(len(batch[2]))
         return out
 
-    def flush() -> Iterator[EnergyFoldResult]:
+    def flush(final: bool) -> Iterator[EnergyFoldResult]:
         lengths = [len(r) for r in buffer]
         results: dict[int, tuple] = {}
-        plan = device_batches(lengths, backend, batch_budget, length_class)
+        plan = device_batches(lengths, backend, batch_budget,
+                              classes.length_class(lengths, final) if classes else length_class)
         for device in used:
-            prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device)
+            prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device,
+                              combined=combined, with_pairs=with_pairs)
         # one batch ahead per device: the next is prepared while one runs
         for (_, _, members), out in schedule(plan, run, collect, used, depth=1):
             results.update(zip(members, out))
@@ -467,7 +609,6 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                                    pairs=pairs,
                                    description=rec.description)
 
-    max_bytes = memory_limit(max_bytes)   # the machine's memory, asked once per run
     for rec in records:
         try:
             check_memory(len(rec), max_bytes)
@@ -476,12 +617,44 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                 raise
             on_error(rec, exc)
             continue
-        buffer.append(rec)
-        if len(buffer) >= chunk:
-            yield from flush()
+        if len(buffer) >= chunk:            # a full chunk, and a record follows it
+            yield from flush(False)
             buffer = []
+        buffer.append(rec)
     if buffer:
-        yield from flush()
+        yield from flush(True)
+
+
+#: Classes one MFE run uses at most (two programs each, :func:`_launch`): 8 programs in all.
+CLASS_BUDGET = 4
+
+
+def run_classes(max_bytes: int | None, backend: str, batch_budget: int):
+    """The :class:`jaxrna.energy.run_classes.RunClasses` of an MFE run whose records may take
+    ``max_bytes`` each (None: any length): :data:`CLASS_BUDGET` classes, a class's cost its
+    batches' rows (empty ones included) times the cube of the class.
+
+    >>> run = run_classes(None, "cpu", 1 << 30)
+    >>> sorted({run.length_class([100, 300, 700, 1500, 3000], True)(n)
+    ...         for n in (100, 300, 700, 1500, 3000)})
+    [512, 1024, 2048, 4096]
+    """
+    from jaxrna.energy.batch_plan import batch_rows_for
+    from jaxrna.energy.run_classes import RunClasses
+
+    top, k = energy_length_class(1 << 20), 1
+    if max_bytes:
+        top = None
+        while estimate_bytes(k) <= max_bytes:
+            top = energy_length_class(k)
+            k = top + 1
+        top = top or energy_length_class(1)
+
+    def work(padded: int, records: int) -> float:
+        rows = batch_rows_for(padded, backend, batch_budget)
+        return float(-(-records // rows) * rows) * float(padded) ** 3
+
+    return RunClasses(top, CLASS_BUDGET, work)
 
 
 def fold_energy(sequences: str | Sequence[str], params: str = "turner2004",

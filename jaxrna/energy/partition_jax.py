@@ -192,7 +192,7 @@ def programs_stored(lengths: Iterable[int], device, max_bytes: int | None = None
             if not programs.available(partition.PROGRAM, specs(padded, rows), {}, device, True):
                 return False
     return mfe_stored([n for n in lengths if n], device,
-                      lambda n: serve[energy_length_class(n)])
+                      lambda n: serve[energy_length_class(n)], combined=True)
 
 
 def specs(padded: int, rows: int):
@@ -313,7 +313,8 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
     with stage("mfe"):
         mfe = dict(zip(live, fold_energy_records([chunk[k] for k in live], model,
                                                  with_pairs=True, backend=platform,
-                                                 unpaired=unpaired, length_class=padded_of)))
+                                                 unpaired=unpaired, length_class=padded_of,
+                                                 combined=True)))
     ups = [tuple((unpaired or {}).get(rec.id, ())) for rec in chunk]
     groups: dict[int, list[int]] = {}
     for k in live:

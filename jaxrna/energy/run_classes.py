@@ -128,5 +128,23 @@ class RunClasses:
         self.classes = sorted(set(self.classes) | set(added))
         return serving(counts, self.classes)
 
+    def length_class(self, lengths: Iterable[int], final: bool) -> Callable[[int], int]:
+        """:meth:`serve` as a function: the padded length a record of ``n`` nt of this chunk
+        is computed at (an empty record: the run's smallest class).
+
+        >>> run = RunClasses(top=2048, budget=2)
+        >>> at = run.length_class([100, 0, 500], final=True)
+        >>> at(100), at(0), at(500)
+        (128, 128, 512)
+        """
+        lengths = list(lengths)
+        serve = self.serve(lengths, final)
+        low = self.classes[0] if self.classes else energy_length_class(0)
+
+        def at(n: int) -> int:
+            return serve[energy_length_class(n)] if n else low
+
+        return at
+
 
 __all__ = ["RunClasses", "choose", "serving", "padded_work"]

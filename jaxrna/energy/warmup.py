@@ -1,9 +1,9 @@
 """Prepare every program ``jaxrna fold --model turner`` can use, before a run needs it.
 
-A run of the energy model compiles one program per length class it meets
-(:func:`jaxrna.batching.energy_length_class`, with the class's fixed row count, see
-:func:`jaxrna.energy.batch_plan.batch_rows_for`); the parameter set, temperature, dangle model and
-``--score-only`` are runtime values of the same program. :func:`warm` runs a minimal synthetic
+A run of the energy model compiles two programs per length class it uses, its fill and its
+traceback (:func:`jaxrna.batching.energy_length_class`, with the class's fixed row count, see
+:func:`jaxrna.energy.batch_plan.batch_rows_for`; ``--score-only`` runs the fill alone); the
+parameter set, temperature and dangle model are runtime values of the same programs. :func:`warm` runs a minimal synthetic
 batch (one short sequence, the other rows empty) of every class up to ``max_length`` through
 the code path the CLI uses, so the programs are compiled (or loaded) and kept in the cache
 directory (``JAXRNA_CACHE_DIR``): a later ``fold --model turner`` on any data within
@@ -13,12 +13,12 @@ partition engine's program of every class up to ``max_length`` that the device's
 --partition`` with jaxrna's engine (``--backend cpu`` or ``gpu``), and where a run over such
 records can meet more classes than it uses (:data:`jaxrna.energy.partition_jax.CLASS_BUDGET`),
 the largest class the device admits too (a long run keeps it for records still to come), with
-its MFE program. On a GPU the classes above 256 nt get the MFE program that runs fastest (the
+its MFE program (fill and traceback in one, as that engine runs it). On a GPU the classes above 256 nt get the MFE program that runs fastest (the
 unrolled interior loop; a run without it compiles the one that compiles fastest:
 :func:`jaxrna.energy.api.static_for`).
 
 >>> warm("cpu", max_length=100)        # doctest: +SKIP
-1
+2
 """
 
 from __future__ import annotations
@@ -80,23 +80,28 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     if batch_budget is None:
         batch_budget = gpu_budget(device) if backend != "cpu" else 1 << 30
     params = EnergyModel().load()
-    lengths = classes(max_length)
-    pf_plan = []
+    plan = [(length, batch_rows_for(length, backend, batch_budget))
+            for length in classes(max_length)]
+    pf_plan, mfe_plan = [], []
     if partition:
         from jaxrna.energy import partition_jax
 
         pf_device, pf_plan = partition_plan(max_length, backend)
-        lengths += [c for c, _ in pf_plan if c not in lengths]     # the MFE's of a kept top
-    plan = [(length, batch_rows_for(length, backend, batch_budget)) for length in lengths]
+        # the partition engine's MFE: fill and traceback in one program, in its classes
+        mfe_plan = [(c, batch_rows_for(c, backend, batch_budget)) for c, _ in pf_plan]
     # the form of each program that runs fastest (a GPU's long classes: the unrolled interior
     # loop, which runs use where it is stored: jaxrna.energy.api.static_for)
     prefetch_programs(plan, params, device, fast=True)  # side by side on hosts of many cores
+    prefetch_programs(mfe_plan, params, device, fast=True, combined=True)
     if partition:
         partition_jax.prefetch_programs(pf_plan, pf_device)
+    count = 0
     with jax.default_device(device):
         for length, rows in plan:
-            prepare_program(length, rows, params, device, fast=True)
+            count += prepare_program(length, rows, params, device, fast=True)
             fold_batch(["GGGGAAACCCC"], params, 2, [()], True, length, rows)
+        for length, rows in mfe_plan:
+            count += prepare_program(length, rows, params, device, fast=True, combined=True)
     if partition:
         partition_jax.prepare_programs(pf_plan, pf_device)
-    return len(plan) + len(pf_plan)
+    return count + len(pf_plan)
