@@ -32,7 +32,7 @@ def store(tmp_path, monkeypatch):
 def _args(seqs, length=512):
     """The fill program's arguments (the batch program's less ``with_pairs``)."""
     params = load_params()
-    return api._program_args(prepare_batch(seqs, params, length), params, length, 2, True)[:-1]
+    return api.program_args(prepare_batch(seqs, params, length), params, length, 2, True)[:-1]
 
 
 def _specs(args):

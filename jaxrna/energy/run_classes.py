@@ -1,7 +1,8 @@
 """The few length classes one run of a streaming engine uses, chunk by chunk (issue 26).
 
 An engine that batches records by the energy model's length classes
-(:func:`jaxrna.batching.energy_length_class`) compiles one program per class it meets. To bound
+(:func:`jaxrna.batching.energy_length_class`) compiles one program per class it meets (or a
+few: the MFE engine's fill and traceback, :func:`jaxrna.energy.api.run_classes`). To bound
 a run's programs whatever its mix of lengths, :class:`RunClasses` maps the classes of each chunk
 of records onto at most ``budget`` classes for the whole run: a record is computed in the
 smallest of the run's classes that holds it (a ladder class at least its own: the lengths stay

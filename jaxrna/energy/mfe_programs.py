@@ -1,0 +1,336 @@
+"""The MFE engine's device programs (:mod:`jaxrna.energy.api` runs them): the fill of a batch
+(:func:`_fill_rows`, :data:`FILL_PROGRAM`), the traceback of its tables (:func:`_trace_rows`,
+:data:`TRACE_PROGRAM`), and the two in one (:func:`_batch`, :data:`PROGRAM`, the partition
+engine's MFE), kept in jaxrna's program store (:mod:`jaxrna.programs`); which form of the
+fill's interior loop a class compiles (:func:`static_for`); their argument shapes per class,
+and preparing them ahead of a run (:func:`prefetch_programs`, :func:`prepare_program`) or
+asking whether they are stored (:func:`programs_stored`).
+
+Two programs rather than one: a cold run compiles them side by side, each in about half the
+time of the two in one (H100, a 512-nt class of 512 rows: lowered and compiled in 5.9 s
+against 10.3 s, BENCHMARKS.md "Twenty-first session").
+
+>>> [name for name, *_ in _program_specs(128, 8, load_params(), combined=False)]
+['energy.fill_batch', 'energy.traceback_batch']
+>>> _trace_specs(128, 8)[0].shape[0], static_for("cpu", 128)
+(8, {'interior': 'loop', 'bands': 2})
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from jaxrna.energy.batch_plan import device_batches, gpu_budget
+from jaxrna.energy.params import EnergyParams, load_params
+from jaxrna.kernels.fallback import pallas_builds, usable
+
+#: The batch programs' names in the program store: fill and traceback in one
+#: (:func:`batch_program`, the partition engine's MFE), and the two halves, which MFE runs compile
+#: side by side (:func:`fill_program`, :func:`trace_program`; ``--score-only`` runs the
+#: fill alone).
+PROGRAM = "energy.fold_batch"
+FILL_PROGRAM = "energy.fill_batch"
+TRACE_PROGRAM = "energy.traceback_batch"
+
+def _one(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax",
+         bands: int | None = None):
+    from jaxrna.energy.fill import fill
+    from jaxrna.energy.traceback import traceback
+
+    tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior, bands=bands)
+    energy = tables["F"][n]
+    partner, ok = traceback(tables, s, allowed, special, n, dp, dangles, enabled=with_pairs)
+    return energy, partner, ok
+
+
+def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax",
+           bands: int | None = None):
+    """:func:`_one` ``vmap``-ped over a batch (one program per shape, see :func:`batch_program`);
+    ``with_pairs`` (a traced bool) runs the traceback or skips it (its partner rows are then
+    meaningless)."""
+    import jax
+
+    fn = functools.partial(_one, interior=interior, bands=bands)
+    return jax.vmap(fn, in_axes=(0, 0, 0, 0, None, None, None, None))(
+        s, allowed, special, n, dp, dangles, stop, with_pairs)
+
+
+def _fill_rows(s, allowed, special, n, dp, dangles, stop, interior: str = "jax",
+               bands: int | None = None):
+    """The fill of a batch (:func:`jaxrna.energy.fill.fill` ``vmap``-ped): each row's minimum
+    free energy and its tables ``T`` and ``F``, which :func:`_trace_rows` reads."""
+    import jax
+
+    from jaxrna.energy.fill import fill
+
+    def one(s, allowed, special, n):
+        tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior, bands=bands)
+        return tables["F"][n], tables["T"], tables["F"]
+
+    return jax.vmap(one)(s, allowed, special, n)
+
+
+def _trace_rows(T, F, s, allowed, special, n, dp, dangles):
+    """The traceback of a batch filled by :func:`_fill_rows` (``T``, ``F`` its tables): each
+    row's partner array and whether its traceback succeeded."""
+    import jax
+
+    from jaxrna.energy.traceback import traceback
+
+    def one(T, F, s, allowed, special, n):
+        return traceback({"T": T, "F": F}, s, allowed, special, n, dp, dangles)
+
+    return jax.vmap(one)(T, F, s, allowed, special, n)
+
+
+@functools.lru_cache(maxsize=1)
+def batch_program():
+    """The batch program of fill and traceback in one (:data:`PROGRAM`: the partition
+    engine's MFE, whose programs share the run's budget with the partition programs), kept by
+    :mod:`jaxrna.programs` (a warm run loads it from disk instead of tracing the energy model
+    again; on CPUs too, where tracing it is most of a small run). Its static arguments are
+    ``interior`` and ``bands`` (fixed by the platform and the class: :func:`static_for`)."""
+    from jaxrna.programs import stored_jit
+
+    return stored_jit(PROGRAM, static_argnames=("interior", "bands"),
+                      cpu_store=True)(_batch)
+
+
+@functools.lru_cache(maxsize=1)
+def fill_program():
+    """The fill program of a class (:data:`FILL_PROGRAM`; static arguments as
+    :func:`batch_program`'s)."""
+    from jaxrna.programs import stored_jit
+
+    return stored_jit(FILL_PROGRAM, static_argnames=("interior", "bands"),
+                      cpu_store=True)(_fill_rows)
+
+
+@functools.lru_cache(maxsize=1)
+def trace_program():
+    """The traceback program of a class (:data:`TRACE_PROGRAM`)."""
+    from jaxrna.programs import stored_jit
+
+    return stored_jit(TRACE_PROGRAM, cpu_store=True)(_trace_rows)
+
+
+def batch_jitted():
+    """The batch program's ``jax.jit`` function (what a compile worker lowers:
+    :mod:`jaxrna.compile_workers`)."""
+    return batch_program().jitted()
+
+
+def fill_jitted():
+    """The fill program's ``jax.jit`` function (for compile workers)."""
+    return fill_program().jitted()
+
+
+def trace_jitted():
+    """The traceback program's ``jax.jit`` function (for compile workers)."""
+    return trace_program().jitted()
+
+
+@functools.lru_cache(maxsize=64)
+def _device_params(params: EnergyParams, length: int):
+    from jaxrna.energy.terms import device_params
+
+    return device_params(params, length)
+
+
+#: The fill's Pallas kernels (:mod:`jaxrna.kernels.shifted_min`), as
+#: :mod:`jaxrna.kernels.fallback` names them; their pure-JAX path is ``interior="loop"``.
+INTERIOR_KERNEL = "energy.shifted_min"
+
+
+def static_for(platform: str, length: int, args: tuple | None = None, device=None,
+               fast: bool = False, program: str = FILL_PROGRAM) -> dict:
+    """The batch program's static arguments for a class of padded ``length`` on ``platform``:
+    the interior loop (:func:`interior_for`) and the sweep's bands
+    (:func:`jaxrna.energy.fill.bands_for`).
+
+    A GPU's classes above :data:`~jaxrna.energy.fill.KERNEL_MAX_LENGTH` have two forms of the
+    interior loop with the same tables: the rolled loop compiles in half the time, the
+    unrolled slices (``"jax"``) run about three times faster (H100, call S17c, one row:
+    2,000 nt 0.30 s against 1.02-1.07 s, 4,000 nt 0.63-0.68 s against 2.0-2.2 s; 22-24 s to
+    compile against about 11). A run takes the slices where their program for these
+    ``args`` is in ``device``'s store already (``jaxrna warmup`` prepares them: ``fast``),
+    else the loop: a first run compiles the quicker program, and no run compiles both.
+    ``program``: the program ``args`` are for (:data:`FILL_PROGRAM` or :data:`PROGRAM`).
+
+    >>> static_for("cpu", 128)
+    {'interior': 'loop', 'bands': 2}
+    """
+    from jaxrna.energy.fill import KERNEL_MAX_LENGTH, bands_for
+    from jaxrna.programs import stored
+
+    static = {"interior": interior_for(platform, length), "bands": bands_for(platform, length)}
+    if platform == "gpu" and length > KERNEL_MAX_LENGTH and static["interior"] == "loop" \
+            and not _interior_forced():
+        slices = dict(static, interior="jax")
+        if fast or (args is not None and stored(program, args, slices, device, True)):
+            return slices
+    return static
+
+
+def _interior_forced() -> bool:
+    """Whether ``JAXRNA_ENERGY_INTERIOR`` or ``JAXRNA_ENERGY_INTERIOR_LONG`` chooses the
+    interior loop (:func:`jaxrna.energy.fill_plan.forced_interior`)."""
+    from jaxrna.energy.fill_plan import forced_interior
+
+    return any(forced_interior().values())
+
+
+
+def interior_for(platform: str, length: int, probe: bool = False) -> str:
+    """:func:`jaxrna.energy.fill.interior_mode`, but the rolled loop where the Pallas kernels
+    failed to build in this process -- or, with ``probe`` (for callers that do not compile
+    their program through :func:`~jaxrna.kernels.fallback.compile_or_fallback`), where
+    :func:`~jaxrna.kernels.fallback.pallas_builds` finds that Pallas does not build here.
+
+    >>> interior_for("cpu", 128)
+    'loop'
+    """
+    from jaxrna.energy.fill import interior_mode
+
+    interior = interior_mode(platform, length)
+    if interior in ("pallas", "interpret"):
+        ok = pallas_builds(INTERIOR_KERNEL, interior == "interpret") if probe \
+            else usable(INTERIOR_KERNEL)
+        if not ok:
+            return "loop"
+    return interior
+
+
+def program_args(stack: dict, params: EnergyParams, length: int, dangles: int,
+                  with_pairs: bool) -> tuple:
+    """The batch program's arguments for the inputs ``stack`` of
+    :func:`jaxrna.energy.fill.prepare_batch` (the loops stop at its longest sequence)."""
+    return (stack["s"], stack["allowed"], stack["special"], stack["n"],
+            _device_params(params, length), np.int32(dangles), np.int32(stack["n"].max()),
+            np.bool_(with_pairs))
+
+
+#: Classes of a plan whose fill and traceback programs are both prepared in threads of the run's
+#: process (:func:`prefetch_programs`; the others go to compile workers where the host has them).
+#: All of them in threads made no difference (404 x 1-2,600 nt cold on an H100: 21.53 s against
+#: 21.05 and 22.11, call S21b).
+THREAD_CLASSES = 1
+
+
+def _program_specs(length: int, rows: int, params: EnergyParams, combined: bool,
+                   with_pairs: bool = True) -> list[tuple[str, str, tuple, bool]]:
+    """``(name, source for compile workers, argument shapes, whether its static arguments are
+    the fill's)`` of the programs a batch of a class runs: :data:`PROGRAM`, or
+    :data:`FILL_PROGRAM` and, with ``with_pairs``, :data:`TRACE_PROGRAM`."""
+    if combined:
+        return [(PROGRAM, "jaxrna.energy.mfe_programs:batch_jitted",
+                 _specs(length, rows, params), True)]
+    fill = _specs(length, rows, params)[:-1]
+    out = [(FILL_PROGRAM, "jaxrna.energy.mfe_programs:fill_jitted", fill, True)]
+    if with_pairs:
+        out.append((TRACE_PROGRAM, "jaxrna.energy.mfe_programs:trace_jitted",
+                    _trace_specs(length, rows) + fill[:6], False))
+    return out
+
+
+def _trace_specs(length: int, rows: int) -> tuple:
+    """The shapes of the tables ``T`` and ``F`` the fill program of a class returns
+    (:func:`jaxrna.energy.fill.fill`'s layout)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrna.energy.fill import TABLES
+    from jaxrna.energy.terms import COL_PAD, ROW_PAD
+
+    return (jax.ShapeDtypeStruct((rows, ROW_PAD + length, len(TABLES), length + COL_PAD),
+                                 jnp.int32),
+            jax.ShapeDtypeStruct((rows, length + 1), jnp.int32))
+
+
+def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, device,
+                      fast: bool = False, combined: bool = False, with_pairs: bool = True
+                      ) -> int:
+    """Start preparing the programs of every ``(length class, rows)`` of a job's plan in the
+    background (:func:`jaxrna.compile_workers.prefetch`), so that they compile side by side
+    rather than one after another; the batches then find them ready or under way. Returns how
+    many were asked for. ``fast``: the form that runs fastest where there are two
+    (:func:`static_for`; ``jaxrna warmup``); ``combined``, ``with_pairs``: which programs
+    (:func:`jaxrna.energy.api._launch`).
+
+    >>> prefetch_programs([], load_params(), None)
+    0
+    """
+    from jaxrna import compile_workers
+
+    count = 0
+    # in the plan's order: the first class's programs go to threads of this process (their
+    # lowering takes turns, their compilations run side by side), the others to worker
+    # processes where the host has them, whose tracing does not share this process's GIL with
+    # the run (handing the longest class first, to a thread, made 404 x 1-2,600 nt cold slower
+    # on an H100: 28.07-31.67 s against 24.83-27.48, S20a and S20f)
+    for k, (length, rows) in enumerate(dict.fromkeys(classes)):
+        for name, source, specs, filled in _program_specs(length, rows, params, combined,
+                                                          with_pairs):
+            static = static_for(device.platform, length, specs, device, fast, name) \
+                if filled else {}
+            compile_workers.prefetch(name, source, specs, static, device, cpu_store=True,
+                                     processes=k >= THREAD_CLASSES)
+            count += 1
+    return count
+
+
+def programs_stored(lengths: Sequence[int], device, length_class=None, combined: bool = False
+                    ) -> bool:
+    """Whether every batch program :func:`jaxrna.energy.api.fold_energy_records` runs for
+    records of ``lengths`` nt on ``device`` (its plan, ``length_class`` as there; ``combined``
+    as :func:`jaxrna.energy.api._launch`) is in this process or in the store already: a run of
+    them compiles nothing (either form of a GPU's interior loop, :func:`static_for`)."""
+    from jaxrna import programs
+
+    gpu = device.platform != "cpu"
+    plan = device_batches(list(lengths), "gpu" if gpu else "cpu",
+                          gpu_budget(device) if gpu else 1 << 30, length_class)
+    params = load_params()
+    for padded, rows in dict.fromkeys((p, r) for p, r, _ in plan):
+        for name, _, specs, filled in _program_specs(padded, rows, params, combined):
+            static = static_for(device.platform, padded, specs, device, program=name) \
+                if filled else {}
+            if not programs.available(name, specs, static, device, True):
+                return False
+    return True
+
+
+def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: bool = False,
+                    combined: bool = False) -> int:
+    """Compile (or load) the programs of a class of ``rows`` rows on ``device`` now, waiting
+    for a prefetch of them under way; ``fast``: as :func:`prefetch_programs`. Returns how
+    many (they are compiled for JAX's default device; ``device`` says which forms)."""
+    from jaxrna import programs
+
+    specs = _program_specs(length, rows, params, combined)
+    for name, source, spec, filled in specs:
+        static = static_for(device.platform, length, spec, device, fast, name) if filled else {}
+        jitted = {PROGRAM: batch_jitted, FILL_PROGRAM: fill_jitted,
+                  TRACE_PROGRAM: trace_jitted}[name]()
+        programs.program(name, jitted, spec, static, cpu_store=True)
+    return len(specs)
+
+
+def _specs(length: int, rows: int, params: EnergyParams) -> tuple:
+    """The batch program's argument shapes (:class:`jax.ShapeDtypeStruct`) for a class of
+    ``rows`` rows."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype),
+                                  _empty_args(length, rows, params))
+
+
+def _empty_args(length: int, rows: int, params: EnergyParams) -> tuple:
+    """The batch program's arguments for a batch of ``rows`` empty rows of a class: their
+    shapes are those of every batch of the class."""
+    from jaxrna.energy.fill import prepare_batch
+
+    return program_args(prepare_batch([""] * rows, params, length), params, length, 2, True)
