@@ -126,8 +126,9 @@ def _ensembles(out: str) -> int:
 
 @pytest.mark.slow
 def test_warmup_then_other_lengths_and_options_compile_nothing(tmp_path):
-    """``warmup`` of class 128 compiles its MFE and partition programs, after which a job of
-    other options in that class compiles nothing; a mix of classes 128 and 256 then compiles
+    """``warmup`` of class 128 compiles its partition program and the MFE programs of both
+    engines (the partition engine's fill and traceback in one, the MFE runs' two), after which
+    a job of other options in that class compiles nothing; a mix of classes 128 and 256 then compiles
     the two programs of class 256 only (what a cold run compiles: one partition program and
     one MFE program per class met, nothing else), and runs of other lengths, parameters,
     temperatures, dangles and ``--mea`` nothing. (One cache: class 128's programs compiled
@@ -140,8 +141,8 @@ def test_warmup_then_other_lengths_and_options_compile_nothing(tmp_path):
                         "128", "--backend", "cpu"], cache)
     assert warm.returncode == 0, warm.stderr
     row = warm.stdout.splitlines()[2].split("\t")
-    assert row[:2] == ["fold turner partition", "2"], warm.stdout
-    assert warm.counts.get("executables_compiled", 0) == 2, warm.counts
+    assert row[:2] == ["fold turner partition", "4"], warm.stdout
+    assert warm.counts.get("executables_compiled", 0) == 4, warm.counts
     lengths = [128, 3, 101, 77, 12]
     job = run_counted(["fold", "--model", "turner", "--partition", "--backend", "cpu", "-T",
                        "25", "--params", "turner1999", "--mea=1",

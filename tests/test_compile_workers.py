@@ -24,9 +24,10 @@ def test_workers_compile_a_plan_with_the_same_output_and_counts(tmp_path):
                           env={"JAXRNA_COMPILE_PROCESSES": "2"})
     assert workers.returncode == 0, workers.stderr
     assert workers.stdout == here.stdout and workers.stdout.count(">") == len(lengths)
-    # one program traced here, the other by a worker (stored, then loaded by the job)
+    # the first class's fill and traceback traced here, the other's by workers (stored, then
+    # loaded by the job)
     assert workers.counts.get("executables_loaded", 0) >= 1, workers.counts
-    assert workers.counts["executables_compiled"] == here.counts["executables_compiled"] == 2
+    assert workers.counts["executables_compiled"] == here.counts["executables_compiled"] == 4
     assert workers.compiled == here.compiled, (workers.counts, here.counts)
     again = run_counted(args, str(tmp_path / "workers"), env={"JAXRNA_COMPILE_PROCESSES": "2"})
     assert again.stdout == here.stdout
