@@ -35,6 +35,7 @@ PROGRAM = "energy.fold_batch"
 FILL_PROGRAM = "energy.fill_batch"
 TRACE_PROGRAM = "energy.traceback_batch"
 
+
 def _one(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax",
          bands: int | None = None):
     from jaxrna.energy.fill import fill
@@ -205,7 +206,7 @@ def interior_for(platform: str, length: int, probe: bool = False) -> str:
 
 
 def program_args(stack: dict, params: EnergyParams, length: int, dangles: int,
-                  with_pairs: bool) -> tuple:
+                 with_pairs: bool) -> tuple:
     """The batch program's arguments for the inputs ``stack`` of
     :func:`jaxrna.energy.fill.prepare_batch` (the loops stop at its longest sequence)."""
     return (stack["s"], stack["allowed"], stack["special"], stack["n"],
@@ -311,7 +312,7 @@ def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: 
     from jaxrna import programs
 
     specs = _program_specs(length, rows, params, combined)
-    for name, source, spec, filled in specs:
+    for name, _, spec, filled in specs:
         static = static_for(device.platform, length, spec, device, fast, name) if filled else {}
         jitted = {PROGRAM: batch_jitted, FILL_PROGRAM: fill_jitted,
                   TRACE_PROGRAM: trace_jitted}[name]()
