@@ -124,3 +124,64 @@ def test_score_only_compiles_the_fill_alone(tmp_path):
     energies = [row.split("\t")[2] for row in a.stdout.splitlines()[1:]]
     assert [line.rsplit("(", 1)[1].strip(" )") for line in b.stdout.splitlines()
             if line.endswith(")")] == [e.strip() for e in energies]
+
+
+@pytest.mark.slow
+def test_a_score_only_plan_prefetches_the_fill_alone(monkeypatch):
+    """On hosts of many cores (forced here) a plan's programs are prepared in the background:
+    without structures only the fill is asked for, and a score-only run compiles nothing else."""
+    from jaxrna import programs, stages
+    from jaxrna.energy import api
+    from jaxrna.io.fasta import Record
+
+    monkeypatch.setattr(programs, "PREFETCH_FROM_CORES", 1)
+    programs.forget()
+    stages.reset()
+    params, device = api.load_params(), programs.default_device()
+    assert api.prefetch_programs([(128, 8)], params, device, with_pairs=False) == 1
+    records = [Record("a", "GGGGAAACCCCAUCGAAAGAUU"), Record("b", "ACGUAGCUAGCUAGCAUCGAUCGA")]
+    got = list(api.fold_energy_records(records, with_pairs=False, backend="cpu"))
+    for future in list(programs._local_futures):    # a prefetch still under way, finished
+        future.result()
+    assert stages.counts().get("executables_compiled", 0) == 1       # the fill, nothing else
+    assert [r.energy for r in got] == [-650, api.fold_energy(records[1].sequence,
+                                                             backend="cpu").energy]
+    assert stages.counts().get("executables_compiled", 0) == 2       # and now its traceback
+    assert api.prefetch_programs([(128, 8)], params, device) == 2
+    programs.forget()
+
+
+def test_an_mfe_run_folds_in_at_most_four_classes(monkeypatch):
+    """:func:`jaxrna.energy.api.fold_energy_records` maps a run's records onto at most 4
+    classes (each record in one that holds it), chunk by chunk; the partition engine's own
+    classes (``length_class``) are left as they are. The device work is stubbed: this checks
+    the plan the run dispatches, every record once."""
+    from jaxrna.energy import api
+    from jaxrna.io.fasta import Record
+
+    seen = []
+
+    def launch(seqs, params, dangles, ups, with_pairs, padded, rows, platform, combined):
+        seen.append((padded, [len(s) for s in seqs], combined))
+        return seqs, len(seqs), None, with_pairs
+
+    monkeypatch.setattr(api, "_launch", launch)
+    monkeypatch.setattr(api, "_collect", lambda launched, as_pairs=False:
+                        [(len(s), ()) for s in launched[0][:launched[1]]])
+    monkeypatch.setattr(api, "prefetch_programs", lambda *a, **k: 0)
+    rng = random.Random("four classes")
+    lengths = [rng.choice([50, 200, 400, 900, 1800, 3500]) for _ in range(60)]
+    records = [Record(f"r{k}", "A" * n) for k, n in enumerate(lengths)]
+    out = list(api.fold_energy_records(records, backend="cpu", chunk=25, max_bytes=1 << 40))
+    assert [r.energy for r in out] == lengths                     # every record, in order
+    used = {padded for padded, _, _ in seen}
+    assert len(used) <= api.CLASS_BUDGET == 4 and len({energy_length_class(n)
+                                                         for n in lengths}) == 6, used
+    assert all(padded >= energy_length_class(n) for padded, ns, _ in seen for n in ns)
+    assert not any(combined for _, _, combined in seen)
+    # with the partition engine's classes (and its one-program form) the run keeps them
+    seen.clear()
+    list(api.fold_energy_records(records, backend="cpu", chunk=25, max_bytes=1 << 40,
+                                 length_class=energy_length_class, combined=True))
+    assert {padded for padded, _, _ in seen} == {energy_length_class(n) for n in lengths}
+    assert all(combined for _, _, combined in seen)
