@@ -23,9 +23,9 @@ the same classes. One partition program per class used
 :mod:`jaxrna.programs`), whatever the lengths, parameter set, temperature, dangles and
 unpaired positions (all runtime values; the MEA structure is computed on the host), beside
 the MFE engine's one program per class (fill and traceback in one: ``combined``): **at most
-4 + 4 = 8 programs for any mix of lengths up to 10,240 nt and any options** (beyond, too), fewer where the device's memory refuses the
-long classes; a run meeting at most 4 classes (3 while more than :data:`CHUNK` records remain
-to be read) uses exactly its own. A chunk's programs are asked for at its start
+4 + 4 = 8 programs for any mix of lengths up to 10,240 nt and any options** (beyond, too),
+fewer where the device's memory refuses the long classes; a run meeting at most 4 classes (3
+while more than :data:`CHUNK` records remain to be read) uses exactly its own. A chunk's programs are asked for at its start
 (:func:`prefetch_programs`: side by side, in worker processes on hosts of many cores), and
 :func:`prepare_programs` compiles a plan's without running them (``jaxrna warmup fold
 --model turner --partition``: :func:`jaxrna.energy.warmup.partition_plan`). Memory
