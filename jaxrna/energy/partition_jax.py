@@ -12,26 +12,25 @@ energy.
 
 Records are batched by the energy model's length classes
 (:func:`jaxrna.batching.energy_length_class`: 8 classes up to 10,240 nt), each class with a
-fixed row count (:func:`rows_for`; a last batch topped up with empty rows); a run computes
-them in at most :data:`CLASS_BUDGET` (4) classes (:class:`jaxrna.energy.run_classes.RunClasses`:
-a run meeting more computes some records in a larger class of the ladder, chosen chunk by
-chunk for the least padded work -- the partition fill runs over the whole padded class, so
-the cost is cubic in it -- and, while more records may follow, keeping a class free or the
-largest class the device admits), the MFE (:func:`jaxrna.energy.api.fold_energy_records`) in
-the same classes. One partition program per class used
-(:data:`jaxrna.energy.partition.PROGRAM`, kept in jaxrna's program store,
-:mod:`jaxrna.programs`), whatever the lengths, parameter set, temperature, dangles and
-unpaired positions (all runtime values; the MEA structure is computed on the host), beside
-the MFE engine's one program per class (fill and traceback in one: ``combined``): **at most
-4 + 4 = 8 programs for any mix of lengths up to 10,240 nt and any options** (beyond, too),
+fixed row count (:func:`rows_for`; a last batch topped up with empty rows); a run computes them
+in at most :data:`CLASS_BUDGET` (4) classes (:class:`jaxrna.energy.run_classes.RunClasses`: a
+run meeting more computes some records in a larger class of the ladder, chosen chunk by chunk
+for the least padded work -- the partition fill runs over the whole padded class, so the cost is
+cubic in it -- and, while more records may follow, keeping a class free or the largest class the
+device admits), the MFE (:func:`jaxrna.energy.api.fold_energy_records`) in the same classes. One
+partition program per class used (:data:`jaxrna.energy.partition.PROGRAM`, kept in jaxrna's
+program store, :mod:`jaxrna.programs`), whatever the lengths, parameter set, temperature,
+dangles and unpaired positions (all runtime values; the MEA structure is computed on the host),
+beside the MFE engine's one program per class (fill and traceback in one: ``combined``): **at
+most 4 + 4 = 8 programs for any mix of lengths up to 10,240 nt and any options** (beyond, too),
 fewer where the device's memory refuses the long classes; a run meeting at most 4 classes (3
-while more than :data:`CHUNK` records remain to be read) uses exactly its own. A chunk's programs are asked for at its start
-(:func:`prefetch_programs`: side by side, in worker processes on hosts of many cores), and
-:func:`prepare_programs` compiles a plan's without running them (``jaxrna warmup fold
---model turner --partition``: :func:`jaxrna.energy.warmup.partition_plan`). Memory
-grows as the square of the class (about :data:`BYTES_PER_CELL` per cell and row, the outside
-pass included); a record whose class does not fit in the device's memory is refused up front
-with the estimate.
+while more than :data:`CHUNK` records remain to be read) uses exactly its own. A chunk's
+programs are asked for at its start (:func:`prefetch_programs`: side by side, in worker
+processes on hosts of many cores), and :func:`prepare_programs` compiles a plan's without
+running them (``jaxrna warmup fold --model turner --partition``:
+:func:`jaxrna.energy.warmup.partition_plan`). Memory grows as the square of the class (about
+:data:`BYTES_PER_CELL` per cell and row, the outside pass included); a record whose class does
+not fit in the device's memory is refused up front with the estimate.
 
 The same results as :mod:`jaxrna.energy.partition_vienna` within floating tolerances (ensemble
 energies to 1e-4 kcal/mol, probabilities to 1e-6; ``tests/test_fold_turner_partition_jax.py``).

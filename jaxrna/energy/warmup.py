@@ -5,17 +5,17 @@ traceback (:func:`jaxrna.batching.energy_length_class`, with the class's fixed r
 :func:`jaxrna.energy.batch_plan.batch_rows_for`; ``--score-only`` runs the fill alone); the
 parameter set, temperature and dangle model are runtime values of the same programs.
 :func:`warm` runs a minimal synthetic batch (one short sequence, the other rows empty) of every
-class up to ``max_length`` through the code path the CLI uses, so the programs are compiled
-(or loaded) and kept in the cache directory (``JAXRNA_CACHE_DIR``): a later ``fold --model
-turner`` on any data within ``max_length`` with any of those options compiles nothing. With ``partition``, also the
-partition engine's program of every class up to ``max_length`` that the device's memory admits
-(:func:`partition_plan`; compiled, not run), for ``fold --model turner
+class up to ``max_length`` through the code path the CLI uses, so the programs are compiled (or
+loaded) and kept in the cache directory (``JAXRNA_CACHE_DIR``): a later ``fold --model turner``
+on any data within ``max_length`` with any of those options compiles nothing. With
+``partition``, also the partition engine's program of every class up to ``max_length`` that the
+device's memory admits (:func:`partition_plan`; compiled, not run), for ``fold --model turner
 --partition`` with jaxrna's engine (``--backend cpu`` or ``gpu``), and where a run over such
 records can meet more classes than it uses (:data:`jaxrna.energy.partition_jax.CLASS_BUDGET`),
 the largest class the device admits too (a long run keeps it for records still to come), with
-its MFE program (fill and traceback in one, as that engine runs it). On a GPU the classes
-above 256 nt get the MFE fill that runs fastest (the unrolled interior loop; a run without it
-compiles the one that compiles fastest: :func:`jaxrna.energy.api.static_for`).
+its MFE program (fill and traceback in one, as that engine runs it). On a GPU the classes above
+256 nt get the MFE fill that runs fastest (the unrolled interior loop; a run without it compiles
+the one that compiles fastest: :func:`jaxrna.energy.api.static_for`).
 
 >>> warm("cpu", max_length=100)        # doctest: +SKIP
 2
