@@ -194,12 +194,11 @@ def announce_host(how: str, engine: str = "NumPy", where: str = "in this process
     """For ``-v`` (:func:`announce_device`): the run computes with ``engine`` (NumPy,
     parasail, ViennaRNA) ``where`` (in this process, on a pool of processes), JAX not even
     imported (or started for a check only: :func:`jax_started_for`)."""
-    global _announce_for
+    global _announce_for, _jax_only_for
     if _announce_for is None:
         return
     import sys
 
-    global _jax_only_for
     command, _announce_for = _announce_for, None
     jax = "without JAX" if _jax_only_for is None else f"JAX started for {_jax_only_for} only"
     _jax_only_for = None

@@ -338,21 +338,12 @@ def run_classes(max_bytes: int | None, backend: str, batch_budget: int):
     [512, 1024, 2048, 4096]
     """
     from jaxrna.energy.batch_plan import batch_rows_for
-    from jaxrna.energy.run_classes import RunClasses
+    from jaxrna.energy.run_classes import RunClasses, batch_work, top_class
 
-    top, k = energy_length_class(1 << 20), 1
-    if max_bytes:
-        top = None
-        while estimate_bytes(k) <= max_bytes:
-            top = energy_length_class(k)
-            k = top + 1
-        top = top or energy_length_class(1)
-
-    def work(padded: int, records: int) -> float:
-        rows = batch_rows_for(padded, backend, batch_budget)
-        return float(-(-records // rows) * rows) * float(padded) ** 3
-
-    return RunClasses(top, CLASS_BUDGET, work)
+    top = (top_class(max_bytes, estimate_bytes) or energy_length_class(1)) if max_bytes \
+        else energy_length_class(1 << 20)
+    return RunClasses(top, CLASS_BUDGET,
+                      batch_work(lambda padded: batch_rows_for(padded, backend, batch_budget)))
 
 
 def fold_energy(sequences: str | Sequence[str], params: str = "turner2004",

@@ -92,12 +92,9 @@ def top_class(limit: int) -> int | None:
     >>> top_class(8 << 30), top_class(60 << 30), top_class(1 << 20)
     (4096, 12288, None)
     """
-    top, k = None, 1
-    while True:
-        padded = energy_length_class(k)
-        if estimate_bytes(padded) > limit:
-            return top
-        top, k = padded, padded + 1
+    from jaxrna.energy import run_classes
+
+    return run_classes.top_class(limit, estimate_bytes)
 
 
 def rows_for(padded: int, platform: str, budget: int) -> int:
@@ -278,13 +275,10 @@ def run_classes(limit: int, platform: str, budget: int):
     ``limit`` bytes each: :data:`CLASS_BUDGET` classes, the largest :func:`top_class`, a
     class's cost its batches' padded work (rows, empty ones included, times the cube of the
     class: the fill runs over the whole padded class)."""
-    from jaxrna.energy.run_classes import RunClasses
+    from jaxrna.energy.run_classes import RunClasses, batch_work
 
-    def work(padded: int, records: int) -> float:
-        rows = rows_for(padded, platform, budget)
-        return float(-(-records // rows) * rows) * float(padded) ** 3
-
-    return RunClasses(top_class(limit) or energy_length_class(1), CLASS_BUDGET, work)
+    return RunClasses(top_class(limit) or energy_length_class(1), CLASS_BUDGET,
+                      batch_work(lambda padded: rows_for(padded, platform, budget)))
 
 
 def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platform: str,

@@ -46,6 +46,36 @@ def padded_work(padded: int, records: int) -> float:
     return float(records) * float(padded) ** 3
 
 
+def batch_work(rows_of: Callable[[int], int]) -> Callable[[int, int], float]:
+    """A ``cost`` for :func:`choose`: ``records`` records of class ``padded`` computed in whole
+    batches of ``rows_of(padded)`` rows (empty ones included), each as much work as the cube
+    of the class (a fill that runs over the whole padded class).
+
+    >>> batch_work(lambda padded: 8)(128, 5) == 8 * 128.0 ** 3
+    True
+    """
+    def work(padded: int, records: int) -> float:
+        rows = rows_of(padded)
+        return float(-(-records // rows) * rows) * float(padded) ** 3
+
+    return work
+
+
+def top_class(limit: int, estimate: Callable[[int], int]) -> int | None:
+    """The largest length class whose records fit in ``limit`` bytes by ``estimate`` (the bytes
+    a record of that padded length needs; None: not even the first class fits).
+
+    >>> top_class(1000, lambda padded: padded), top_class(10, lambda padded: padded)
+    (512, None)
+    """
+    top, k = None, 1
+    while True:
+        padded = energy_length_class(k)
+        if estimate(padded) > limit:
+            return top
+        top, k = padded, padded + 1
+
+
 def serving(counts: Iterable[int], classes: Iterable[int]) -> dict[int, int]:
     """Each class of ``counts`` mapped to the smallest of ``classes`` that holds it (a class
     none holds is left out).
@@ -148,4 +178,4 @@ class RunClasses:
         return at
 
 
-__all__ = ["RunClasses", "choose", "serving", "padded_work"]
+__all__ = ["RunClasses", "batch_work", "choose", "serving", "padded_work", "top_class"]
