@@ -151,6 +151,29 @@ def test_a_score_only_plan_prefetches_the_fill_alone(monkeypatch):
     programs.forget()
 
 
+def test_a_gpu_asks_for_the_traceback_before_the_fill(monkeypatch):
+    """The longest compilation first: on a GPU each class's traceback program is asked for
+    (lowered) before its fill; a CPU keeps the fill first. The compile workers are stubbed:
+    this checks the order of the requests, and that the first class stays in this process."""
+    from jaxrna import compile_workers
+    from jaxrna.energy import mfe_programs as mp
+
+    asked = []
+    monkeypatch.setattr(compile_workers, "prefetch", lambda name, source, specs, static, device,
+                        cpu_store, processes: asked.append((name, processes)))
+
+    class Gpu:
+        platform = "gpu"
+
+    params = mp.load_params()
+    assert mp.prefetch_programs([(512, 8), (1024, 4)], params, Gpu()) == 4
+    assert asked == [(mp.TRACE_PROGRAM, False), (mp.FILL_PROGRAM, False),
+                     (mp.TRACE_PROGRAM, True), (mp.FILL_PROGRAM, True)]
+    asked.clear()
+    mp.prefetch_programs([(128, 8)], params, type("Cpu", (), {"platform": "cpu"})())
+    assert [name for name, _ in asked] == [mp.FILL_PROGRAM, mp.TRACE_PROGRAM]
+
+
 def test_an_mfe_run_folds_in_at_most_four_classes(monkeypatch):
     """:func:`jaxrna.energy.api.fold_energy_records` maps a run's records onto at most 4
     classes (each record in one that holds it), chunk by chunk; the partition engine's own

@@ -72,14 +72,14 @@ def test_interior_mode_picks_the_kernel_on_gpus_only(monkeypatch):
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR", raising=False)
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR_LONG", raising=False)
     monkeypatch.setattr(fill_module, "_cuda", lambda: True)
-    assert interior_mode("cpu") == "loop" and interior_mode("gpu") == "pallas"
-    assert interior_mode("cpu", 4096) == "loop"
-    assert interior_mode("gpu", 256) == "pallas" and interior_mode("gpu", 320) == "loop"
+    assert interior_mode("cpu") == "gather" and interior_mode("gpu") == "pallas"
+    assert interior_mode("cpu", 4096) == "gather"
+    assert interior_mode("gpu", 256) == "pallas" and interior_mode("gpu", 320) == "gather"
     monkeypatch.setenv("JAXRNA_ENERGY_INTERIOR_LONG", "jax")      # the slices, for an A/B
     assert interior_mode("gpu", 320) == "jax" and interior_mode("gpu", 256) == "pallas"
     monkeypatch.delenv("JAXRNA_ENERGY_INTERIOR_LONG")
     monkeypatch.setattr(fill_module, "_cuda", lambda: False)      # e.g. ROCm
-    assert interior_mode("gpu") == "loop"
+    assert interior_mode("gpu") == "gather"
     monkeypatch.setenv("JAXRNA_ENERGY_INTERIOR", "interpret")
     assert interior_mode("gpu") == "interpret"
 
@@ -109,6 +109,25 @@ def _fill_all(stack, dp, dangles, interior):
     return np.asarray(out["T"]), np.asarray(out["F"])
 
 
+@pytest.mark.parametrize("dangles", [2, 0])
+def test_the_gather_form_fills_the_tables_of_the_slices(dangles):
+    """The interior loop read by one gather per group (the default where no kernel serves)
+    fills every cell as the ~490 static slices do, and gives ViennaRNA's energies."""
+    rng = random.Random(f"gather{dangles}")
+    cases = [random_case(rng, 30, 64) for _ in range(5)] + [("GGGGAAACCCCAUCCGAAAGGAUG", ())]
+    params = load_params()
+    stack = prepare_batch([s for s, _ in cases], params, 64, [u for _, u in cases])
+    dp = device_params(params, 64)
+    T_jax, F_jax = _fill_all(stack, dp, dangles, "jax")
+    T_gather, F_gather = _fill_all(stack, dp, dangles, "gather")
+    np.testing.assert_array_equal(_cells(T_gather), _cells(T_jax))
+    np.testing.assert_array_equal(F_gather, F_jax)
+    with vienna_params("turner2004"):
+        for k, (seq, up) in enumerate(cases):
+            want, _, _ = vienna_mfe(seq, dangles, 37.0, up)
+            assert int(F_gather[k, len(seq)]) == want, (seq, up)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name,temperature,dangles", [("turner2004", 37.0, 2),
                                                       ("turner1999", 30.0, 1),
@@ -123,9 +142,10 @@ def test_fill_with_the_kernel_equals_fill_without_and_vienna(name, temperature, 
     T_ker, F_ker = _fill_all(stack, dp, dangles, "interpret")
     np.testing.assert_array_equal(_cells(T_ker), _cells(T_jax))    # every table and cell
     np.testing.assert_array_equal(F_ker, F_jax)
-    T_loop, F_loop = _fill_all(stack, dp, dangles, "loop")
-    np.testing.assert_array_equal(_cells(T_loop), _cells(T_jax))   # the rolled loop too
-    np.testing.assert_array_equal(F_loop, F_jax)
+    for form in ("loop", "gather"):                                # the pure-JAX forms too
+        T_form, F_form = _fill_all(stack, dp, dangles, form)
+        np.testing.assert_array_equal(_cells(T_form), _cells(T_jax))
+        np.testing.assert_array_equal(F_form, F_jax)
     with vienna_params(name):
         for k, (seq, up) in enumerate(cases):
             want, _, _ = vienna_mfe(seq, dangles, temperature, up)

@@ -176,15 +176,15 @@ def _launch(sequences, params, dangles, unpaired, with_pairs, length, batch,
     args = program_args(stack, params, length, dangles, with_pairs)
     if not combined:
         args = args[:-1]                   # the fill's arguments: all but ``with_pairs``
-    name = PROGRAM if combined else FILL_PROGRAM
-    static = static_for(platform or default_device().platform, length, args, default_device(),
-                        program=name)
+    static = static_for(platform or default_device().platform, length)
     interior = static["interior"]
     program = batch_program() if combined else fill_program()
     run = functools.partial(program.bind, *args, bands=static["bands"])
-    if interior in ("pallas", "interpret"):     # a kernel that does not build: the loop
+    if interior in ("pallas", "interpret"):     # a kernel that does not build: pure JAX
+        from jaxrna.energy.fill_plan import PURE_JAX
+
         out = compile_or_fallback(INTERIOR_KERNEL, lambda: run(interior=interior),
-                                  lambda: run(interior="loop"))()
+                                  lambda: run(interior=PURE_JAX))()
     else:
         out = run(interior=interior)()
     if not combined:

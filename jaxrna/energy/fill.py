@@ -4,9 +4,10 @@ Pure JAX on one padded sequence (batch it with ``jax.vmap``); the recurrence its
 :mod:`jaxrna.energy.terms`. Layout: the seven tables ``C, M2, CI, C1n, C23, CA, M`` are one
 array stored by diagonal, ``T[ROW_PAD + d, k, i] = table_k(i, i + d)``, with ``ROW_PAD`` rows
 of ``INF`` above diagonal 0 and ``COL_PAD`` columns of ``INF`` on the right, so every read of a
-cell's candidates is a static shift inside one block of rows fetched per diagonal: the
-interior-loop window (u1 + u2 <= 30) is a few hundred shifted row slices reduced by ``min``
-in one fused loop, no gathers. The energy pieces that depend only on the sequence
+cell's candidates is a static shift of a row: the interior-loop window (u1 + u2 <= 30) is a
+few hundred shifted row slices reduced by ``min``, read by one gather of row slices per group
+of members (``interior="gather"``, the default where no kernel serves) or as static slices of
+one block of rows fetched per diagonal (``"jax"``). The energy pieces that depend only on the sequence
 (:func:`jaxrna.energy.terms.pair_terms`: pair types, hairpins, loop mismatches, ...) are
 computed for every cell before the sweep, as one vectorised pass (``precompute``; for very
 long sequences they are computed per diagonal instead, to save memory), so a diagonal is a
@@ -96,19 +97,19 @@ class PointsView:
         self.i, self.j, self.n = i, j, n
         self.d = j - i
 
+    # reads clamped to the arrays (``mode="clip"``: the codes are padded on both sides, so a
+    # cell's reads lie inside; no negative indices wrapped, a few operations less a read)
     def s(self, base, off):
-        return self._s[SEQ_LEFT + (self.i if base == "i" else self.j) + off]
+        return jnp.take(self._s, SEQ_LEFT + (self.i if base == "i" else self.j) + off, mode="clip")
 
     def allowed(self, base):
-        return self._allowed[SEQ_LEFT + (self.i if base == "i" else self.j)]
+        return jnp.take(self._allowed, SEQ_LEFT + (self.i if base == "i" else self.j), mode="clip")
 
     def hp_len(self):
-        table = self.dp["hp_len"]
-        return table[jnp.clip(self.d - 1, 0, table.shape[0] - 1)]
+        return jnp.take(self.dp["hp_len"], self.d - 1, mode="clip")
 
     def special(self, name):
-        row = self._special[_SPECIAL_INDEX[name]]
-        return row[jnp.clip(self.i, 0, row.shape[0] - 1)]
+        return jnp.take(self._special[_SPECIAL_INDEX[name]], self.i, mode="clip")
 
 
 class DiagView:
@@ -194,6 +195,15 @@ class DiagView:
         return jax.lax.fori_loop(0, (count + pad) // LOOP_UNROLL, trip,
                                  along(jnp.full((h,), 2 * INF, jnp.int32), self.n))
 
+    def group_min_gather(self, name, dds, dis, cost):
+        """:meth:`group_min` as one gather of the members' rows from the tables (members
+        first, ``(members, height)``) reduced by ``min`` over the members (``interior=
+        "gather"``): a handful of operations however many members."""
+        rows = ROW_PAD + self.d + jnp.asarray(np.asarray(dds, np.int32))
+        x = gather_rows(self.T, rows, INDEX[name], jnp.asarray(np.asarray(dis, np.int32)),
+                        self.height)
+        return jnp.min(x + cost[:len(dds), None], axis=0)
+
     def group_mins(self, cands) -> list:
         """``group_min`` of each group candidate: one slice per member in JAX, or all groups
         in one call of the Pallas kernel :func:`jaxrna.kernels.shifted_min.shifted_min`
@@ -202,6 +212,8 @@ class DiagView:
             return [self.group_min(c.table, c.dd, c.di, c.cost) for c in cands]
         if self.interior == "loop":
             return [self.group_min_loop(c.table, c.dd, c.di, c.cost) for c in cands]
+        if self.interior == "gather":
+            return [self.group_min_gather(c.table, c.dd, c.di, c.cost) for c in cands]
         from jaxrna.kernels.shifted_min import shifted_min
 
         taps, costs, offset = [], [], 0
@@ -213,6 +225,21 @@ class DiagView:
         out = shifted_min(self.T, self.d, jnp.concatenate(costs), tuple(taps), row_base=ROW_PAD,
                           height=self.height, interpret=self.interior == "interpret")
         return [out[g] for g in range(len(cands))]
+
+
+def gather_rows(T, rows, k, cols, height: int) -> jax.Array:
+    """``(len(rows), height)``: ``T[rows[m], k, cols[m] : cols[m] + height]`` (``T`` the
+    tables ``(rows, channels, columns)``, every read inside them), one gather of row slices
+    (a row's cells contiguous: under ``vmap`` XLA reads them as slices, not cell by cell).
+
+    >>> gather_rows(jnp.arange(24).reshape(2, 3, 4), jnp.array([1, 0]), 2, jnp.array([0, 1]), 2).tolist()
+    [[20, 21], [9, 10]]
+    """
+    idx = jnp.stack([rows, jnp.full(rows.shape, k, rows.dtype), cols], axis=1)
+    dims = jax.lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0, 1),
+                                          start_index_map=(0, 1, 2))
+    return jax.lax.gather(T, idx, dims, (1, 1, height),
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 def tree_min(rows):
@@ -453,9 +480,10 @@ def fill(s: jax.Array, allowed: jax.Array, special: jax.Array, n: jax.Array, dp:
     :func:`jaxrna.energy.terms.device_params` for the same padded length). ``stop`` (compute
     diagonals and prefixes up to ``stop``, at least the sequence length; under ``vmap`` the
     batch's longest) and ``dangles`` (0, 1 or 2) are traced scalars shared by a batch.
-    ``interior`` (static): how the interior loops' window is reduced, "jax" (slices, every
-    platform), "pallas" (the GPU kernel :mod:`jaxrna.kernels.shifted_min`) or "interpret"
-    (that kernel in Pallas' interpret mode, for tests); see :func:`interior_mode`.
+    ``interior`` (static): how the interior loops' window is reduced, "gather" (one gather
+    per group of members), "jax" (static slices), "loop" (a rolled loop of slices), "pallas"
+    (the GPU kernel :mod:`jaxrna.kernels.shifted_min`) or "interpret" (that kernel in Pallas'
+    interpret mode, for tests): the same tables; see :func:`interior_mode`.
     ``bands`` (static): the sweep's band count (:func:`sweep_bands`; default the CPU's).
     Returns ``{"T": tables, "F": exterior loop}``; ``F[n]`` is the minimum free energy."""
     length = special.shape[1] - COL_PAD

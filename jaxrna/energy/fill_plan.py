@@ -5,7 +5,7 @@ diagonals (:func:`sweep_bands`, :func:`bands_for`), the multiloop split's sub-ba
 static choices, part of a program's key.
 
 >>> bands_for("gpu", 512), interior_mode("cpu"), split_bands_for(512, 4, 200)
-(1, 'loop', [(4, 53), (53, 102), (102, 151), (151, 200)])
+(1, 'gather', [(4, 53), (53, 102), (102, 151), (151, 200)])
 """
 
 from __future__ import annotations
@@ -82,40 +82,48 @@ def split_bands_for(length: int, d0: int, d1: int) -> list[tuple[int, int]]:
 
 
 #: ``interior`` values of :func:`fill`.
-INTERIOR_MODES = ("jax", "loop", "pallas", "interpret")
+INTERIOR_MODES = ("jax", "loop", "gather", "pallas", "interpret")
 
 
 #: Padded lengths up to this use the kernels on a GPU (see :func:`interior_mode`).
 KERNEL_MAX_LENGTH = 256
 
 
+#: The interior loop's pure-JAX form where no kernel serves: each group of members read by one
+#: gather of row slices and reduced by ``min`` (:meth:`jaxrna.energy.fill.DiagView.group_min_gather`).
+PURE_JAX = "gather"
+
+
 def interior_mode(platform: str, length: int = 64) -> str:
     """The ``interior`` of :func:`fill` for programs compiled for ``platform`` (a JAX device's
     ``platform``) and tables of padded ``length``: the Pallas kernels on GPUs for short
     sequences (folded in large batches: one program per sequence and block of cells keeps the
-    GPU full), the rolled loop elsewhere: on CPUs (a program a fraction of the size, and faster
-    there than the ~490 slices fused into one loop) and on GPUs above
-    :data:`KERNEL_MAX_LENGTH` (H100, 2026-11-25, 1,000 x 50-500 nt: cold 29.9 s against 50.1 s
-    with the slices, warm 4.37 s against 4.86 s, the same output). ``JAXRNA_ENERGY_INTERIOR``
-    (one of :data:`INTERIOR_MODES`) overrides it, for comparisons; ``JAXRNA_ENERGY_INTERIOR_LONG``
-    ("jax" or "loop") only that of GPUs above :data:`KERNEL_MAX_LENGTH`.
+    GPU full), one gather per group of members elsewhere (:data:`PURE_JAX`): on CPUs and on GPUs
+    above :data:`KERNEL_MAX_LENGTH`. The gather is a program a fraction of the size of the ~490
+    slices (``"jax"``) or of the rolled loop (``"loop"``, 16 slices a trip) and runs as fast
+    (H100, twenty-second session, the same tables: 512 nt x 512 rows compiled in 1.59 s against
+    3.51 s with the rolled loop, ran 0.240 s against 0.255-0.296; 1,024 x 256: 1.86 / 3.56 s,
+    0.557 / 0.587-0.596 s; 4,096 x 32: 2.91 / 5.94 s, 2.13 / 2.47-2.54 s).
+    ``JAXRNA_ENERGY_INTERIOR`` (one of :data:`INTERIOR_MODES`) overrides it, for comparisons;
+    ``JAXRNA_ENERGY_INTERIOR_LONG`` ("jax", "loop" or "gather") only that of GPUs above
+    :data:`KERNEL_MAX_LENGTH`.
 
     >>> interior_mode("cpu"), interior_mode("gpu", 4096)
-    ('loop', 'loop')
+    ('gather', 'gather')
     """
     forced = forced_interior()
     if forced["all"]:
         return forced["all"]
     if platform != "gpu":
-        return "loop"
+        return PURE_JAX
     if length <= KERNEL_MAX_LENGTH and _cuda():
         return "pallas"
-    return forced["long"] or "loop"
+    return forced["long"] or PURE_JAX
 
 
 def forced_interior() -> dict:
     """``{"all": ..., "long": ...}``: the interior loop ``JAXRNA_ENERGY_INTERIOR`` (one of
-    :data:`INTERIOR_MODES`) and ``JAXRNA_ENERGY_INTERIOR_LONG`` ("jax" or "loop") ask for, or
+    :data:`INTERIOR_MODES`) and ``JAXRNA_ENERGY_INTERIOR_LONG`` ("jax", "loop" or "gather") ask for, or
     "" where they are unset or unknown.
 
     >>> forced_interior()["all"] in ("",) + INTERIOR_MODES
@@ -124,13 +132,13 @@ def forced_interior() -> dict:
     every = os.environ.get("JAXRNA_ENERGY_INTERIOR", "")
     long = os.environ.get("JAXRNA_ENERGY_INTERIOR_LONG", "")
     return {"all": every if every in INTERIOR_MODES else "",
-            "long": long if long in ("jax", "loop") else ""}
+            "long": long if long in ("jax", "loop", "gather") else ""}
 
 
 @functools.lru_cache(maxsize=1)
 def _cuda() -> bool:
     """Whether JAX's GPUs are NVIDIA's (the kernels are built and measured with Triton for
-    CUDA; a ROCm GPU keeps the slices)."""
+    CUDA; a ROCm GPU keeps the pure-JAX form)."""
     try:
         return "rocm" not in jax.devices("gpu")[0].client.platform_version.lower()
     except Exception:  # no GPU backend, or a client that does not say

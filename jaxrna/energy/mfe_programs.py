@@ -13,7 +13,7 @@ against 10.3 s, BENCHMARKS.md "Twenty-first session").
 >>> [name for name, *_ in _program_specs(128, 8, load_params(), combined=False)]
 ['energy.fill_batch', 'energy.traceback_batch']
 >>> _trace_specs(128, 8)[0].shape[0], static_for("cpu", 128)
-(8, {'interior': 'loop', 'bands': 2})
+(8, {'interior': 'gather', 'bands': 2})
 """
 
 from __future__ import annotations
@@ -142,47 +142,27 @@ def _device_params(params: EnergyParams, length: int):
 
 
 #: The fill's Pallas kernels (:mod:`jaxrna.kernels.shifted_min`), as
-#: :mod:`jaxrna.kernels.fallback` names them; their pure-JAX path is ``interior="loop"``.
+#: :mod:`jaxrna.kernels.fallback` names them; their pure-JAX path is ``interior="gather"``
+#: (:data:`jaxrna.energy.fill_plan.PURE_JAX`).
 INTERIOR_KERNEL = "energy.shifted_min"
 
 
-def static_for(platform: str, length: int, args: tuple | None = None, device=None,
-               fast: bool = False, program: str = FILL_PROGRAM) -> dict:
+def static_for(platform: str, length: int) -> dict:
     """The batch program's static arguments for a class of padded ``length`` on ``platform``:
     the interior loop (:func:`interior_for`) and the sweep's bands
-    (:func:`jaxrna.energy.fill.bands_for`).
-
-    A GPU's classes above :data:`~jaxrna.energy.fill.KERNEL_MAX_LENGTH` have two forms of the
-    interior loop with the same tables: the rolled loop compiles in half the time, the
-    unrolled slices (``"jax"``) run about three times faster (H100, call S17c, one row:
-    2,000 nt 0.30 s against 1.02-1.07 s, 4,000 nt 0.63-0.68 s against 2.0-2.2 s; 22-24 s to
-    compile against about 11). A run takes the slices where their program for these
-    ``args`` is in ``device``'s store already (``jaxrna warmup`` prepares them: ``fast``),
-    else the loop: a first run compiles the quicker program, and no run compiles both.
-    ``program``: the program ``args`` are for (:data:`FILL_PROGRAM` or :data:`PROGRAM`).
+    (:func:`jaxrna.energy.fill.bands_for`). One form per class: the gather that a GPU's
+    classes above :data:`~jaxrna.energy.fill.KERNEL_MAX_LENGTH` run compiles in a fifth of
+    the time of the unrolled slices and runs as fast, so a warm-up no longer stores the slices
+    beside it (H100, one row, twenty-second session: 2,048 nt compiled in 2.97 s against
+    11.77, ran 0.222-0.236 s against 0.239-0.279; 4,096 nt 2.55 / 14.48 s, 0.409-0.412 /
+    0.402-0.423 s; the same tables).
 
     >>> static_for("cpu", 128)
-    {'interior': 'loop', 'bands': 2}
+    {'interior': 'gather', 'bands': 2}
     """
-    from jaxrna.energy.fill import KERNEL_MAX_LENGTH, bands_for
-    from jaxrna.programs import stored
+    from jaxrna.energy.fill import bands_for
 
-    static = {"interior": interior_for(platform, length), "bands": bands_for(platform, length)}
-    if platform == "gpu" and length > KERNEL_MAX_LENGTH and static["interior"] == "loop" \
-            and not _interior_forced():
-        slices = dict(static, interior="jax")
-        if fast or (args is not None and stored(program, args, slices, device, True)):
-            return slices
-    return static
-
-
-def _interior_forced() -> bool:
-    """Whether ``JAXRNA_ENERGY_INTERIOR`` or ``JAXRNA_ENERGY_INTERIOR_LONG`` chooses the
-    interior loop (:func:`jaxrna.energy.fill_plan.forced_interior`)."""
-    from jaxrna.energy.fill_plan import forced_interior
-
-    return any(forced_interior().values())
-
+    return {"interior": interior_for(platform, length), "bands": bands_for(platform, length)}
 
 
 def interior_for(platform: str, length: int, probe: bool = False) -> str:
@@ -192,16 +172,17 @@ def interior_for(platform: str, length: int, probe: bool = False) -> str:
     :func:`~jaxrna.kernels.fallback.pallas_builds` finds that Pallas does not build here.
 
     >>> interior_for("cpu", 128)
-    'loop'
+    'gather'
     """
     from jaxrna.energy.fill import interior_mode
+    from jaxrna.energy.fill_plan import PURE_JAX
 
     interior = interior_mode(platform, length)
     if interior in ("pallas", "interpret"):
         ok = pallas_builds(INTERIOR_KERNEL, interior == "interpret") if probe \
             else usable(INTERIOR_KERNEL)
         if not ok:
-            return "loop"
+            return PURE_JAX
     return interior
 
 
@@ -252,13 +233,11 @@ def _trace_specs(length: int, rows: int) -> tuple:
 
 
 def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, device,
-                      fast: bool = False, combined: bool = False, with_pairs: bool = True
-                      ) -> int:
+                      combined: bool = False, with_pairs: bool = True) -> int:
     """Start preparing the programs of every ``(length class, rows)`` of a job's plan in the
     background (:func:`jaxrna.compile_workers.prefetch`), so that they compile side by side
     rather than one after another; the batches then find them ready or under way. Returns how
-    many were asked for. ``fast``: the form that runs fastest where there are two
-    (:func:`static_for`; ``jaxrna warmup``); ``combined``, ``with_pairs``: which programs
+    many were asked for. ``combined``, ``with_pairs``: which programs
     (:func:`jaxrna.energy.api._launch`).
 
     >>> prefetch_programs([], load_params(), None)
@@ -273,10 +252,14 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     # the run (handing the longest class first, to a thread, made 404 x 1-2,600 nt cold slower
     # on an H100: 28.07-31.67 s against 24.83-27.48, S20a and S20f)
     for k, (length, rows) in enumerate(dict.fromkeys(classes)):
-        for name, source, specs, filled in _program_specs(length, rows, params, combined,
-                                                          with_pairs):
-            static = static_for(device.platform, length, specs, device, fast, name) \
-                if filled else {}
+        asked = _program_specs(length, rows, params, combined, with_pairs)
+        if device.platform == "gpu":
+            # a GPU compiles the traceback longest (512 nt: 2.5-3.1 s against the fill's 1.5):
+            # lowered first, it is ready sooner and the fill's run overlaps its compilation
+            # (H100, S22d, 1,000 x 50-500 nt cold: 5.30-6.06 s against 6.06-6.33 fill first)
+            asked.sort(key=lambda spec: spec[0] != TRACE_PROGRAM)
+        for name, source, specs, filled in asked:
+            static = static_for(device.platform, length) if filled else {}
             compile_workers.prefetch(name, source, specs, static, device, cpu_store=True,
                                      processes=k >= THREAD_CLASSES)
             count += 1
@@ -288,7 +271,7 @@ def programs_stored(lengths: Sequence[int], device, length_class=None, combined:
     """Whether every batch program :func:`jaxrna.energy.api.fold_energy_records` runs for
     records of ``lengths`` nt on ``device`` (its plan, ``length_class`` as there; ``combined``
     as :func:`jaxrna.energy.api._launch`) is in this process or in the store already: a run of
-    them compiles nothing (either form of a GPU's interior loop, :func:`static_for`)."""
+    them compiles nothing."""
     from jaxrna import programs
 
     gpu = device.platform != "cpu"
@@ -297,23 +280,22 @@ def programs_stored(lengths: Sequence[int], device, length_class=None, combined:
     params = load_params()
     for padded, rows in dict.fromkeys((p, r) for p, r, _ in plan):
         for name, _, specs, filled in _program_specs(padded, rows, params, combined):
-            static = static_for(device.platform, padded, specs, device, program=name) \
-                if filled else {}
+            static = static_for(device.platform, padded) if filled else {}
             if not programs.available(name, specs, static, device, True):
                 return False
     return True
 
 
-def prepare_program(length: int, rows: int, params: EnergyParams, device, fast: bool = False,
+def prepare_program(length: int, rows: int, params: EnergyParams, device,
                     combined: bool = False) -> int:
     """Compile (or load) the programs of a class of ``rows`` rows on ``device`` now, waiting
-    for a prefetch of them under way; ``fast``: as :func:`prefetch_programs`. Returns how
-    many (they are compiled for JAX's default device; ``device`` says which forms)."""
+    for a prefetch of them under way. Returns how many (they are compiled for JAX's default
+    device; ``device``'s platform says which forms)."""
     from jaxrna import programs
 
     specs = _program_specs(length, rows, params, combined)
     for name, _, spec, filled in specs:
-        static = static_for(device.platform, length, spec, device, fast, name) if filled else {}
+        static = static_for(device.platform, length) if filled else {}
         jitted = {PROGRAM: batch_jitted, FILL_PROGRAM: fill_jitted,
                   TRACE_PROGRAM: trace_jitted}[name]()
         programs.program(name, jitted, spec, static, cpu_store=True)

@@ -57,13 +57,21 @@ class CellView(PointsView):
         T = self.T
         rows = jnp.clip(ROW_PAD + self.d + dd, 0, T.shape[0] - 1)
         cols = jnp.clip(self.i + di, 0, T.shape[2] - 1)
-        return T[rows, INDEX[name], cols]
+        return read_cells(T, rows, INDEX[name], cols)
 
     def tab(self, name, dd, di):
         return self._at(name, dd, di)
 
     def group_values(self, name, dds, dis, cost):
         return self._at(name, jnp.asarray(dds), jnp.asarray(dis)) + cost
+
+
+def read_cells(T, rows, k, cols):
+    """``T[rows, k, cols]`` for index arrays already inside ``T`` (clipped by the caller): one
+    gather from the flattened tables, its index computed elementwise (no index arrays stacked,
+    no negative indices wrapped: a few operations a read where the traceback reads many)."""
+    _, channels, width = T.shape
+    return jnp.take(T.reshape(-1), (rows * channels + k) * width + cols, mode="clip")
 
 
 def flatten(cands, v):
@@ -202,11 +210,13 @@ def traceback(tables: dict, s: jax.Array, allowed: jax.Array, special: jax.Array
         task = stack[sp - 1]
         sp = sp - 1
         kind, a, b = task[0], task[1], task[2]
-        # the cell's energy pieces once, for the C and M steps (under vmap every branch runs)
+        # the cell's energy pieces once, for the C and M steps. Every kind of step is computed
+        # and the task's kind selects one: the batch program traces back under vmap, where a
+        # switch would run every branch too (and select each of their inputs: a larger program)
         v, tm = cell(a, b)
-        branches = [lambda a, b: step_f(a), lambda a, b: step_c(a, b, v, tm),
-                    lambda a, b: step_m(a, b, v, tm), step_m2]
-        t1, t2, found, pair = jax.lax.switch(kind, branches, a, b)
+        steps_of_kind = (step_f(a), step_c(a, b, v, tm), step_m(a, b, v, tm), step_m2(a, b))
+        which = jnp.clip(kind, 0, len(steps_of_kind) - 1)
+        t1, t2, found, pair = (jax.lax.select_n(which, *outs) for outs in zip(*steps_of_kind))
         partner = jnp.where(pair[0] >= 0,
                             partner.at[pair[0]].set(pair[1]).at[pair[1]].set(pair[0]), partner)
         # F(0) is the end of the exterior loop: nothing to push

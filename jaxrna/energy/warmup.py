@@ -13,9 +13,8 @@ device's memory admits (:func:`partition_plan`; compiled, not run), for ``fold -
 --partition`` with jaxrna's engine (``--backend cpu`` or ``gpu``), and where a run over such
 records can meet more classes than it uses (:data:`jaxrna.energy.partition_jax.CLASS_BUDGET`),
 the largest class the device admits too (a long run keeps it for records still to come), with
-its MFE program (fill and traceback in one, as that engine runs it). On a GPU the classes above
-256 nt get the MFE fill that runs fastest (the unrolled interior loop; a run without it compiles
-the one that compiles fastest: :func:`jaxrna.energy.api.static_for`).
+its MFE program (fill and traceback in one, as that engine runs it). Each class has one form of
+its programs, the one a run compiles (:func:`jaxrna.energy.api.static_for`).
 
 >>> warm("cpu", max_length=100)        # doctest: +SKIP
 2
@@ -89,19 +88,17 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
         pf_device, pf_plan = partition_plan(max_length, backend)
         # the partition engine's MFE: fill and traceback in one program, in its classes
         mfe_plan = [(c, batch_rows_for(c, backend, batch_budget)) for c, _ in pf_plan]
-    # the form of each program that runs fastest (a GPU's long classes: the unrolled interior
-    # loop, which runs use where it is stored: jaxrna.energy.api.static_for)
-    prefetch_programs(plan, params, device, fast=True)  # side by side on hosts of many cores
-    prefetch_programs(mfe_plan, params, device, fast=True, combined=True)
+    prefetch_programs(plan, params, device)  # side by side on hosts of many cores
+    prefetch_programs(mfe_plan, params, device, combined=True)
     if partition:
         partition_jax.prefetch_programs(pf_plan, pf_device)
     count = 0
     with jax.default_device(device):
         for length, rows in plan:
-            count += prepare_program(length, rows, params, device, fast=True)
+            count += prepare_program(length, rows, params, device)
             fold_batch(["GGGGAAACCCC"], params, 2, [()], True, length, rows)
         for length, rows in mfe_plan:
-            count += prepare_program(length, rows, params, device, fast=True, combined=True)
+            count += prepare_program(length, rows, params, device, combined=True)
     if partition:
         partition_jax.prepare_programs(pf_plan, pf_device)
     return count + len(pf_plan)
