@@ -166,7 +166,7 @@ def static_for(platform: str, length: int) -> dict:
 
 
 def interior_for(platform: str, length: int, probe: bool = False) -> str:
-    """:func:`jaxrna.energy.fill.interior_mode`, but the rolled loop where the Pallas kernels
+    """:func:`jaxrna.energy.fill.interior_mode`, but the pure-JAX gather where the Pallas kernels
     failed to build in this process -- or, with ``probe`` (for callers that do not compile
     their program through :func:`~jaxrna.kernels.fallback.compile_or_fallback`), where
     :func:`~jaxrna.kernels.fallback.pallas_builds` finds that Pallas does not build here.

@@ -490,7 +490,7 @@ def device_program(length: int, platform: str = "cpu"):
     ``length``, made once (device threads ask for it at the same time)."""
     from jaxrna.energy.api import interior_for
 
-    with _PROGRAM_LOCK:     # (Pallas that does not build with this JAX: the rolled loop)
+    with _PROGRAM_LOCK:     # (Pallas that does not build with this JAX: the pure-JAX gather)
         return _make_device_program(length, interior_for(platform, length, probe=True))
 
 
