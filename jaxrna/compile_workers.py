@@ -99,11 +99,11 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
         if programs.expect(key, future, skey):
             _start(spec, future)
         return
-    programs.prefetch(name, _resolve(source), args, static, device, cpu_store=cpu_store,
+    programs.prefetch(name, resolve(source), args, static, device, cpu_store=cpu_store,
                       always=remote)
 
 
-def _resolve(source: str):
+def resolve(source: str):
     """The ``jax.jit`` function of ``"module:function"`` (``function`` called), or of
     ``"module:name.jitted"`` for a :func:`jaxrna.programs.stored_jit` function ``name``."""
     module, _, path = source.partition(":")
@@ -221,7 +221,7 @@ def run(spec: dict) -> dict:
     name = spec["name"]
     report: dict = {"key": spec["key"], "counts": {}}
     try:
-        jitted = _resolve(spec["source"])
+        jitted = resolve(spec["source"])
         device = jax.devices(spec["platform"])[spec["device_id"]]
         kwargs = spec.get("kwargs") or {}
         key = programs.program_key(name, (spec["args"], kwargs) if kwargs else spec["args"],

@@ -291,14 +291,12 @@ def prepare_program(length: int, rows: int, params: EnergyParams, device,
     """Compile (or load) the programs of a class of ``rows`` rows on ``device`` now, waiting
     for a prefetch of them under way. Returns how many (they are compiled for JAX's default
     device; ``device``'s platform says which forms)."""
-    from jaxrna import programs
+    from jaxrna import compile_workers, programs
 
     specs = _program_specs(length, rows, params, combined)
-    for name, _, spec, filled in specs:
+    for name, source, spec, filled in specs:
         static = static_for(device.platform, length) if filled else {}
-        jitted = {PROGRAM: batch_jitted, FILL_PROGRAM: fill_jitted,
-                  TRACE_PROGRAM: trace_jitted}[name]()
-        programs.program(name, jitted, spec, static, cpu_store=True)
+        programs.program(name, compile_workers.resolve(source), spec, static, cpu_store=True)
     return len(specs)
 
 
