@@ -1,7 +1,8 @@
 """Which form of the interior loop the energy model's classes run
 (:func:`jaxrna.energy.api.static_for`): one per class, the Pallas kernels for a GPU's classes up
-to 256 nt and one gather per group of members everywhere else; the environment can force another form for comparisons, with the same results. The form is the
-fill program's (:data:`jaxrna.energy.api.FILL_PROGRAM`); the traceback has one."""
+to 256 nt and one gather per group of members everywhere else; the environment can force
+another form for comparisons, with the same results. The form is the fill program's
+(:data:`jaxrna.energy.api.FILL_PROGRAM`); the traceback has one."""
 
 import jax
 import numpy as np

@@ -7,8 +7,8 @@ of ``INF`` above diagonal 0 and ``COL_PAD`` columns of ``INF`` on the right, so 
 cell's candidates is a static shift of a row: the interior-loop window (u1 + u2 <= 30) is a
 few hundred shifted row slices reduced by ``min``, read by one gather of row slices per group
 of members (``interior="gather"``, the default where no kernel serves) or as static slices of
-one block of rows fetched per diagonal (``"jax"``). The energy pieces that depend only on the sequence
-(:func:`jaxrna.energy.terms.pair_terms`: pair types, hairpins, loop mismatches, ...) are
+one block of rows fetched per diagonal (``"jax"``). The energy pieces that depend only on the
+sequence (:func:`jaxrna.energy.terms.pair_terms`: pair types, hairpins, loop mismatches, ...) are
 computed for every cell before the sweep, as one vectorised pass (``precompute``; for very
 long sequences they are computed per diagonal instead, to save memory), so a diagonal is a
 handful of fused loops.
@@ -232,7 +232,8 @@ def gather_rows(T, rows, k, cols, height: int) -> jax.Array:
     tables ``(rows, channels, columns)``, every read inside them), one gather of row slices
     (a row's cells contiguous: under ``vmap`` XLA reads them as slices, not cell by cell).
 
-    >>> gather_rows(jnp.arange(24).reshape(2, 3, 4), jnp.array([1, 0]), 2, jnp.array([0, 1]), 2).tolist()
+    >>> T = jnp.arange(24).reshape(2, 3, 4)
+    >>> gather_rows(T, jnp.array([1, 0]), 2, jnp.array([0, 1]), 2).tolist()
     [[20, 21], [9, 10]]
     """
     idx = jnp.stack([rows, jnp.full(rows.shape, k, rows.dtype), cols], axis=1)

@@ -90,7 +90,8 @@ KERNEL_MAX_LENGTH = 256
 
 
 #: The interior loop's pure-JAX form where no kernel serves: each group of members read by one
-#: gather of row slices and reduced by ``min`` (:meth:`jaxrna.energy.fill.DiagView.group_min_gather`).
+#: gather of row slices and reduced by ``min``
+#: (:meth:`jaxrna.energy.fill.DiagView.group_min_gather`).
 PURE_JAX = "gather"
 
 
@@ -123,8 +124,8 @@ def interior_mode(platform: str, length: int = 64) -> str:
 
 def forced_interior() -> dict:
     """``{"all": ..., "long": ...}``: the interior loop ``JAXRNA_ENERGY_INTERIOR`` (one of
-    :data:`INTERIOR_MODES`) and ``JAXRNA_ENERGY_INTERIOR_LONG`` ("jax", "loop" or "gather") ask for, or
-    "" where they are unset or unknown.
+    :data:`INTERIOR_MODES`) and ``JAXRNA_ENERGY_INTERIOR_LONG`` ("jax", "loop" or "gather") ask
+    for, or "" where they are unset or unknown.
 
     >>> forced_interior()["all"] in ("",) + INTERIOR_MODES
     True
