@@ -36,27 +36,15 @@ FILL_PROGRAM = "energy.fill_batch"
 TRACE_PROGRAM = "energy.traceback_batch"
 
 
-def _one(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax",
-         bands: int | None = None):
-    from jaxrna.energy.fill import fill
-    from jaxrna.energy.traceback import traceback
-
-    tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior, bands=bands)
-    energy = tables["F"][n]
-    partner, ok = traceback(tables, s, allowed, special, n, dp, dangles, enabled=with_pairs)
-    return energy, partner, ok
-
-
 def _batch(s, allowed, special, n, dp, dangles, stop, with_pairs, interior: str = "jax",
            bands: int | None = None):
-    """:func:`_one` ``vmap``-ped over a batch (one program per shape, see :func:`batch_program`);
-    ``with_pairs`` (a traced bool) runs the traceback or skips it (its partner rows are then
-    meaningless)."""
-    import jax
-
-    fn = functools.partial(_one, interior=interior, bands=bands)
-    return jax.vmap(fn, in_axes=(0, 0, 0, 0, None, None, None, None))(
-        s, allowed, special, n, dp, dangles, stop, with_pairs)
+    """:func:`_fill_rows` then :func:`_trace_rows` in one program (one per shape, see
+    :func:`batch_program`): each row's energy, partner array and whether its traceback
+    succeeded; ``with_pairs`` (a traced bool) runs the traceback or skips it (its partner rows
+    are then meaningless)."""
+    energy, T, F = _fill_rows(s, allowed, special, n, dp, dangles, stop, interior, bands)
+    partner, ok = _traced(T, F, s, allowed, special, n, dp, dangles, with_pairs)
+    return energy, partner, ok
 
 
 def _fill_rows(s, allowed, special, n, dp, dangles, stop, interior: str = "jax",
@@ -77,12 +65,19 @@ def _fill_rows(s, allowed, special, n, dp, dangles, stop, interior: str = "jax",
 def _trace_rows(T, F, s, allowed, special, n, dp, dangles):
     """The traceback of a batch filled by :func:`_fill_rows` (``T``, ``F`` its tables): each
     row's partner array and whether its traceback succeeded."""
+    return _traced(T, F, s, allowed, special, n, dp, dangles, True)
+
+
+def _traced(T, F, s, allowed, special, n, dp, dangles, enabled):
+    """:func:`_trace_rows` with ``enabled`` (shared by the batch, as
+    :func:`jaxrna.energy.traceback.traceback`'s; the programs' signatures stay their own: a
+    stored program's arguments are its signature's)."""
     import jax
 
     from jaxrna.energy.traceback import traceback
 
     def one(T, F, s, allowed, special, n):
-        return traceback({"T": T, "F": F}, s, allowed, special, n, dp, dangles)
+        return traceback({"T": T, "F": F}, s, allowed, special, n, dp, dangles, enabled=enabled)
 
     return jax.vmap(one)(T, F, s, allowed, special, n)
 
