@@ -12,6 +12,10 @@ and ``saved <key>`` for jaxrna's store of executables (:mod:`jaxrna.programs`), 
 waited), ``stage <name> first`` (:mod:`jaxrna.stages`) and ``leave`` (the run's end). Compile
 workers (:mod:`jaxrna.compile_workers`) log their compilations without times. The twentieth
 session's timelines (BENCHMARKS.md) were taken with it.
+
+``JAXRNA_TL_SAMPLE=MS`` also samples the main thread's stack every MS milliseconds and prints
+``TL <ms> sample <innermost jaxrna frame> | <innermost frame>`` whenever the pair changes
+(where a run spends the seconds before its first program is asked for).
 """
 
 from __future__ import annotations
@@ -88,8 +92,41 @@ def install() -> None:
     stages.stage, cleanup.leave = first_stage, timed_leave
 
 
+def _frame_name(frame) -> str:
+    code = frame.f_code
+    return f"{code.co_filename.split('site-packages/')[-1].split('/jaxrna/')[-1]}:{frame.f_lineno} {code.co_name}"
+
+
+def sample(every_ms: float) -> None:
+    """Print where the main thread is, every ``every_ms`` ms, when it moved (a daemon thread)."""
+    main = threading.main_thread().ident
+
+    def run():
+        last = None
+        while True:
+            time.sleep(every_ms / 1000)
+            frame = sys._current_frames().get(main)
+            if frame is None:
+                return
+            inner, ours = _frame_name(frame), None
+            f = frame
+            while f is not None:
+                if "/jaxrna/" in f.f_code.co_filename and "cli_timeline" not in f.f_code.co_filename:
+                    ours = _frame_name(f)
+                    break
+                f = f.f_back
+            key = (ours, inner)
+            if key != last:
+                say(f"sample {ours} | {inner}")
+                last = key
+
+    threading.Thread(target=run, name="tl-sampler", daemon=True).start()
+
+
 if __name__ == "__main__":
     say("start")
+    if os.environ.get("JAXRNA_TL_SAMPLE"):
+        sample(float(os.environ["JAXRNA_TL_SAMPLE"]))
     install()
     sys.argv = ["jaxrna"] + sys.argv[1:]
     runpy.run_module("jaxrna", run_name="__main__", alter_sys=True)

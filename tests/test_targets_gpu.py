@@ -100,6 +100,44 @@ def test_pallas_refill_interpret_matches_pure_jax():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("height", [24, 32])
+def test_refill_strips_match_the_pure_jax_fill(height):
+    """The refill kernel fills a miRNA's rows 8 at a time (kernels.miranda_fill.STRIP), each
+    strip's last row handed to the next through memory: at heights of 3 and 4 strips (the seed's
+    pinned rows and the gap chain's in one strip, targets starting inside segments) its best
+    scores and track codes equal the pure-JAX full fill's and the one-strip kernel's."""
+    from jaxrna.kernels.miranda_fill import STRIP, SEED_SPAN, refill_pallas
+    from jaxrna.targets.scan import fill_segments
+
+    chain = height - SEED_SPAN - 1
+    assert height - STRIP <= chain < height - 1     # the last strip: pinned rows, then a chained one
+    rng = np.random.default_rng(height)
+    params = ScanParams(score_threshold=30)
+    seqs = ("ACGUNAGUCCAUGGUAGCAUGCAUGA", "UUAGC", "UGAGGUAGUAGGUUGUAUAGUU",
+            "GGCAUUCAGCAUAGCAUCGAUCGAUCGAUGC")
+    queries = [prepare_query("q", "", s, params) for s in seqs if len(s) <= height]
+    tabs = [q.tables_at(height) for q in queries]
+    lanes = rng.integers(0, 5, size=(height + 30, 512)).astype(np.int8)
+    lanes[rng.random(lanes.shape) < 0.05] |= 8
+    qidx = np.array([0, -1, len(queries) - 1, 1], np.int32)
+    lead = height + 6
+    tables = [np.stack([t[x] for t in tabs]) for x in range(4)]
+    best, code = refill_pallas(qidx, *tables, lanes, lead=lead, interpret=True)
+    whole = refill_pallas(qidx, *tables, lanes, lead=lead, interpret=True, strip=height)
+    live = np.repeat(qidx >= 0, 128)
+    assert np.array_equal(np.asarray(best)[..., live], np.asarray(whole[0])[..., live])
+    assert np.array_equal(np.asarray(code)[..., live], np.asarray(whole[1])[..., live])
+    for blk, q in enumerate(qidx.tolist()):
+        if q < 0:
+            continue
+        prof, go, ge, sd = tabs[q]
+        part = lanes[:, blk * 128:(blk + 1) * 128]
+        eb, ec = fill_segments(prof[:, :, None], go[:, None], ge[:, None], sd[:, None], part)
+        assert np.array_equal(np.asarray(eb)[lead:], np.asarray(best)[:, :, blk * 128:(blk + 1) * 128])
+        assert np.array_equal(np.asarray(ec).astype(np.int8), np.asarray(code)[:, :, blk * 128:(blk + 1) * 128])
+
+
+@pytest.mark.slow
 def test_pallas_engine_interpret_matches_xla_engine(monkeypatch):
     """The whole Pallas path (bulk scan, tiles, refill, device traceback) in interpret mode,
     two device threads, against the pure-JAX engine; blocks of two miRNAs, one of them of a
