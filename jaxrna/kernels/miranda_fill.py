@@ -128,7 +128,11 @@ def scan_lanes_packed(profile, gap_open, gap_extend, seed, lanes, threshold, n_w
 #: miRNA's H rows are filled in strips of this many, the strip's last row handed to the next
 #: strip through memory. Triton's compile of the unrolled rows grows with their square (H100,
 #: the kernel alone, H = 8 / 16 / 24 / 32: 0.35 / 1.22 / 2.66 / 5.04 s): strips of 8 compile
-#: as one 8-row kernel whatever the height.
+#: as one 8-row kernel whatever the height (H = 24: 0.53-0.84 s against 2.81-3.01). The price
+#: is the kernel's run time, 18-58% longer alone (the columns walked once per strip, the row
+#: above each strip read and written through memory: H = 24, median 0.957 ms against 0.606),
+#: a small part of a ``targets`` run, whose warm runs did not move (BENCHMARKS.md, twenty-third
+#: session).
 STRIP = 8
 
 
