@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrna.energy import terms
-from jaxrna.energy.fill import INDEX, PointsView, along, c_reader
+from jaxrna.energy.fill import INDEX, PointsView, along, c_reader, read_cells
 from jaxrna.energy.params import MAXLOOP
 from jaxrna.energy.terms import COL_PAD, KIND_C, KIND_M, KIND_M2, NONE, ROW_PAD
 
@@ -64,14 +64,6 @@ class CellView(PointsView):
 
     def group_values(self, name, dds, dis, cost):
         return self._at(name, jnp.asarray(dds), jnp.asarray(dis)) + cost
-
-
-def read_cells(T, rows, k, cols):
-    """``T[rows, k, cols]`` for index arrays already inside ``T`` (clipped by the caller): one
-    gather from the flattened tables, its index computed elementwise (no index arrays stacked,
-    no negative indices wrapped: a few operations a read where the traceback reads many)."""
-    _, channels, width = T.shape
-    return jnp.take(T.reshape(-1), (rows * channels + k) * width + cols, mode="clip")
 
 
 def flatten(cands, v):
