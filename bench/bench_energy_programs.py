@@ -14,6 +14,13 @@ a faster form is the same fold).
     python bench/bench_energy_programs.py --lengths 512,1024,4096 --forms gather,loop
     python bench/bench_energy_programs.py --lengths 2048 --forms gather,jax --rows 1
     python bench/bench_energy_programs.py --lengths 2048,4096 --forms gather --bands 1,2
+    python bench/bench_energy_programs.py --lengths 512 --phases \
+        --trace-options "none;xla_gpu_autotune_level=0;xla_llvm_disable_expensive_passes=true"
+
+``--trace-options`` / ``--fill-options``: XLA compiler option sets (``;``-separated, each run in
+its own process) the traceback / the fill is compiled with, as
+:data:`jaxrna.xla_options.GPU_COMPILER_OPTIONS` would set them for a program; ``--phases``:
+where the traceback's compile spends its time, by the JAX profiler's events.
 
 The twenty-second session's figures (BENCHMARKS.md) were taken with this code as a git-ignored
 probe (``.gpu/probe_s22.py``).
@@ -29,8 +36,61 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def measure(length: int, form: str, rows: int | None, bands: int | None, reps: int) -> str:
-    """One (length, form, bands) in this process: the result line."""
+def parse_options(text: str) -> dict:
+    """``"k=v,k=v"`` (or ``none``) as XLA compiler options: ``true``/``false`` as booleans,
+    whole numbers as ints, anything else a string.
+
+    >>> parse_options("xla_gpu_autotune_level=0,xla_llvm_disable_expensive_passes=true")
+    {'xla_gpu_autotune_level': 0, 'xla_llvm_disable_expensive_passes': True}
+    >>> parse_options("none")
+    {}
+    """
+    out = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item or item == "none":
+            continue
+        key, _, value = item.partition("=")
+        low = value.strip().lower()
+        out[key.strip()] = (low == "true" if low in ("true", "false")
+                            else int(low) if low.lstrip("-").isdigit() else value.strip())
+    return out
+
+
+def compile_phases(compile_fn, top: int = 12):
+    """``(result, lines)``: ``compile_fn()`` under JAX's profiler, and the ``top`` events of
+    the compilation by their summed duration (the XLA passes, LLVM, ptxas: where a compile's
+    seconds go; events of several threads are summed, so they can add up past the wall time)."""
+    import collections
+    import glob
+    import gzip
+    import json
+    import tempfile
+
+    import jax
+
+    where = tempfile.mkdtemp(prefix="jaxrna-phases-")
+    with jax.profiler.trace(where, create_perfetto_trace=True):
+        result = compile_fn()
+    found = glob.glob(os.path.join(where, "**", "perfetto_trace.json.gz"), recursive=True)
+    if not found:
+        return result, ["  (no profile written)"]
+    with gzip.open(found[-1]) as fh:
+        data = json.load(fh)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    total, count = collections.Counter(), collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and not str(e.get("name", "")).startswith("$"):
+            total[e["name"]] += e.get("dur", 0)
+            count[e["name"]] += 1
+    return result, [f"  {t / 1e6:7.3f} s {count[n]:6d} x {n[:90]}" for n, t in total.most_common(top)]
+
+
+def measure(length: int, form: str, rows: int | None, bands: int | None, reps: int,
+            trace_options: dict | None = None, fill_options: dict | None = None,
+            phases: bool = False) -> str:
+    """One (length, form, bands) in this process: the result line (``phases``: then the
+    traceback's compile events)."""
     import hashlib
     import time
 
@@ -67,10 +127,16 @@ def measure(length: int, form: str, rows: int | None, bands: int | None, reps: i
         return out, time.perf_counter() - start
 
     lowered, fill_lower = timed(lambda: fill.lower(*args, **static))
-    fill_exe, fill_compile = timed(lowered.compile)
+    fill_exe, fill_compile = timed(lambda: lowered.compile(fill_options or None))
     out = jax.block_until_ready(fill_exe(*args))
     lowered, trace_lower = timed(lambda: trace.lower(out[1], out[2], *args[:6]))
-    trace_exe, trace_compile = timed(lowered.compile)
+    events = []
+    if phases:
+        start = time.perf_counter()
+        trace_exe, events = compile_phases(lambda: lowered.compile(trace_options or None))
+        trace_compile = time.perf_counter() - start
+    else:
+        trace_exe, trace_compile = timed(lambda: lowered.compile(trace_options or None))
     fill_runs, trace_runs = [], []
     for _ in range(reps):
         out, t = timed(lambda: jax.block_until_ready(fill_exe(*args)))
@@ -79,11 +145,13 @@ def measure(length: int, form: str, rows: int | None, bands: int | None, reps: i
         trace_runs.append(t)
     energies, partners = np.asarray(out[0]), np.asarray(pairs[0])
     digest = hashlib.sha256(energies.tobytes() + partners.tobytes()).hexdigest()[:12]
-    return (f"{length} nt x {rows} rows, {form}, {static['bands']} band(s): fill lower "
+    named = "".join(f" [{w} {o}]" for w, o in (("fill", fill_options), ("traceback", trace_options))
+                    if o)
+    return "\n".join([f"{length} nt x {rows} rows, {form}, {static['bands']} band(s){named}: fill lower "
             f"{fill_lower:.2f} s compile {fill_compile:.2f} s run {min(fill_runs):.3f}-"
             f"{max(fill_runs):.3f} s; traceback lower {trace_lower:.2f} s compile "
             f"{trace_compile:.2f} s run {min(trace_runs):.3f}-{max(trace_runs):.3f} s; "
-            f"all traced {bool(np.asarray(pairs[1]).all())}; hash {digest}")
+            f"all traced {bool(np.asarray(pairs[1]).all())}; hash {digest}"] + events)
 
 
 def main() -> None:
@@ -93,24 +161,36 @@ def main() -> None:
     ap.add_argument("--bands", default="", help="sweep band counts (default: the platform's)")
     ap.add_argument("--rows", type=int, default=None, help="batch rows (default: the device's)")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--trace-options", default="none",
+                    help="XLA compiler option sets for the traceback's compile, separated by "
+                         "';', each 'k=v,k=v' or none (e.g. 'none;xla_gpu_autotune_level=0')")
+    ap.add_argument("--fill-options", default="none", help="the same for the fill")
+    ap.add_argument("--phases", action="store_true",
+                    help="print where the traceback's compile spends its time (JAX profiler)")
     ap.add_argument("--one", nargs=3, metavar=("LENGTH", "FORM", "BANDS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:                      # a child: one measurement
         length, form, bands = args.one
-        print(measure(int(length), form, args.rows, int(bands) or None, args.reps), flush=True)
+        print(measure(int(length), form, args.rows, int(bands) or None, args.reps,
+                      parse_options(args.trace_options), parse_options(args.fill_options),
+                      args.phases), flush=True)
         return
     bands = [int(b) for b in args.bands.split(",") if b] or [0]
     for length in (int(x) for x in args.lengths.split(",")):
         for form in args.forms.split(","):
             for b in bands:
-                cmd = [sys.executable, os.path.abspath(__file__), "--one", str(length), form,
-                       str(b), "--reps", str(args.reps)]
-                if args.rows:
-                    cmd += ["--rows", str(args.rows)]
-                done = subprocess.run(cmd, capture_output=True, text=True)
-                line = done.stdout.strip().splitlines()
-                print(line[-1] if done.returncode == 0 and line
-                      else f"{length} nt, {form}: failed\n{done.stderr[-2000:]}", flush=True)
+                for fill_set in args.fill_options.split(";"):
+                    for trace_set in args.trace_options.split(";"):
+                        cmd = [sys.executable, os.path.abspath(__file__), "--one", str(length),
+                               form, str(b), "--reps", str(args.reps),
+                               "--trace-options", trace_set, "--fill-options", fill_set]
+                        cmd += ["--rows", str(args.rows)] if args.rows else []
+                        cmd += ["--phases"] if args.phases else []
+                        done = subprocess.run(cmd, capture_output=True, text=True)
+                        out = done.stdout.strip()
+                        print(out if done.returncode == 0 and out
+                              else f"{length} nt, {form}: failed\n{done.stderr[-2000:]}",
+                              flush=True)
 
 
 if __name__ == "__main__":
