@@ -87,14 +87,15 @@ def bench_size(n: int, cfg: GpuFoldConfig, reps: int, with_tb: bool, interpret: 
     codes = jnp.asarray(pad_codes(seq, cfg.tile))
     w = jnp.asarray(parse_weights("unit").matrix())
     t0 = time.perf_counter()
-    compiled = fill_packed.lower(codes, w, 3, cfg, interpret, stages).compile()
+    min_loop = jnp.int32(3)     # traced: an argument of the compiled program
+    compiled = fill_packed.lower(codes, w, min_loop, cfg, interpret, stages).compile()
     compile_s = time.perf_counter() - t0
     times = []
     tab = None
     for _ in range(reps):
         tab = None
         t0 = time.perf_counter()
-        tab = jax.block_until_ready(compiled(codes, w))
+        tab = jax.block_until_ready(compiled(codes, w, min_loop))
         times.append(time.perf_counter() - t0)
     sec = statistics.median(times)
     score = int(packed_score(tab, n))
