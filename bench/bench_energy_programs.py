@@ -70,7 +70,9 @@ def compile_phases(compile_fn, top: int = 12):
     import jax
 
     where = tempfile.mkdtemp(prefix="jaxrna-phases-")
-    with jax.profiler.trace(where, create_perfetto_trace=True):
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0     # Python's frames would fill the trace's event cap
+    with jax.profiler.trace(where, create_perfetto_trace=True, profiler_options=options):
         result = compile_fn()
     found = glob.glob(os.path.join(where, "**", "perfetto_trace.json.gz"), recursive=True)
     if not found:

@@ -13,6 +13,11 @@ waited), ``stage <name> first`` (:mod:`jaxrna.stages`) and ``leave`` (the run's 
 workers (:mod:`jaxrna.compile_workers`) log their compilations without times. The twentieth
 session's timelines (BENCHMARKS.md) were taken with it.
 
+``JAXRNA_TL_PROFILE=N`` runs the CLI under JAX's profiler and prints, at the run's end, the N
+events of the whole run with the longest summed durations (``TL <ms> profile <s> <count> x
+<name>``; Python frames left out; events of several threads add up): where a cold run's
+compilations spend their time (XLA's passes, LLVM, ptxas, Triton), phase by phase.
+
 ``JAXRNA_TL_SAMPLE=MS`` also samples the main thread's stack every MS milliseconds and prints
 ``TL <ms> sample <innermost jaxrna frame> | <innermost frame>`` whenever the pair changes
 (where a run spends the seconds before its first program is asked for).
@@ -86,10 +91,54 @@ def install() -> None:
 
     def timed_leave(status):
         say("leave")
+        if _profile_dir is not None:
+            profile_summary(_profile_dir, int(os.environ["JAXRNA_TL_PROFILE"]))
         leave(status)
 
     programs._save, programs._load, programs.program = timed_save, timed_load, timed_program
     stages.stage, cleanup.leave = first_stage, timed_leave
+
+
+_profile_dir: str | None = None
+
+
+def start_profile() -> None:
+    """Start JAX's profiler (``JAXRNA_TL_PROFILE``) into a fresh directory."""
+    global _profile_dir
+    import tempfile
+
+    import jax
+
+    _profile_dir = tempfile.mkdtemp(prefix="jaxrna-tl-profile-")
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0     # Python's frames would fill the trace's event cap
+    jax.profiler.start_trace(_profile_dir, create_perfetto_trace=True, profiler_options=options)
+
+
+def profile_summary(where: str, top: int) -> None:
+    """Stop the profiler and print the ``top`` events by summed duration."""
+    import collections
+    import glob
+    import gzip
+    import json
+
+    import jax
+
+    jax.profiler.stop_trace()
+    found = glob.glob(os.path.join(where, "**", "perfetto_trace.json.gz"), recursive=True)
+    if not found:
+        say("profile: no trace written")
+        return
+    with gzip.open(found[-1]) as fh:
+        data = json.load(fh)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    total, count = collections.Counter(), collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and not str(e.get("name", "")).startswith("$"):
+            total[e["name"]] += e.get("dur", 0)
+            count[e["name"]] += 1
+    for name, t in total.most_common(top):
+        say(f"profile {t / 1e6:7.3f} s {count[name]:6d} x {name[:100]}")
 
 
 def _frame_name(frame) -> str:
@@ -128,5 +177,7 @@ if __name__ == "__main__":
     if os.environ.get("JAXRNA_TL_SAMPLE"):
         sample(float(os.environ["JAXRNA_TL_SAMPLE"]))
     install()
+    if os.environ.get("JAXRNA_TL_PROFILE"):
+        start_profile()
     sys.argv = ["jaxrna"] + sys.argv[1:]
     runpy.run_module("jaxrna", run_name="__main__", alter_sys=True)

@@ -28,9 +28,43 @@ GPU_COMPILER_OPTIONS = {
 }
 
 
+#: ``JAXRNA_XLA_OPTIONS``: GPU compiler options to try, by program name prefix, over
+#: :data:`GPU_COMPILER_OPTIONS` (benchmarks: ``"energy.:xla_gpu_autotune_level=1;interact.:
+#: xla_gpu_autotune_level=0"``). They are part of a program's key like the others.
+ENV = "JAXRNA_XLA_OPTIONS"
+
+
+def env_options(text: str | None = None) -> list[tuple[str, dict]]:
+    """``(name prefix, options)`` of :data:`ENV` (or ``text``): ``;``-separated
+    ``PREFIX:key=value,key=value`` (an empty prefix: every program); ``true``/``false`` are
+    booleans, whole numbers ints.
+
+    >>> env_options("energy.:xla_gpu_autotune_level=1,xla_llvm_disable_expensive_passes=true")
+    [('energy.', {'xla_gpu_autotune_level': 1, 'xla_llvm_disable_expensive_passes': True})]
+    """
+    import os
+
+    text = os.environ.get(ENV, "") if text is None else text
+    out = []
+    for part in text.split(";"):
+        prefix, sep, items = part.strip().partition(":")
+        if not sep:
+            continue
+        options = {}
+        for item in items.split(","):
+            key, eq, value = item.strip().partition("=")
+            if not eq or not key.strip():
+                continue
+            low = value.strip().lower()
+            options[key.strip()] = (low == "true" if low in ("true", "false") else
+                                    int(low) if low.lstrip("-").isdigit() else value.strip())
+        out.append((prefix.strip(), options))
+    return out
+
+
 def compiler_options(name: str, platform: str) -> dict:
     """The XLA options program ``name`` is compiled with on ``platform``
-    (:data:`GPU_COMPILER_OPTIONS`; none on CPUs).
+    (:data:`GPU_COMPILER_OPTIONS`, then :data:`ENV`'s; none on CPUs).
 
     >>> compiler_options("fold.partition", "gpu"), compiler_options("fold.partition", "cpu")
     ({'xla_gpu_autotune_level': 0}, {})
@@ -39,7 +73,12 @@ def compiler_options(name: str, platform: str) -> dict:
     """
     if platform != "gpu":
         return {}
+    out: dict = {}
     for prefixes, options in GPU_COMPILER_OPTIONS.items():
         if name.startswith(prefixes):
-            return dict(options)
-    return {}
+            out = dict(options)
+            break
+    for prefix, options in env_options():
+        if name.startswith(prefix):
+            out.update(options)
+    return out
