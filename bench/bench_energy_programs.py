@@ -17,6 +17,10 @@ a faster form is the same fold).
     python bench/bench_energy_programs.py --lengths 512 --phases \
         --trace-options "none;xla_gpu_autotune_level=0;xla_llvm_disable_expensive_passes=true"
 
+Each line is followed by the first calls' times (the inputs copied to the device, the fresh
+fill's and traceback's first runs: a cold run's first calls). ``--envs``: environment sets of
+the measuring processes (an allocator, CUDA's module loading); ``--pretouch GB``: a buffer
+made and dropped twice before compiling (what a first large allocation costs).
 ``--trace-options`` / ``--fill-options``: XLA compiler option sets (``;``-separated, each run in
 its own process) the traceback / the fill is compiled with, as
 :data:`jaxrna.xla_options.GPU_COMPILER_OPTIONS` would set them for a program; ``--phases``:
@@ -90,9 +94,10 @@ def compile_phases(compile_fn, top: int = 12):
 
 def measure(length: int, form: str, rows: int | None, bands: int | None, reps: int,
             trace_options: dict | None = None, fill_options: dict | None = None,
-            phases: bool = False) -> str:
+            phases: bool = False, pretouch_gb: float = 0.0) -> str:
     """One (length, form, bands) in this process: the result line (``phases``: then the
-    traceback's compile events)."""
+    traceback's compile events; ``pretouch_gb``: a buffer of that many GB made and dropped
+    twice before anything is compiled, each timed)."""
     import hashlib
     import time
 
@@ -128,9 +133,17 @@ def measure(length: int, form: str, rows: int | None, bands: int | None, reps: i
         out = fn()
         return out, time.perf_counter() - start
 
+    touched = []
+    for _ in range(2 if pretouch_gb > 0 else 0):
+        big, t = timed(lambda: jax.block_until_ready(
+            jnp.ones((int(pretouch_gb * (1 << 30)) // 4,), jnp.int32)))
+        del big
+        touched.append(t)
     lowered, fill_lower = timed(lambda: fill.lower(*args, **static))
     fill_exe, fill_compile = timed(lambda: lowered.compile(fill_options or None))
-    out = jax.block_until_ready(fill_exe(*args))
+    # a first call as a run makes it: its inputs copied to the device, then the fresh program
+    dev_args, put = timed(lambda: jax.block_until_ready(jax.device_put(args)))
+    out, fill_first = timed(lambda: jax.block_until_ready(fill_exe(*dev_args)))
     lowered, trace_lower = timed(lambda: trace.lower(out[1], out[2], *args[:6]))
     events = []
     if phases:
@@ -139,6 +152,8 @@ def measure(length: int, form: str, rows: int | None, bands: int | None, reps: i
         trace_compile = time.perf_counter() - start
     else:
         trace_exe, trace_compile = timed(lambda: lowered.compile(trace_options or None))
+    _, trace_first = timed(lambda: jax.block_until_ready(trace_exe(out[1], out[2],
+                                                                    *dev_args[:6])))
     fill_runs, trace_runs = [], []
     for _ in range(reps):
         out, t = timed(lambda: jax.block_until_ready(fill_exe(*args)))
@@ -153,7 +168,11 @@ def measure(length: int, form: str, rows: int | None, bands: int | None, reps: i
             f"{fill_lower:.2f} s compile {fill_compile:.2f} s run {min(fill_runs):.3f}-"
             f"{max(fill_runs):.3f} s; traceback lower {trace_lower:.2f} s compile "
             f"{trace_compile:.2f} s run {min(trace_runs):.3f}-{max(trace_runs):.3f} s; "
-            f"all traced {bool(np.asarray(pairs[1]).all())}; hash {digest}"] + events)
+            f"all traced {bool(np.asarray(pairs[1]).all())}; hash {digest}",
+            f"  first calls: inputs to the device {put:.3f} s, fill {fill_first:.3f} s, "
+            f"traceback {trace_first:.3f} s"
+            + (f"; {pretouch_gb:g} GB made in {touched[0]:.3f} s, again {touched[1]:.3f} s"
+               if touched else "")] + events)
 
 
 def main() -> None:
@@ -169,30 +188,42 @@ def main() -> None:
     ap.add_argument("--fill-options", default="none", help="the same for the fill")
     ap.add_argument("--phases", action="store_true",
                     help="print where the traceback's compile spends its time (JAX profiler)")
+    ap.add_argument("--pretouch", type=float, default=0.0, metavar="GB",
+                    help="make and drop a buffer of GB twice before compiling (timed)")
+    ap.add_argument("--envs", default="none",
+                    help="environment sets for the measuring processes, separated by ';', each "
+                         "'K=V,K=V' or none (e.g. 'none;XLA_PYTHON_CLIENT_ALLOCATOR=platform')")
     ap.add_argument("--one", nargs=3, metavar=("LENGTH", "FORM", "BANDS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:                      # a child: one measurement
         length, form, bands = args.one
         print(measure(int(length), form, args.rows, int(bands) or None, args.reps,
                       parse_options(args.trace_options), parse_options(args.fill_options),
-                      args.phases), flush=True)
+                      args.phases, args.pretouch), flush=True)
         return
     bands = [int(b) for b in args.bands.split(",") if b] or [0]
     for length in (int(x) for x in args.lengths.split(",")):
         for form in args.forms.split(","):
             for b in bands:
-                for fill_set in args.fill_options.split(";"):
-                    for trace_set in args.trace_options.split(";"):
-                        cmd = [sys.executable, os.path.abspath(__file__), "--one", str(length),
-                               form, str(b), "--reps", str(args.reps),
-                               "--trace-options", trace_set, "--fill-options", fill_set]
-                        cmd += ["--rows", str(args.rows)] if args.rows else []
-                        cmd += ["--phases"] if args.phases else []
-                        done = subprocess.run(cmd, capture_output=True, text=True)
-                        out = done.stdout.strip()
-                        print(out if done.returncode == 0 and out
-                              else f"{length} nt, {form}: failed\n{done.stderr[-2000:]}",
-                              flush=True)
+                for fill_set, trace_set, env_set in ((f, t, e)
+                                                     for f in args.fill_options.split(";")
+                                                     for t in args.trace_options.split(";")
+                                                     for e in args.envs.split(";")):
+                    cmd = [sys.executable, os.path.abspath(__file__), "--one", str(length),
+                           form, str(b), "--reps", str(args.reps),
+                           "--trace-options", trace_set, "--fill-options", fill_set,
+                           "--pretouch", str(args.pretouch)]
+                    cmd += ["--rows", str(args.rows)] if args.rows else []
+                    cmd += ["--phases"] if args.phases else []
+                    env = dict(os.environ, **{k: str(v) for k, v in
+                                              parse_options(env_set).items()})
+                    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                    out = done.stdout.strip()
+                    if out and env_set.strip() not in ("", "none"):
+                        out = f"[env {env_set.strip()}] " + out
+                    print(out if done.returncode == 0 and out
+                          else f"{length} nt, {form}: failed\n{done.stderr[-2000:]}",
+                          flush=True)
 
 
 if __name__ == "__main__":

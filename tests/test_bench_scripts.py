@@ -46,10 +46,14 @@ def test_bench_refill_kernel_strips_and_a_variant_agree(tmp_path):
 @pytest.mark.slow
 def test_bench_energy_programs_with_options_and_phases():
     out = _run("bench_energy_programs.py", "--lengths", "64", "--rows", "2", "--reps", "1",
-               "--phases", "--trace-options", "none;xla_llvm_disable_expensive_passes=true")
-    results = [line for line in out.splitlines() if line.startswith("64 nt x 2 rows")]
-    assert len(results) == 2, out
+               "--phases", "--trace-options", "none;xla_llvm_disable_expensive_passes=true",
+               "--pretouch", "0.01", "--envs", "none;JAXRNA_TEST_MARK=1")
+    results = [line.split("] ", 1)[-1] for line in out.splitlines() if "64 nt x 2 rows" in line]
+    assert len(results) == 4, out
+    assert out.count("[env JAXRNA_TEST_MARK=1] ") == 2, out
+    assert out.count("  first calls: inputs to the device") == 4, out
+    assert out.count("0.01 GB made in") == 4, out
     hashes = {line.rsplit("hash ", 1)[1] for line in results}
     assert len(hashes) == 1 and all("all traced True" in line for line in results), out
-    assert "xla_llvm_disable_expensive_passes" in results[1]
+    assert sum("xla_llvm_disable_expensive_passes" in line for line in results) == 2
     assert "backend_compile" in out or "Compile" in out, out     # the profiler's events
