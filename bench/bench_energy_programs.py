@@ -41,24 +41,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def parse_options(text: str) -> dict:
-    """``"k=v,k=v"`` (or ``none``) as XLA compiler options: ``true``/``false`` as booleans,
-    whole numbers as ints, anything else a string.
+    """``"k=v,k=v"`` (or ``none``) as XLA compiler options, read as ``JAXRNA_XLA_OPTIONS``
+    reads them (:func:`jaxrna.xla_options.env_options`): ``true``/``false`` as booleans, whole
+    numbers as ints, anything else a string.
 
     >>> parse_options("xla_gpu_autotune_level=0,xla_llvm_disable_expensive_passes=true")
     {'xla_gpu_autotune_level': 0, 'xla_llvm_disable_expensive_passes': True}
     >>> parse_options("none")
     {}
     """
-    out = {}
-    for item in text.split(","):
-        item = item.strip()
-        if not item or item == "none":
-            continue
-        key, _, value = item.partition("=")
-        low = value.strip().lower()
-        out[key.strip()] = (low == "true" if low in ("true", "false")
-                            else int(low) if low.lstrip("-").isdigit() else value.strip())
-    return out
+    from jaxrna.xla_options import env_options
+
+    text = text.strip()
+    return {} if text in ("", "none") else env_options(":" + text)[0][1]
 
 
 def compile_phases(compile_fn, top: int = 12):
