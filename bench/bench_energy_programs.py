@@ -60,31 +60,18 @@ def compile_phases(compile_fn, top: int = 12):
     """``(result, lines)``: ``compile_fn()`` under JAX's profiler, and the ``top`` events of
     the compilation by their summed duration (the XLA passes, LLVM, ptxas: where a compile's
     seconds go; events of several threads are summed, so they can add up past the wall time)."""
-    import collections
-    import glob
-    import gzip
-    import json
     import tempfile
 
     import jax
+    from cli_timeline import longest_events, profiler_options
 
     where = tempfile.mkdtemp(prefix="jaxrna-phases-")
-    options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 0     # Python's frames would fill the trace's event cap
-    with jax.profiler.trace(where, create_perfetto_trace=True, profiler_options=options):
+    with jax.profiler.trace(where, create_perfetto_trace=True, profiler_options=profiler_options()):
         result = compile_fn()
-    found = glob.glob(os.path.join(where, "**", "perfetto_trace.json.gz"), recursive=True)
-    if not found:
+    events = longest_events(where, top)
+    if events is None:
         return result, ["  (no profile written)"]
-    with gzip.open(found[-1]) as fh:
-        data = json.load(fh)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    total, count = collections.Counter(), collections.Counter()
-    for e in events:
-        if e.get("ph") == "X" and not str(e.get("name", "")).startswith("$"):
-            total[e["name"]] += e.get("dur", 0)
-            count[e["name"]] += 1
-    return result, [f"  {t / 1e6:7.3f} s {count[n]:6d} x {n[:90]}" for n, t in total.most_common(top)]
+    return result, [f"  {t:7.3f} s {k:6d} x {n[:90]}" for t, k, n in events]
 
 
 def measure(length: int, form: str, rows: int | None, bands: int | None, reps: int,

@@ -102,33 +102,28 @@ def install() -> None:
 _profile_dir: str | None = None
 
 
-def start_profile() -> None:
-    """Start JAX's profiler (``JAXRNA_TL_PROFILE``) into a fresh directory."""
-    global _profile_dir
-    import tempfile
-
+def profiler_options():
+    """JAX profiler options for compile phases: Python's tracer off (its frames would fill the
+    trace's event cap)."""
     import jax
 
-    _profile_dir = tempfile.mkdtemp(prefix="jaxrna-tl-profile-")
     options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 0     # Python's frames would fill the trace's event cap
-    jax.profiler.start_trace(_profile_dir, create_perfetto_trace=True, profiler_options=options)
+    options.python_tracer_level = 0
+    return options
 
 
-def profile_summary(where: str, top: int) -> None:
-    """Stop the profiler and print the ``top`` events by summed duration."""
+def longest_events(where: str, top: int) -> list[tuple[float, int, str]] | None:
+    """``(seconds, count, name)`` of the ``top`` events of the profile written under
+    ``where``, by summed duration (Python frames left out; events of several threads add up),
+    None where no profile was written (also used by ``bench_energy_programs.py --phases``)."""
     import collections
     import glob
     import gzip
     import json
 
-    import jax
-
-    jax.profiler.stop_trace()
     found = glob.glob(os.path.join(where, "**", "perfetto_trace.json.gz"), recursive=True)
     if not found:
-        say("profile: no trace written")
-        return
+        return None
     with gzip.open(found[-1]) as fh:
         data = json.load(fh)
     events = data["traceEvents"] if isinstance(data, dict) else data
@@ -137,8 +132,32 @@ def profile_summary(where: str, top: int) -> None:
         if e.get("ph") == "X" and not str(e.get("name", "")).startswith("$"):
             total[e["name"]] += e.get("dur", 0)
             count[e["name"]] += 1
-    for name, t in total.most_common(top):
-        say(f"profile {t / 1e6:7.3f} s {count[name]:6d} x {name[:100]}")
+    return [(t / 1e6, count[name], name) for name, t in total.most_common(top)]
+
+
+def start_profile() -> None:
+    """Start JAX's profiler (``JAXRNA_TL_PROFILE``) into a fresh directory."""
+    global _profile_dir
+    import tempfile
+
+    import jax
+
+    _profile_dir = tempfile.mkdtemp(prefix="jaxrna-tl-profile-")
+    jax.profiler.start_trace(_profile_dir, create_perfetto_trace=True,
+                             profiler_options=profiler_options())
+
+
+def profile_summary(where: str, top: int) -> None:
+    """Stop the profiler and print the ``top`` events by summed duration."""
+    import jax
+
+    jax.profiler.stop_trace()
+    events = longest_events(where, top)
+    if events is None:
+        say("profile: no trace written")
+        return
+    for seconds, count, name in events:
+        say(f"profile {seconds:7.3f} s {count:6d} x {name[:100]}")
 
 
 def _frame_name(frame) -> str:
