@@ -213,9 +213,9 @@ def submit_early(name: str, derive: str, store: str, platform: str = "gpu",
                  ) -> concurrent.futures.Future | None:
     """Start a worker on program ``name`` now, before this process has imported JAX or knows
     the program's arguments: ``derive`` (``"module:function"``) returns ``(source, args,
-    static)`` (as :func:`prefetch` takes them) for a device in the worker, which computes the program's key itself, compiles it and keeps
-    it in ``store`` (the directory of :func:`jaxrna.programs.use_store_dir`, already judged
-    trusted). When the run later asks for the program on that device (:func:`prefetch`), it
+    static)`` (as :func:`prefetch` takes them) for a device in the worker, which computes the
+    program's key itself, compiles it and keeps it in ``store`` (the directory of
+    :func:`jaxrna.programs.use_store_dir`, already judged trusted). When the run later asks for the program on that device (:func:`prefetch`), it
     waits for this worker and loads what it stored; a worker that computed another key or
     failed leaves the run to compile it (the same output). None where the host gets no
     workers. ``platform``/``device_id``: the device (JAX's default backend otherwise as the

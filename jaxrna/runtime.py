@@ -97,6 +97,7 @@ def trusted_store() -> str | None:
         return None
     return os.path.join(path, EXECUTABLES)
 
+
 def prepare_private_cache(path: str | None = None) -> str:
     """Create the compile cache ``path`` (default :func:`cache_dir`) and its ``executables``
     subdirectory, each missing directory with mode 0700, and return the path; raise
