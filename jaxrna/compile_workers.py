@@ -86,6 +86,12 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
     key = programs.program_key(name, args, static, device)
     skey = programs.store_key(name, args, static, device, cpu_store)
     path = programs.store_path(skey, device, cpu_store)
+    early = _early.get((name, device.platform, device.id))
+    if early is not None and path is not None:
+        # a worker started at the run's start prepares it (submit_early): wait for that one,
+        # then load what it stored (another key there: compiled here, the same output)
+        programs.expect(key, early, skey)
+        return
     # another device's program of the same executable is under way: a thread here waits for
     # it and loads it for this device (programs.program), nothing is compiled again
     remote = (processes and path is not None and workers() > 0 and not os.path.exists(path)
@@ -101,6 +107,12 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
         return
     programs.prefetch(name, resolve(source), args, static, device, cpu_store=cpu_store,
                       always=remote)
+
+
+def resolve_call(source: str):
+    """The function ``"module:function"`` names (not called)."""
+    module, _, attr = source.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def resolve(source: str):
@@ -193,6 +205,33 @@ def _merge(future: concurrent.futures.Future) -> None:
         log.debug("compile worker: %s", report["error"])
 
 
+_early: dict[tuple, concurrent.futures.Future] = {}
+
+
+def submit_early(name: str, derive: str, store: str, platform: str = "gpu",
+                 device_id: int = 0, cpu_store: bool = False
+                 ) -> concurrent.futures.Future | None:
+    """Start a worker on program ``name`` now, before this process has imported JAX or knows
+    the program's arguments: ``derive`` (``"module:function"``) returns ``(source, args,
+    static)`` (as :func:`prefetch` takes them) for a device in the worker, which computes the
+    program's key itself, compiles it and keeps it in ``store`` (the directory of
+    :func:`jaxrna.programs.use_store_dir`, already judged trusted). When the run later asks for the program on that device (:func:`prefetch`), it
+    waits for this worker and loads what it stored; a worker that computed another key or
+    failed leaves the run to compile it (the same output). None where the host gets no
+    workers. ``platform``/``device_id``: the device (JAX's default backend otherwise as the
+    run's environment has it); ``cpu_store`` as for :func:`prefetch` (tests on CPUs)."""
+    if workers() == 0:
+        return None
+    spec = {"name": name, "derive": derive, "disk": store, "platform": platform,
+            "device_id": device_id, "platforms": os.environ.get("JAX_PLATFORMS", ""),
+            "x64": os.environ.get("JAX_ENABLE_X64", "").lower() in ("1", "true", "yes"),
+            "jax_cache": None, "cpu_store": cpu_store, "key": None, "args": (), "static": {}}
+    future = concurrent.futures.Future()
+    _early[(name, platform, device_id)] = future
+    _start(spec, future)
+    return future
+
+
 def _example():
     """A program source for the doctest above."""
     import jax
@@ -221,12 +260,17 @@ def run(spec: dict) -> dict:
     name = spec["name"]
     report: dict = {"key": spec["key"], "counts": {}}
     try:
-        jitted = resolve(spec["source"])
         device = jax.devices(spec["platform"])[spec["device_id"]]
+        if spec.get("derive"):          # submit_early: the program worked out here
+            source, args, static = resolve_call(spec["derive"])(device)
+            spec = dict(spec, source=source, args=args, static=static)
+        jitted = resolve(spec["source"])
         kwargs = spec.get("kwargs") or {}
         key = programs.program_key(name, (spec["args"], kwargs) if kwargs else spec["args"],
                                    spec["static"], device)
-        if key != spec["key"]:
+        if spec["key"] is None:
+            report["key"] = key
+        elif key != spec["key"]:
             report["error"] = f"the worker computes another key for {name}"
             return report
         programs.use_store_dir(spec["disk"])
@@ -258,6 +302,7 @@ def shutdown() -> None:
     global _pool
     with _lock:
         pool, _pool = _pool, None
+        _early.clear()
     if pool is None:
         return
     processes = list((getattr(pool, "_processes", None) or {}).values())

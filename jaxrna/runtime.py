@@ -42,21 +42,9 @@ def enable_compilation_cache() -> str | None:
     path = cache_dir()
     if path is None:
         return None
-    reason = _verdicts.get(path)
-    if reason is None:
-        try:
-            makedirs_private(path)
-        except OSError as exc:
-            log.warning("compilation cache disabled: cannot create %s (%s)", path, exc)
-            return None
-        if path not in _verdicts:
-            reason = _verdicts[path] = cache_trust(path)
-            if reason is not None:
-                log.warning("warning: compile cache %s is not trusted (%s); nothing is loaded "
-                            "from it or stored in it, programs are compiled in this process (a "
-                            "cache must be owned by you or root and writable by no one else: "
-                            "chmod go-w, or set JAXRNA_CACHE_DIR to a private directory)",
-                            path, reason)
+    reason = _verdict(path)
+    if reason == _UNUSABLE:
+        return None
     from jaxrna import programs, stages
 
     stages.listen_to_jax()          # programs counted (JAXRNA_PROFILE) with or without a cache
@@ -76,6 +64,39 @@ def enable_compilation_cache() -> str | None:
 #: The verdict of :func:`cache_trust` on each cache directory this process enabled
 #: (None: trusted), so the check and its warning happen once per process.
 _verdicts: dict[str, str | None] = {}
+_UNUSABLE = "cannot be created"
+
+
+def _verdict(path: str) -> str | None:
+    """Why cache ``path`` is not used (None: trusted): created private when missing, checked
+    once per process (:func:`cache_trust`, one warning). Imports no JAX."""
+    reason = _verdicts.get(path)
+    if reason is None:
+        try:
+            makedirs_private(path)
+        except OSError as exc:
+            log.warning("compilation cache disabled: cannot create %s (%s)", path, exc)
+            return _UNUSABLE
+        if path not in _verdicts:
+            reason = _verdicts[path] = cache_trust(path)
+            if reason is not None:
+                log.warning("warning: compile cache %s is not trusted (%s); nothing is loaded "
+                            "from it or stored in it, programs are compiled in this process (a "
+                            "cache must be owned by you or root and writable by no one else: "
+                            "chmod go-w, or set JAXRNA_CACHE_DIR to a private directory)",
+                            path, reason)
+    return reason
+
+
+def trusted_store() -> str | None:
+    """The directory of jaxrna's store of executables (:mod:`jaxrna.programs`) that
+    :func:`enable_compilation_cache` will use, judged without importing JAX: None where there
+    is no cache or it is not trusted (the same check and warning, once per process)."""
+    path = cache_dir()
+    if path is None or _verdict(path) is not None:
+        return None
+    return os.path.join(path, EXECUTABLES)
+
 
 def prepare_private_cache(path: str | None = None) -> str:
     """Create the compile cache ``path`` (default :func:`cache_dir`) and its ``executables``

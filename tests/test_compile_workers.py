@@ -166,3 +166,86 @@ def test_a_program_asked_for_without_processes_is_prepared_in_a_thread(tmp_path,
     finally:
         programs.use_disk(None)
         programs.forget()
+
+
+def test_a_program_started_early_is_loaded_by_the_run(tmp_path, monkeypatch):
+    """:func:`jaxrna.compile_workers.submit_early` (``targets`` with energies on a cold GPU
+    run, before JAX is imported): the worker works out the device energy engine's program
+    itself, compiles and stores it; the run's later prefetch of that program waits for the
+    worker and the run loads the executable (nothing compiled here), which gives the energies
+    of the CPU engine."""
+    from jaxrna import compile_workers, programs, stages
+    from jaxrna.targets.energy import CpuEngine, DeviceEngine, encode, kcal, special_hairpins
+    from jaxrna.targets.prefetch import SOURCES, energy_program
+
+    compile_workers.shutdown()
+    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "1")
+    programs.use_disk(str(tmp_path))
+    try:
+        early = compile_workers.submit_early(
+            "targets.energy.fold_batch", "jaxrna.targets.prefetch:energy_program_here",
+            programs.disk_dir(), platform="cpu", cpu_store=True)
+        assert early is not None
+        device = programs.default_device()
+        engine = DeviceEngine([device])
+        name, args, static = energy_program(engine, device)
+        compile_workers.prefetch(name, SOURCES[name], args, static, device, cpu_store=True)
+        before = dict(stages.counts())
+        run = programs.program(name, compile_workers.resolve(SOURCES[name]), args, static,
+                               device, cpu_store=True)
+        report = early.result(timeout=600)
+        assert "error" not in report, report
+        assert report["key"] == programs.program_key(name, args, static, device)
+        after = stages.counts()
+        assert after.get("executables_loaded", 0) == before.get("executables_loaded", 0) + 1
+        strings = ["GGGGAAAACCCCXXXXXXUUUUGGGG", "ACGUACGUAAAACGUACGU", "GCGCGCAAAGCGCGC"]
+        inputs = encode(strings)
+        size = engine.batch_rows(device.platform, device)
+        _, call_args = engine.call(inputs, special_hairpins(inputs), list(range(len(strings))),
+                                   static["length"], size, device.platform)
+        got = kcal(run(*call_args)[:len(strings)]).tolist()
+        assert got == CpuEngine().energies(strings)
+    finally:
+        compile_workers.shutdown()
+        programs.use_disk(None)
+        programs.forget()
+
+
+def test_targets_starts_its_energy_program_early_only_when_it_will_compile_it(tmp_path,
+                                                                             monkeypatch):
+    """The CLI's rule (:func:`jaxrna.cli.targets._energy_program_early`): with energies from
+    the device engine, on a GPU (possible), a scan not left to the CPU and a trusted store
+    holding no executable."""
+    import argparse
+
+    from jaxrna.cachetrust import EXECUTABLES
+    from jaxrna.cli import targets as cli_targets
+    from jaxrna.targets.scoring import ScanParams
+
+    asked = []
+    monkeypatch.setattr("jaxrna.compile_workers.submit_early",
+                        lambda name, derive, store, **kw: asked.append((name, derive, store)) or 1)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("JAXRNA_CACHE_DIR", str(cache))
+    monkeypatch.delenv("JAXRNA_ENERGY_ENGINE", raising=False)
+    monkeypatch.setattr("jaxrna.runtime.gpu_possible", lambda: True)
+
+    def ns(**kw):
+        return argparse.Namespace(**{"energy_engine": None, "backend": "auto", **kw})
+
+    early, big, small = cli_targets._energy_program_early, 1e12, 1e3
+    assert not early(ns(), ScanParams(no_energy=True), big)
+    assert not early(ns(energy_engine="cpu"), ScanParams(), big)
+    assert not early(ns(backend="cpu"), ScanParams(), big)
+    assert not early(ns(), ScanParams(), small)
+    assert asked == []
+    assert early(ns(), ScanParams(), big)
+    assert asked == [("targets.energy.fold_batch", "jaxrna.targets.prefetch:energy_program_here",
+                      str(cache / EXECUTABLES))]
+    assert early(ns(backend="gpu", energy_engine="device"), ScanParams(), small)
+    (cache / EXECUTABLES).mkdir(exist_ok=True)
+    (cache / EXECUTABLES / "x.bin").write_bytes(b"")          # a warm store: no worker
+    assert not early(ns(), ScanParams(), big) and len(asked) == 2
+    monkeypatch.setattr("jaxrna.runtime.gpu_possible", lambda: False)
+    (cache / EXECUTABLES / "x.bin").unlink()
+    assert not early(ns(), ScanParams(), big) and len(asked) == 2

@@ -125,6 +125,36 @@ def _scan_size(mirnas: str, targets: str) -> float | None:
     return float(sizes[0]) * float(sizes[1])
 
 
+def _energy_program_early(args, params, size: float | None) -> bool:
+    """Start the device energy engine's program in a compile worker at once, before JAX is
+    imported here (:func:`jaxrna.compile_workers.submit_early`), for a cold run with energies
+    on a GPU: ``--energy-engine`` auto or device, ``--backend`` gpu or auto on a scan not left
+    to the CPU, a GPU possible, a trusted store holding no executable. Asked for with the
+    first chunk's programs (~2 s into a run), that program traced and compiled in a worker
+    until ~8 s, 2.2 s after the energies first waited for it (H200, BENCHMARKS.md,
+    twenty-fourth session). Returns whether a worker was started."""
+    import os
+
+    from jaxrna.programs import holds_executables
+    from jaxrna.runtime import cache_dir, gpu_possible, trusted_store
+    from jaxrna.targets.energy import ENGINE_ENV
+
+    engine = (args.energy_engine or os.environ.get(ENGINE_ENV) or "auto").strip().lower()
+    if params.no_energy or engine not in ("auto", "device") or args.backend == "cpu":
+        return False
+    if args.backend == "auto" and size is not None and size < GPU_CELLS_FROM:
+        return False
+    if not gpu_possible():
+        return False
+    store = trusted_store()
+    if store is None or holds_executables(cache_dir()):
+        return False
+    from jaxrna.compile_workers import submit_early
+
+    return submit_early("targets.energy.fold_batch",
+                        "jaxrna.targets.prefetch:energy_program_here", store) is not None
+
+
 def run(args) -> int:
     setup_logging(args.quiet)
     use_device_options(args)           # --devices N
@@ -156,8 +186,9 @@ def _run(args) -> int:
     with stage("setup"):
         from jaxrna.runtime import choose_backend, enable_compilation_cache
 
-        backend = choose_backend(args.backend, _scan_size(args.mirnas, args.targets),
-                                 GPU_CELLS_FROM)
+        size = _scan_size(args.mirnas, args.targets)
+        _energy_program_early(args, params, size)
+        backend = choose_backend(args.backend, size, GPU_CELLS_FROM)
         import jax
 
         enable_compilation_cache()

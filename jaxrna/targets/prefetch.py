@@ -146,6 +146,17 @@ def energy_program(energy, device) -> tuple[str, tuple, dict] | None:
     return "targets.energy.fold_batch", args, dict(program.keywords)
 
 
+def energy_program_here(device) -> tuple[str, tuple, dict]:
+    """``(source, argument specs, static arguments)`` of the ``device`` energy engine's batch
+    program on ``device``, worked out in a compile worker started at the run's start
+    (:func:`jaxrna.compile_workers.submit_early`): the program :func:`energy_program` gives
+    the run's engine there."""
+    from jaxrna.targets.energy import DeviceEngine
+
+    name, args, static = energy_program(DeviceEngine([device]), device)
+    return SOURCES[name], args, static
+
+
 def prefetch_chunk(engine, run) -> int:
     """Start preparing every program of ``run`` on every device of ``engine`` (and the energy
     engine's, once per engine) in the background (:func:`jaxrna.compile_workers.prefetch`;
