@@ -20,7 +20,9 @@ compilations spend their time (XLA's passes, LLVM, ptxas, Triton), phase by phas
 
 ``JAXRNA_TL_SAMPLE=MS`` also samples the main thread's stack every MS milliseconds and prints
 ``TL <ms> sample <innermost jaxrna frame> | <innermost frame>`` whenever the pair changes
-(where a run spends the seconds before its first program is asked for).
+(where a run spends the seconds before its first program is asked for); with
+``JAXRNA_TL_SAMPLE_ALL=1`` every thread's, and ``late <ms>`` where the sampler woke late (some
+thread held the interpreter's lock).
 """
 
 from __future__ import annotations
@@ -165,28 +167,44 @@ def _frame_name(frame) -> str:
     return f"{code.co_filename.split('site-packages/')[-1].split('/jaxrna/')[-1]}:{frame.f_lineno} {code.co_name}"
 
 
-def sample(every_ms: float) -> None:
-    """Print where the main thread is, every ``every_ms`` ms, when it moved (a daemon thread)."""
+def _where(frame) -> tuple[str | None, str]:
+    """(innermost jaxrna frame, innermost frame) of a thread's stack."""
+    inner, f = _frame_name(frame), frame
+    while f is not None:
+        if "/jaxrna/" in f.f_code.co_filename and "cli_timeline" not in f.f_code.co_filename:
+            return _frame_name(f), inner
+        f = f.f_back
+    return None, inner
+
+
+def sample(every_ms: float, every_thread: bool = False) -> None:
+    """Print where the main thread is (``every_thread``: every thread), every ``every_ms`` ms,
+    when it moved (a daemon thread); ``late <ms>`` when the sampler itself woke more than
+    three periods late (a thread held the interpreter's lock that long)."""
     main = threading.main_thread().ident
 
     def run():
-        last = None
+        last: dict = {}
+        names = {}
         while True:
+            t = time.perf_counter()
             time.sleep(every_ms / 1000)
-            frame = sys._current_frames().get(main)
-            if frame is None:
+            late = (time.perf_counter() - t) * 1000 - every_ms
+            if late > 3 * every_ms:
+                say(f"late {late:.0f}")
+            frames = sys._current_frames()
+            if main not in frames:
                 return
-            inner, ours = _frame_name(frame), None
-            f = frame
-            while f is not None:
-                if "/jaxrna/" in f.f_code.co_filename and "cli_timeline" not in f.f_code.co_filename:
-                    ours = _frame_name(f)
-                    break
-                f = f.f_back
-            key = (ours, inner)
-            if key != last:
-                say(f"sample {ours} | {inner}")
-                last = key
+            if every_thread:
+                names = {th.ident: th.name[:20] for th in threading.enumerate()}
+            for ident, frame in frames.items():
+                if ident == threading.get_ident() or (ident != main and not every_thread):
+                    continue
+                key = _where(frame)
+                if key != last.get(ident):
+                    label = "" if ident == main else f"[{names.get(ident, ident)}] "
+                    say(f"sample {label}{key[0]} | {key[1]}")
+                    last[ident] = key
 
     threading.Thread(target=run, name="tl-sampler", daemon=True).start()
 
@@ -194,7 +212,8 @@ def sample(every_ms: float) -> None:
 if __name__ == "__main__":
     say("start")
     if os.environ.get("JAXRNA_TL_SAMPLE"):
-        sample(float(os.environ["JAXRNA_TL_SAMPLE"]))
+        sample(float(os.environ["JAXRNA_TL_SAMPLE"]),
+               os.environ.get("JAXRNA_TL_SAMPLE_ALL", "") not in ("", "0"))
     install()
     if os.environ.get("JAXRNA_TL_PROFILE"):
         start_profile()
