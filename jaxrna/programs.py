@@ -37,6 +37,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -265,7 +266,8 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
                 options = compiler_options(name, device.platform) or None
                 with _lowering_turn():
                     lowered = jitted.lower(*args, **kwargs, **static)
-                fresh = lowered.compile(compiler_options=options)
+                with _no_jax_cache_write() if path else contextlib.nullcontext():
+                    fresh = lowered.compile(compiler_options=options)
             stages.count("executables_compiled")
             if path:
                 store_writes.store(path, fresh, _save)     # in the background: store_writes
@@ -284,6 +286,21 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
     return compiled
 
 
+def _no_jax_cache_write():
+    """In this thread, JAX's persistent cache writes no entry for what is compiled (its
+    threshold of compile seconds made infinite; JAX's config states are thread-local): for a
+    program the store keeps, the store is what later runs load, and JAX's entry would be a
+    second serialization of the executable, under the interpreter's lock, on the cold run's
+    path (0.65 s for `interact`'s GPU program, H200, call S25b). A JAX without that state:
+    nothing changes."""
+    try:
+        from jax._src import config
+
+        return config.persistent_cache_min_compile_time_secs(float("inf"))
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another JAX layout
+        return contextlib.nullcontext()
+
+
 _lowering = Turns()
 _ticket = threading.local()     # a prefetch job's turn (_queued)
 
@@ -293,8 +310,6 @@ def _lowering_turn():
     at a time, in the order asked for (targets asks for its longest first), while their
     compilations run side by side: interleaved, every program of a plan finished lowering at
     about the same late moment. Elsewhere (a program needed now) nothing waits."""
-    import contextlib
-
     ticket = getattr(_ticket, "value", None)
     return contextlib.nullcontext() if ticket is None else _lowering.turn(ticket)
 

@@ -19,7 +19,14 @@ True
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable
+
+#: A background write waits this long before serializing: serializing holds the interpreter's
+#: lock (0.52 s for `interact`'s GPU program, H200, call S25b), and the thread that compiled or
+#: waited for the program is about to launch it; launched, it waits for the device with the lock
+#: released, and the write overlaps that wait instead of delaying the launch.
+LAUNCH_FIRST_S = 0.1
 
 _lock = threading.Lock()
 _writes: dict[str, threading.Thread] = {}   # path -> the thread writing it
@@ -42,6 +49,7 @@ def store(path: str, compiled, save: Callable) -> None:
 
     def write():
         try:
+            time.sleep(LAUNCH_FIRST_S)
             save(path, compiled)
         finally:
             with _lock:

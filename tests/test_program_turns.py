@@ -247,3 +247,47 @@ def test_cli_turns_background_saves_off_again(argv, capsys):
     assert main(argv) == 0
     assert store_writes.save_in_background(False) is False
     assert store_writes.pending() == []
+
+
+_JAX_CACHE_PROBE = r"""
+import os, sys
+import jax
+import jax.numpy as jnp
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+from jaxrna import programs
+
+def entries():
+    return sum(len(files) for _, _, files in os.walk(sys.argv[1]))
+
+programs.use_disk(sys.argv[2])
+device = jax.devices()[0]
+spec = (jax.ShapeDtypeStruct((7,), jnp.int32),)
+stored = programs.program("t.stored", jax.jit(lambda x: x * 3 + 1), spec, {}, device,
+                          cpu_store=True)
+print(entries(), stored(jnp.arange(7, dtype=jnp.int32)).tolist()[2])
+plain = jax.jit(lambda x: x * 5 - 2)
+print(entries(), plain(jnp.arange(7, dtype=jnp.int32)).tolist()[2])
+"""
+
+
+def test_a_program_the_store_keeps_writes_no_jax_cache_entry(tmp_path):
+    """A program compiled for jaxrna's store is not serialized a second time into JAX's
+    persistent cache (``programs._no_jax_cache_write``), while a plain ``jax.jit`` program of
+    the same process still is; the stored program is the one a later process loads."""
+    import subprocess
+    import sys
+
+    jax_cache, store = tmp_path / "jax", tmp_path / "store"
+    jax_cache.mkdir()
+    run = subprocess.run([sys.executable, "-c", _JAX_CACHE_PROBE, str(jax_cache), str(store)],
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    (after_stored, value), (after_plain, plain) = (map(int, line.split())
+                                                   for line in run.stdout.split("\n")[:2])
+    assert value == 7 and plain == 8
+    assert after_stored == 0                 # no JAX entry for the program the store keeps
+    assert after_plain > 0                   # JAX's cache works in this process
+    assert [n for n in os.listdir(store / "executables") if n.endswith(".bin")]
