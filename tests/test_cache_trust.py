@@ -486,8 +486,6 @@ def test_a_planted_host_library_is_never_loaded(tmp_path, monkeypatch, how):
     gives the right tables."""
     import subprocess
 
-    import numpy as np
-
     from jaxrna import native
     from jaxrna.alphabet import encode
     from jaxrna.fold import host

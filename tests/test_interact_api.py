@@ -265,3 +265,24 @@ def test_windowed_pairs_in_a_merged_large_geometry_are_exact(backend):
         assert r.score_units == max(spec.values())
         assert spec[(r.window1[0], n2 - 1 - r.window2[1])] == r.score_units
         assert_valid(r, w)
+
+
+def test_one_row_batches_equal_many_row_batches_and_the_reference():
+    """A batch of one row runs the pair's program with a batch axis added
+    (:func:`jaxrna.interact.program.interact_program`), the same values as the batched
+    program of several rows: scores against the reference DP, windows and tracebacks equal."""
+    from jaxrna.interact.api import make_problem, run_problems
+
+    rng = random.Random(7)
+    w = parse_weights("bpmax")
+    recs = [(Record(f"a{k}", random_strand(rng, rng.randint(5, 14))),
+             Record(f"b{k}", random_strand(rng, rng.randint(15, 30)))) for k in range(5)]
+    problems = [make_problem(a, b, window2=12) for a, b in recs]
+    one = run_problems(problems, w, batch_budget=1)            # rows of 1
+    many = run_problems(problems, w, batch_budget=1 << 30)     # rows of 4 (CPU)
+    assert [(r.score_units, r.window1, r.window2, r.pairs) for r in one] == \
+           [(r.score_units, r.window1, r.window2, r.pairs) for r in many]
+    for (a, b), r in zip(recs, one):
+        scores = reference_windows(a.sequence, b.sequence, w, len(a.sequence), 12)
+        assert r.score_units == max(scores.values())
+        assert_valid(r, w)
