@@ -148,3 +148,34 @@ def plan_batches(lengths: Sequence[int], max_batch: int | None = None,
             batches.append(members[s:s + cap])
     batches.sort(key=lambda b: b[0])
     return batches
+
+
+def map_rows(fn, in_axes=0):
+    """``jax.vmap(fn, in_axes)`` over the rows of a batch (each ``in_axes`` entry 0 or None),
+    except that a batch of one row runs ``fn`` on that row and adds the row axis to its
+    outputs: the same values, from a program whose tracing and compilation skip ``vmap``'s
+    batching of ``fn``'s loops (interact's program of one 23 x 20,000 nt pair: compiled in
+    2.9-3.1 s instead of 3.6-3.9 on an H200, and ran no slower; BENCHMARKS.md, twenty-fifth
+    session). Long sequences are where batches have one row.
+
+    >>> import jax.numpy as jnp
+    >>> f = map_rows(lambda x, k: x * k, in_axes=(0, None))
+    >>> f(jnp.arange(6).reshape(2, 3), 2).tolist(), f(jnp.arange(3).reshape(1, 3), 2).tolist()
+    ([[0, 2, 4], [6, 8, 10]], [[0, 2, 4]])
+    """
+
+    def mapped(*args):
+        import jax
+
+        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        if len(axes) != len(args) or any(a not in (0, None) for a in axes):
+            raise ValueError(f"map_rows takes in_axes of 0 or None per argument, not {in_axes!r}")
+        sizes = {leaf.shape[0] for arg, axis in zip(args, axes) if axis == 0
+                 for leaf in jax.tree_util.tree_leaves(arg)}
+        if sizes != {1}:
+            return jax.vmap(fn, in_axes=axes)(*args)
+        rows = [jax.tree_util.tree_map(lambda x: x[0], arg) if axis == 0 else arg
+                for arg, axis in zip(args, axes)]
+        return jax.tree_util.tree_map(lambda x: x[None], fn(*rows))
+
+    return mapped

@@ -13,6 +13,7 @@ most recently used.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -114,6 +115,21 @@ def _warn_untrusted(path: str, reason: str) -> None:
     log.warning("warning: not loading the cached executable %s (%s); compiling it in this "
                 "process instead (cache entries must be owned by you or root and writable by "
                 "no one else)", path, reason)
+
+
+def no_jax_cache_entry():
+    """A context in which this thread's compilations leave no entry in JAX's own persistent
+    cache (its threshold of compile seconds made infinite; JAX's config states are
+    thread-local): :func:`jaxrna.programs.program` compiles what the store keeps in it. The
+    store is what later runs load, and JAX's entry would be a second serialization of the
+    executable, under the interpreter's lock, on the cold run's path (0.65 s for `interact`'s
+    GPU program, H200, call S25b). A JAX without that state: nothing changes."""
+    try:
+        from jax._src import config
+
+        return config.persistent_cache_min_compile_time_secs(float("inf"))
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another JAX layout
+        return contextlib.nullcontext()
 
 
 #: The store keeps at most this many executables (the least recently used go first).

@@ -48,6 +48,7 @@ from typing import Any, Callable, Sequence
 from jaxrna import store_writes
 from jaxrna.cachetrust import EXECUTABLES
 from jaxrna.executable_files import FORMAT as _FORMAT
+from jaxrna.executable_files import no_jax_cache_entry
 from jaxrna.executable_files import checked_first_call
 from jaxrna.executable_files import load as _load
 from jaxrna.executable_files import save as _save
@@ -266,7 +267,7 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
                 options = compiler_options(name, device.platform) or None
                 with _lowering_turn():
                     lowered = jitted.lower(*args, **kwargs, **static)
-                with _no_jax_cache_write() if path else contextlib.nullcontext():
+                with no_jax_cache_entry() if path else contextlib.nullcontext():
                     fresh = lowered.compile(compiler_options=options)
             stages.count("executables_compiled")
             if path:
@@ -284,21 +285,6 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
             log.debug("program %s %s %s: %s", name, shapes, static,
                       "loaded" if loaded else "compiled")
     return compiled
-
-
-def _no_jax_cache_write():
-    """In this thread, JAX's persistent cache writes no entry for what is compiled (its
-    threshold of compile seconds made infinite; JAX's config states are thread-local): for a
-    program the store keeps, the store is what later runs load, and JAX's entry would be a
-    second serialization of the executable, under the interpreter's lock, on the cold run's
-    path (0.65 s for `interact`'s GPU program, H200, call S25b). A JAX without that state:
-    nothing changes."""
-    try:
-        from jax._src import config
-
-        return config.persistent_cache_min_compile_time_secs(float("inf"))
-    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another JAX layout
-        return contextlib.nullcontext()
 
 
 _lowering = Turns()

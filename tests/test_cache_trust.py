@@ -352,7 +352,7 @@ print(int(jax.jit(lambda x: x * 2 + 1)(jnp.int32(20))))
 
 def _jax_entry(cache) -> None:
     """A genuine entry of JAX's own cache in ``cache`` (jaxrna's runs leave none for the
-    programs its store keeps: ``programs._no_jax_cache_write``), as another JAX program of
+    programs its store keeps: ``executable_files.no_jax_cache_entry``), as another JAX program of
     the user's would leave it."""
     import subprocess
     import sys

@@ -274,7 +274,7 @@ print(entries(), plain(jnp.arange(7, dtype=jnp.int32)).tolist()[2])
 
 def test_a_program_the_store_keeps_writes_no_jax_cache_entry(tmp_path):
     """A program compiled for jaxrna's store is not serialized a second time into JAX's
-    persistent cache (``programs._no_jax_cache_write``), while a plain ``jax.jit`` program of
+    persistent cache (``executable_files.no_jax_cache_entry``), while a plain ``jax.jit`` program of
     the same process still is; the stored program is the one a later process loads."""
     import subprocess
     import sys

@@ -156,9 +156,9 @@ def interact_program(codes_u, codes_v, weights, info, spans, *, geo, box: bool, 
     pair's window counts are padding), with ``box`` the ``tiles``, ``s_outer`` and ``s_inner``
     of the best window (:class:`BoxLayout`; with a whole-table layout, the whole S tables).
     """
-    import jax
     import jax.numpy as jnp
 
+    from jaxrna.batching import map_rows
     from jaxrna.interact.recurrence import bpmax_fill
 
     weights = jnp.asarray(weights, jnp.int32)
@@ -169,13 +169,9 @@ def interact_program(codes_u, codes_v, weights, info, spans, *, geo, box: bool, 
     def one(a, b, i):
         return read(*fill(a, b), i)
 
-    info = info.astype(jnp.int32)
-    if codes_u.shape[0] == 1:
-        # one row (long strands): the pair's program with a batch axis added, the same values
-        # as the vmap below; tracing vmap's batching of the fill's loops took half of this
-        # program's tracing (0.33 of 0.71 s under cProfile, 23 x 20,000 nt, --window2 128)
-        return jax.tree_util.tree_map(lambda x: x[None], one(codes_u[0], codes_v[0], info[0]))
-    return jax.vmap(one)(codes_u, codes_v, info)
+    # a batch of one row (long strands) runs the pair's program: vmap's batching of the
+    # fill's loops was half of this program's tracing (23 x 20,000 nt, --window2 128)
+    return map_rows(one)(codes_u, codes_v, info.astype(jnp.int32))
 
 
 _jitted = None
