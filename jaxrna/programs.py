@@ -48,9 +48,9 @@ from typing import Any, Callable, Sequence
 from jaxrna import store_writes
 from jaxrna.cachetrust import EXECUTABLES
 from jaxrna.executable_files import FORMAT as _FORMAT
-from jaxrna.executable_files import no_jax_cache_entry
 from jaxrna.executable_files import checked_first_call
 from jaxrna.executable_files import load as _load
+from jaxrna.executable_files import no_jax_cache_entry
 from jaxrna.executable_files import save as _save
 from jaxrna.turns import Turns
 from jaxrna.xla_options import compiler_options
