@@ -81,6 +81,7 @@ PRESETS = {
         "targets_energy": {"mirnas": 2000, "targets": 30000},
         # ensembles (several GPUs: each job's batches or records over every device)
         "turner_partition": {"count": 2000, "lo": 200, "hi": 200},
+        "turner_partition_one": {"length": 4000, "then": 3500},
         "fold_partition_many": {"count": 16, "length": 2000},
         "align_posterior": {"pairs": 200, "lo": 200, "hi": 1000},
     },
@@ -99,6 +100,7 @@ PRESETS = {
         "interact_small": {"pairs": 40, "hi1": 30, "hi2": 45},
         "targets_energy": {"mirnas": 16, "targets": 30000},
         "turner_partition": {"count": 40, "lo": 200, "hi": 200},
+        "turner_partition_one": {"length": 1000, "then": 900},
         "fold_partition_many": {"count": 4, "length": 500},
         "align_posterior": {"pairs": 20, "lo": 50, "hi": 300},
     },
@@ -167,6 +169,11 @@ def make_job(name: str, size: dict, data: str, backend: str
     if name == "turner_partition":     # the engine: --backend's, or JAXRNA_ENERGY_ENGINE
         fa = _mix(rng, d, "seqs.fa", "s", size["count"], size["lo"], size["hi"])
         return ["fold", "--model", "turner", "--partition", "-f", "json", fa] + common, out, None
+    if name == "turner_partition_one":   # issue 25's one long sequence; then another, -T 30
+        fa = _write_fasta(os.path.join(d, "one.fa"), "p", [_random_rna(rng, size["length"])])
+        fb = _write_fasta(os.path.join(d, "other.fa"), "o", [_random_rna(rng, size["then"])])
+        cmd = ["fold", "--model", "turner", "--partition", "-f", "json"]
+        return cmd + [fa] + common, out, cmd + [fb, "-T", "30"] + common
     if name == "fold_partition_many":
         fa = _write_fasta(os.path.join(d, "many.fa"), "p",
                           [_random_rna(rng, size["length"]) for _ in range(size["count"])])
@@ -290,7 +297,7 @@ def run_peer(name: str, args: list[str], log: str | None) -> dict | None:
             return {"error": "ViennaRNA not installed"}
         fasta = next(a for a in args if a.endswith(".fa"))
         return _timed_peer([sys.executable, os.path.join(HERE, "peer_vienna.py"), fasta]
-                           + (["--partition"] if name == "turner_partition" else []))
+                           + (["--partition"] if name.startswith("turner_partition") else []))
     if not name.startswith("align"):
         return None
     try:
