@@ -249,3 +249,24 @@ def test_targets_starts_its_energy_program_early_only_when_it_will_compile_it(tm
     monkeypatch.setattr("jaxrna.runtime.gpu_possible", lambda: False)
     (cache / EXECUTABLES / "x.bin").unlink()
     assert not early(ns(), ScanParams(), big) and len(asked) == 2
+
+
+def test_the_early_worker_takes_no_pallas_probe(monkeypatch):
+    """The program an early worker works out (``energy_program_here``) assumes a Pallas
+    interior builds rather than compiling the tiny probe kernel first (a program of its own on
+    that worker's path); the run's own engine still probes."""
+    import jax
+
+    from jaxrna.energy import fill, mfe_programs
+    from jaxrna.targets import prefetch
+    from jaxrna.targets.energy import DeviceEngine
+
+    probed = []
+    monkeypatch.setattr(fill, "interior_mode", lambda platform, length: "pallas")
+    monkeypatch.setattr(mfe_programs, "pallas_builds",
+                        lambda kernel, interpret=False: probed.append(kernel) or True)
+    device = jax.devices()[0]
+    source, args, static = prefetch.energy_program_here(device)
+    assert probed == [] and static["interior"] == "pallas"
+    prefetch.energy_program(DeviceEngine([device]), device)
+    assert probed == [mfe_programs.INTERIOR_KERNEL]

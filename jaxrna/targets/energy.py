@@ -485,13 +485,15 @@ def special_hairpins(inputs: FoldInputs) -> tuple:
 _PROGRAM_LOCK = threading.Lock()
 
 
-def device_program(length: int, platform: str = "cpu"):
+def device_program(length: int, platform: str = "cpu", probe: bool = True):
     """The batch program (energies only) for devices of ``platform`` and the parameters for
-    ``length``, made once (device threads ask for it at the same time)."""
+    ``length``, made once (device threads ask for it at the same time). ``probe``: whether a
+    Pallas interior takes a tiny kernel's build first (the run's own engine does; a compile
+    worker started early does not: a failed build there leaves the program to the run)."""
     from jaxrna.energy.api import interior_for
 
     with _PROGRAM_LOCK:     # (Pallas that does not build with this JAX: the pure-JAX gather)
-        return _make_device_program(length, interior_for(platform, length, probe=True))
+        return _make_device_program(length, interior_for(platform, length, probe=probe))
 
 
 def _fold_batch(codes, n, linker, special, dp, stop, length: int, interior: str = "jax"):

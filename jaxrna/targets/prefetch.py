@@ -127,10 +127,11 @@ def blocks_on(engine, run, device) -> list[list[int]]:
     return [ks for k, ks in enumerate(engine.blocks(len(run.queries))) if k % n == d]
 
 
-def energy_program(energy, device) -> tuple[str, tuple, dict] | None:
+def energy_program(energy, device, probe: bool = True) -> tuple[str, tuple, dict] | None:
     """``(name, argument specs, static arguments)`` of the ``device`` energy engine's batch
     program on ``device`` (:meth:`DeviceEngine.call <jaxrna.targets.energy.DeviceEngine.call>`),
-    None for the other engines."""
+    None for the other engines. ``probe``: as for
+    :func:`jaxrna.targets.energy.device_program`."""
     import jax
 
     from jaxrna.targets.energy import DEVICE_LENGTH, device_program
@@ -139,7 +140,7 @@ def energy_program(energy, device) -> tuple[str, tuple, dict] | None:
         return None
     size = energy.batch_rows(device.platform, device)
     length = DEVICE_LENGTH
-    program, dp = device_program(length, device.platform)
+    program, dp = device_program(length, device.platform, probe)
     dp_specs = jax.tree_util.tree_map(lambda a: _spec(np.shape(a), np.asarray(a).dtype), dp)
     args = (_spec((size, length), np.int8), _spec((size,), np.int32), _spec((size,), np.int32),
             _spec((size, 3, length), np.int16), dp_specs, _scalar())
@@ -153,7 +154,9 @@ def energy_program_here(device) -> tuple[str, tuple, dict]:
     the run's engine there."""
     from jaxrna.targets.energy import DeviceEngine
 
-    name, args, static = energy_program(DeviceEngine([device]), device)
+    # no Pallas probe here (a tiny program of its own, on the early worker's path): the
+    # run probes; a kernel that does not build fails this worker, and the run compiles
+    name, args, static = energy_program(DeviceEngine([device]), device, probe=False)
     return SOURCES[name], args, static
 
 
