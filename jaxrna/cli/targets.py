@@ -132,7 +132,8 @@ def _energy_program_early(args, params, size: float | None) -> bool:
     to the CPU, a GPU possible, a trusted store holding no executable. Asked for with the
     first chunk's programs (~2 s into a run), that program traced and compiled in a worker
     until ~8 s, 2.2 s after the energies first waited for it (H200, BENCHMARKS.md,
-    twenty-fourth session). Returns whether a worker was started."""
+    twenty-fourth session); started here, 2,000 x 30,000 took 1.4-4.7 s less cold, warm the
+    same (twenty-fifth session). Returns whether a worker was started."""
     import os
 
     from jaxrna.programs import holds_executables
