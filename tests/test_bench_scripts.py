@@ -57,3 +57,14 @@ def test_bench_energy_programs_with_options_and_phases():
     assert len(hashes) == 1 and all("all traced True" in line for line in results), out
     assert sum("xla_llvm_disable_expensive_passes" in line for line in results) == 2
     assert "backend_compile" in out or "Compile" in out, out     # the profiler's events
+
+
+@pytest.mark.slow
+def test_bench_one_row_measures_each_program():
+    out = _run("bench_one_row.py", "--partition", "128", "--mfe", "128", "--fold", "256")
+    lines = out.splitlines()
+    assert len(lines) == 4 and not any("failed" in line for line in lines), out
+    assert lines[0].startswith("partition 128 nt x 1: trace ") and ", runs " in lines[0], out
+    assert lines[1].startswith("mfe fill 128 nt x 1: ") and lines[2].startswith("mfe traceback")
+    assert lines[3].startswith("fold (Nussinov, GPU path, interpret) 256 nt x 1: "), out
+    assert all(int(line.split(" lines")[0].rsplit(" ", 1)[1]) > 100 for line in lines), out
