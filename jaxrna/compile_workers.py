@@ -110,19 +110,18 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
 
 
 def resolve_call(source: str):
-    """The function ``"module:function"`` names (not called)."""
-    module, _, attr = source.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    """The function ``"module:function"`` (or ``"module:name.attribute"``) names, not called."""
+    module, _, path = source.partition(":")
+    target = importlib.import_module(module)
+    for attr in path.split("."):
+        target = getattr(target, attr)
+    return target
 
 
 def resolve(source: str):
     """The ``jax.jit`` function of ``"module:function"`` (``function`` called), or of
     ``"module:name.jitted"`` for a :func:`jaxrna.programs.stored_jit` function ``name``."""
-    module, _, path = source.partition(":")
-    target = importlib.import_module(module)
-    for attr in path.split("."):
-        target = getattr(target, attr)
-    return target()
+    return resolve_call(source)()
 
 
 def spec_for(name: str, source: str, args: tuple, static: dict, kwargs: dict, device, key: str,

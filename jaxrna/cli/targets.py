@@ -134,14 +134,17 @@ def _energy_program_early(args, params, size: float | None) -> bool:
     until ~8 s, 2.2 s after the energies first waited for it (H200, BENCHMARKS.md,
     twenty-fourth session); started here, 2,000 x 30,000 took 1.4-4.7 s less cold, warm the
     same (twenty-fifth session). Returns whether a worker was started."""
-    import os
-
+    from jaxrna.io.errors import InputError
     from jaxrna.programs import holds_executables
     from jaxrna.runtime import cache_dir, gpu_possible, trusted_store
-    from jaxrna.targets.energy import ENGINE_ENV
+    from jaxrna.targets.energy import engine_name
 
-    engine = (args.energy_engine or os.environ.get(ENGINE_ENV) or "auto").strip().lower()
-    if params.no_energy or engine not in ("auto", "device") or args.backend == "cpu":
+    if params.no_energy or args.backend == "cpu":
+        return False
+    try:
+        if engine_name(args.energy_engine, "gpu") != "device":
+            return False
+    except InputError:                  # reported by the run itself, where it always was
         return False
     if args.backend == "auto" and size is not None and size < GPU_CELLS_FROM:
         return False
