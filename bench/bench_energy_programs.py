@@ -56,6 +56,18 @@ def parse_options(text: str) -> dict:
     return {} if text in ("", "none") else env_options(":" + text)[0][1]
 
 
+def parse_env(text: str) -> dict:
+    """``"K=V,K=V"`` (or ``none``) as environment variables, values as written.
+
+    >>> parse_env("XLA_PYTHON_CLIENT_PREALLOCATE=false,CUDA_MODULE_LOADING=EAGER")
+    {'XLA_PYTHON_CLIENT_PREALLOCATE': 'false', 'CUDA_MODULE_LOADING': 'EAGER'}
+    """
+    text = text.strip()
+    pairs = (item.strip().partition("=") for item in text.split(",")) if text not in ("", "none") \
+        else ()
+    return {k.strip(): v.strip() for k, eq, v in pairs if eq and k.strip()}
+
+
 def compile_phases(compile_fn, top: int = 12):
     """``(result, lines)``: ``compile_fn()`` under JAX's profiler, and the ``top`` events of
     the compilation by their summed duration (the XLA passes, LLVM, ptxas: where a compile's
@@ -197,8 +209,7 @@ def main() -> None:
                            "--pretouch", str(args.pretouch)]
                     cmd += ["--rows", str(args.rows)] if args.rows else []
                     cmd += ["--phases"] if args.phases else []
-                    env = dict(os.environ, **{k: str(v) for k, v in
-                                              parse_options(env_set).items()})
+                    env = dict(os.environ, **parse_env(env_set))
                     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
                     out = done.stdout.strip()
                     if out and env_set.strip() not in ("", "none"):
