@@ -51,15 +51,14 @@ def _fill_rows(s, allowed, special, n, dp, dangles, stop, interior: str = "jax",
                bands: int | None = None):
     """The fill of a batch (:func:`jaxrna.energy.fill.fill` ``vmap``-ped): each row's minimum
     free energy and its tables ``T`` and ``F``, which :func:`_trace_rows` reads."""
-    import jax
-
+    from jaxrna.batching import map_rows
     from jaxrna.energy.fill import fill
 
     def one(s, allowed, special, n):
         tables = fill(s, allowed, special, n, dp, dangles, stop, interior=interior, bands=bands)
         return tables["F"][n], tables["T"], tables["F"]
 
-    return jax.vmap(one)(s, allowed, special, n)
+    return map_rows(one)(s, allowed, special, n)     # one row (long classes): no vmap
 
 
 def _trace_rows(T, F, s, allowed, special, n, dp, dangles):
@@ -72,14 +71,13 @@ def _traced(T, F, s, allowed, special, n, dp, dangles, enabled):
     """:func:`_trace_rows` with ``enabled`` (shared by the batch, as
     :func:`jaxrna.energy.traceback.traceback`'s; the programs' signatures stay their own: a
     stored program's arguments are its signature's)."""
-    import jax
-
+    from jaxrna.batching import map_rows
     from jaxrna.energy.traceback import traceback
 
     def one(T, F, s, allowed, special, n):
         return traceback({"T": T, "F": F}, s, allowed, special, n, dp, dangles, enabled=enabled)
 
-    return jax.vmap(one)(T, F, s, allowed, special, n)
+    return map_rows(one)(T, F, s, allowed, special, n)
 
 
 @functools.lru_cache(maxsize=1)

@@ -300,8 +300,11 @@ PROGRAM = "energy.partition"
 
 
 def _batch_lz_and_bpp(s, allowed, special, n, dp, dangles):
-    return jax.vmap(_lz_and_bpp, in_axes=(0, 0, 0, 0, None, None))(s, allowed, special, n, dp,
-                                                                   dangles)
+    from jaxrna.batching import map_rows
+
+    # one row (one long sequence): the sequence's program, no vmap of its loops
+    return map_rows(_lz_and_bpp, in_axes=(0, 0, 0, 0, None, None))(s, allowed, special, n,
+                                                                   dp, dangles)
 
 
 @functools.lru_cache(maxsize=1)

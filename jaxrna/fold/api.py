@@ -116,6 +116,7 @@ def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
     import jax
     import jax.numpy as jnp
 
+    from jaxrna.batching import map_rows
     from jaxrna.fold.blocked import blocked_fill_traced, ragged_fill
     from jaxrna.fold.walk import tile_cell, traceback_tiles_kernel, walk_batch
 
@@ -135,7 +136,7 @@ def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
         tiles = jax.lax.map(fill_row, (codes, lengths))
     else:
         diagonals = (jnp.max(lengths) + tile - 1) // tile
-        tiles = jax.vmap(lambda c: blocked_fill_traced(
+        tiles = map_rows(lambda c: blocked_fill_traced(     # one row (one long sequence): no vmap
             c, weights, min_loop, tile=tile, groups=groups, diag_blocks=1,
             maxplus="interpret" if interpret and maxplus == "pallas" else maxplus,
             diagonals=diagonals))(codes)
