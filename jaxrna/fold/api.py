@@ -19,7 +19,7 @@ import numpy as np
 
 from jaxrna import stages
 from jaxrna.alphabet import encode
-from jaxrna.batching import batch_rows, bucket_length
+from jaxrna.batching import batch_rows, bucket_length, map_rows
 # the batch plan lives in :mod:`jaxrna.fold.plan`; its names are importable from here as before
 from jaxrna.fold.plan import (DEVICE_BYTES_PER_CELL, GPU_BATCH_BUDGET, GPU_WORK_FROM,  # noqa
                               MAX_ROWS, PARTITION_GPU_WORK_FROM, batch_cap, choose_engine,
@@ -116,7 +116,6 @@ def _fold_program(codes, lengths, weights, min_loop, *, tile: int, groups: int,
     import jax
     import jax.numpy as jnp
 
-    from jaxrna.batching import map_rows
     from jaxrna.fold.blocked import blocked_fill_traced, ragged_fill
     from jaxrna.fold.walk import tile_cell, traceback_tiles_kernel, walk_batch
 
