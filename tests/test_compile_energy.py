@@ -152,8 +152,9 @@ def test_a_score_only_plan_prefetches_the_fill_alone(monkeypatch):
 
 
 def test_a_gpu_asks_for_the_traceback_before_the_fill(monkeypatch):
-    """The longest compilation first: on a GPU each class's traceback program is asked for
-    (lowered) before its fill; a CPU keeps the fill first. The compile workers are stubbed:
+    """The longest compilation first: on a GPU the traceback program of a class up to
+    ``TRACE_FIRST_MAX`` nt is asked for (lowered) before its fill, a longer class's fill
+    first; a CPU keeps the fill first. The compile workers are stubbed:
     this checks the order of the requests, and that the first class stays in this process."""
     from jaxrna import compile_workers
     from jaxrna.energy import mfe_programs as mp
@@ -166,9 +167,13 @@ def test_a_gpu_asks_for_the_traceback_before_the_fill(monkeypatch):
         platform = "gpu"
 
     params = mp.load_params()
-    assert mp.prefetch_programs([(512, 8), (1024, 4)], params, Gpu()) == 4
+    assert mp.prefetch_programs([(512, 8), (1024, 4), (2048, 64)], params, Gpu()) == 6
     assert asked == [(mp.TRACE_PROGRAM, False), (mp.FILL_PROGRAM, False),
-                     (mp.TRACE_PROGRAM, True), (mp.FILL_PROGRAM, True)]
+                     (mp.TRACE_PROGRAM, True), (mp.FILL_PROGRAM, True),
+                     (mp.FILL_PROGRAM, True), (mp.TRACE_PROGRAM, True)]   # long: fill first
+    asked.clear()
+    mp.prefetch_programs([(2048, 64)], params, Gpu())
+    assert asked == [(mp.FILL_PROGRAM, False), (mp.TRACE_PROGRAM, False)]
     asked.clear()
     mp.prefetch_programs([(128, 8)], params, type("Cpu", (), {"platform": "cpu"})())
     assert [name for name, _ in asked] == [mp.FILL_PROGRAM, mp.TRACE_PROGRAM]

@@ -188,6 +188,12 @@ def program_args(stack: dict, params: EnergyParams, length: int, dangles: int,
             np.bool_(with_pairs))
 
 
+#: On a GPU, the longest class whose traceback is lowered before its fill. Longer classes'
+#: fills compile as long as their tracebacks or longer (2,048 nt x 64 rows: 2.03 s alone, the
+#: traceback ready at 4.8 s and the fill at 7.0 s of a cold 404 x 1-2,600 nt run with the
+#: traceback first, H100, S22e/S22f) and are needed first: there the fill goes first.
+TRACE_FIRST_MAX = 1024
+
 #: Classes of a plan whose fill and traceback programs are both prepared in threads of the run's
 #: process (:func:`prefetch_programs`; the others go to compile workers where the host has them).
 #: All of them in threads made no difference (404 x 1-2,600 nt cold on an H100: 21.53 s against
@@ -246,7 +252,7 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     # on an H100: 28.07-31.67 s against 24.83-27.48, S20a and S20f)
     for k, (length, rows) in enumerate(dict.fromkeys(classes)):
         asked = _program_specs(length, rows, params, combined, with_pairs)
-        if device.platform == "gpu":
+        if device.platform == "gpu" and length <= TRACE_FIRST_MAX:
             # a GPU compiles the traceback longest (512 nt: 2.5-3.1 s against the fill's 1.5):
             # lowered first, it is ready sooner and the fill's run overlaps its compilation
             # (H100, S22d, 1,000 x 50-500 nt cold: 5.30-6.06 s against 6.06-6.33 fill first)
