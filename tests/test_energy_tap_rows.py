@@ -71,7 +71,8 @@ def test_the_partition_program_has_no_scatter_without_unique_indices():
         args, _ = P.batch_inputs(["GGGGAAACCCCAUGCAUCG" * 16], length=384)
         text = jax.jit(P._batch_lz_and_bpp).lower(*args).as_text()
     scatters = [line for line in text.splitlines() if "stablehlo.scatter" in line]
-    assert len(scatters) >= 10               # the program's scatters are found ...
+    assert len(scatters) >= 5                # the program's scatters are found (7 for one
+    #                                           row, traced without vmap: map_rows) ...
     shared = [s for s in scatters if not re.search(r"unique_indices = true", s)]
     assert not shared, shared[:2]            # ... and every one has distinct cells
 
