@@ -239,7 +239,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                         max_bytes: int | None = None, batch_budget: int | None = None,
                         on_done=None, backend: str = "cpu",
                         on_error=None, unpaired: dict | None = None,
-                        length_class=None, combined: bool = False
+                        length_class=None, combined: bool = False, alone: bool = True
                         ) -> Iterator[EnergyFoldResult]:
     """Fold a stream of records with the energy model, yielding results in input order.
 
@@ -256,7 +256,10 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     run's few classes, and ``combined``: fill and traceback in one program per class); the
     same results. Else each class runs two programs, its fill and its traceback (one with
     ``with_pairs`` false), and a run uses at most :data:`CLASS_BUDGET` classes
-    (:func:`run_classes`).
+    (:func:`run_classes`). ``alone``: where the records fit in one chunk, a class that holds
+    only one of them runs it in a batch of one row on a GPU (its second standard program,
+    :func:`jaxrna.energy.batch_plan.alone_rows`); a caller that calls once per chunk of a
+    longer run passes False.
     """
     import jax
 
@@ -290,11 +293,16 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
             on_done(len(batch[2]))
         return out
 
+    flushed = [0]
+
     def flush(final: bool) -> Iterator[EnergyFoldResult]:
         lengths = [len(r) for r in buffer]
         results: dict[int, tuple] = {}
+        # a run in one chunk: a class holding one record runs it in a batch of one row
         plan = device_batches(lengths, backend, batch_budget,
-                              classes.length_class(lengths, final) if classes else length_class)
+                              classes.length_class(lengths, final) if classes else length_class,
+                              alone=alone and final and not flushed[0])
+        flushed[0] += 1
         for device in used:
             prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device,
                               combined=combined, with_pairs=with_pairs)

@@ -27,6 +27,12 @@ GPU_MAX_ROWS = 2048
 #: sequence of 2,600 nt took 1.17 s, of 16 1.34 s, of 32 1.90 s), while shorter classes'
 #: time grows with their rows (1,024 nt: 76 sequences in 256 rows 0.69 s, in 512 1.07 s).
 GPU_LONG_CLASS = 4096
+#: On a GPU, a class from this many nt that holds a single record of a run runs it in a batch
+#: of one row (:func:`alone_rows`), the class's second standard program: a batch computes all
+#: its rows, filled or not, so one record of 4,000 nt in the class's 64 rows took 3.3 s of MFE
+#: where one row takes about 1.2 (H200, S26b), and a one-row program is traced without
+#: ``vmap`` (:func:`jaxrna.batching.map_rows`) and compiles sooner.
+ALONE_MIN_LENGTH = 1024
 
 
 def batch_rows_for(length: int, backend: str, budget: int) -> int:
@@ -56,15 +62,43 @@ def batch_rows_for(length: int, backend: str, budget: int) -> int:
     return 1 << (rows.bit_length() - 1)
 
 
-def device_batches(lengths: list[int], backend: str, budget: int, length_class=None
-                    ) -> list[tuple[int, int, list[int]]]:
+def alone_rows(length: int, backend: str) -> int | None:
+    """The row count of a batch that holds the only record of class ``length`` in a run: 1 on
+    a GPU from :data:`ALONE_MIN_LENGTH` nt (the class's second standard program, which
+    ``jaxrna warmup`` prepares too), else None (the class's :func:`batch_rows_for`).
+
+    >>> alone_rows(2048, "gpu"), alone_rows(512, "gpu"), alone_rows(2048, "cpu")
+    (1, None, None)
+    """
+    return 1 if backend != "cpu" and length >= ALONE_MIN_LENGTH else None
+
+
+def standard_rows(length: int, backend: str, budget: int) -> list[int]:
+    """Every row count a run may use for class ``length``: :func:`batch_rows_for`, and
+    :func:`alone_rows` where it differs (what ``jaxrna warmup`` prepares).
+
+    >>> standard_rows(2048, "gpu", 15 << 30), standard_rows(2048, "cpu", 1 << 30)
+    ([64, 1], [1])
+    """
+    rows = [batch_rows_for(length, backend, budget)]
+    alone = alone_rows(length, backend)
+    return rows + [alone] if alone is not None and alone not in rows else rows
+
+
+def device_batches(lengths: list[int], backend: str, budget: int, length_class=None,
+                   alone: bool = False) -> list[tuple[int, int, list[int]]]:
     """Indices of ``lengths`` grouped by length class (``length_class(n)``, default
     :func:`energy_length_class`) into device batches: ``(class, rows, indices)`` with ``rows``
     the class's fixed row count (:func:`batch_rows_for`), at most ``rows`` indices each, in
-    order of their first member.
+    order of their first member. ``alone``: these are a whole run's records, and a class that
+    holds one of them takes :func:`alone_rows` where that says so.
 
     >>> [(c, r, len(b)) for c, r, b in device_batches([100] * 20 + [300], "cpu", 1 << 30)]
     [(128, 8, 8), (128, 8, 8), (128, 8, 4), (512, 8, 1)]
+    >>> device_batches([2000], "gpu", 15 << 30), device_batches([2000], "gpu", 15 << 30, alone=True)
+    ([(2048, 64, [0])], [(2048, 1, [0])])
+    >>> device_batches([2000, 100], "gpu", 15 << 30, alone=True)   # 100 nt in a spare row
+    [(2048, 64, [0, 1])]
     """
     groups: dict[int, list[int]] = {}
     for idx, n in enumerate(lengths):
@@ -72,6 +106,9 @@ def device_batches(lengths: list[int], backend: str, budget: int, length_class=N
     rows_of = {padded: batch_rows_for(padded, backend, budget) for padded in groups}
     if backend != "cpu":
         groups = into_spare_rows(groups, rows_of)
+    if alone:
+        rows_of.update({padded: alone_rows(padded, backend) for padded, members in groups.items()
+                        if len(members) == 1 and alone_rows(padded, backend) is not None})
     out = []
     for padded, members in groups.items():
         rows, members = rows_of[padded], sorted(members)

@@ -275,7 +275,7 @@ def programs_stored(lengths: Sequence[int], device, length_class=None, combined:
 
     gpu = device.platform != "cpu"
     plan = device_batches(list(lengths), "gpu" if gpu else "cpu",
-                          gpu_budget(device) if gpu else 1 << 30, length_class)
+                          gpu_budget(device) if gpu else 1 << 30, length_class, alone=True)
     params = load_params()
     for padded, rows in dict.fromkeys((p, r) for p, r, _ in plan):
         for name, _, specs, filled in _program_specs(padded, rows, params, combined):

@@ -244,11 +244,12 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
     limit = min(most, max_bytes) if max_bytes else most
     classes = run_classes(limit, platform, budget)
     chunk: list[Record] = []
-    for rec in records:
+    first = True                       # no chunk ran yet (a run in one chunk: its MFE's
+    for rec in records:                # classes of one record take one row)
         if len(chunk) >= CHUNK:         # a full chunk, and a record follows it
             yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
                             on_done, classes, False)
-            chunk = []
+            chunk, first = [], False
         need = estimate_bytes(len(rec.sequence))
         if need > limit:
             from jaxrna.runtime import human_bytes
@@ -262,12 +263,12 @@ def _records(records, model, mea_gamma, max_bytes, on_done, on_error, unpaired, 
                 raise exc
             yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget,
                             on_done, classes, False)
-            chunk = []
+            chunk, first = [], first and not chunk
             on_error(rec, exc)
             continue
         chunk.append(rec)
     yield from _run(chunk, model, mea_gamma, unpaired, device, platform, budget, on_done,
-                    classes, True)
+                    classes, True, alone=first)
 
 
 def run_classes(limit: int, platform: str, budget: int):
@@ -282,7 +283,8 @@ def run_classes(limit: int, platform: str, budget: int):
 
 
 def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platform: str,
-         budget: int, on_done, classes, final: bool) -> Iterator[EnergyPartitionResult]:
+         budget: int, on_done, classes, final: bool, alone: bool = False
+         ) -> Iterator[EnergyPartitionResult]:
     if not chunk:
         return
     import concurrent.futures
@@ -307,7 +309,7 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
         mfe = dict(zip(live, fold_energy_records([chunk[k] for k in live], model,
                                                  with_pairs=True, backend=platform,
                                                  unpaired=unpaired, length_class=padded_of,
-                                                 combined=True)))
+                                                 combined=True, alone=alone)))
     ups = [tuple((unpaired or {}).get(rec.id, ())) for rec in chunk]
     groups: dict[int, list[int]] = {}
     for k in live:

@@ -2,7 +2,9 @@
 
 A run of the energy model compiles two programs per length class it uses, its fill and its
 traceback (:func:`jaxrna.batching.energy_length_class`, with the class's fixed row count, see
-:func:`jaxrna.energy.batch_plan.batch_rows_for`; ``--score-only`` runs the fill alone); the
+:func:`jaxrna.energy.batch_plan.batch_rows_for`, and on a GPU the long classes' batch of one
+row for a record alone in its class, :func:`~jaxrna.energy.batch_plan.standard_rows`;
+``--score-only`` runs the fill alone); the
 parameter set, temperature and dangle model are runtime values of the same programs.
 :func:`warm` runs a minimal synthetic batch (one short sequence, the other rows empty) of every
 class up to ``max_length`` through the code path the CLI uses, so the programs are compiled (or
@@ -59,6 +61,23 @@ def partition_plan(max_length: int, backend: str | None = None) -> tuple[object,
     return device, [(padded, pj.rows_for(padded, platform, budget)) for padded in admitted]
 
 
+def mfe_plan(lengths, backend: str, batch_budget: int) -> list[tuple[int, int]]:
+    """``(length class, rows)`` of every MFE program a run may use for these classes on
+    ``backend``: each class's fixed rows and, on a GPU from
+    :data:`~jaxrna.energy.batch_plan.ALONE_MIN_LENGTH` nt, the batch of one row that a record
+    alone in its class runs in (:func:`jaxrna.energy.batch_plan.standard_rows`).
+
+    >>> mfe_plan([512, 2048], "gpu", 15 << 30)
+    [(512, 512), (2048, 64), (2048, 1)]
+    >>> mfe_plan([512, 2048], "cpu", 1 << 30)
+    [(512, 8), (2048, 1)]
+    """
+    from jaxrna.energy.batch_plan import standard_rows
+
+    return [(length, rows) for length in lengths
+            for rows in standard_rows(length, backend, batch_budget)]
+
+
 def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | None = None,
          partition: bool = False, **options) -> int:
     """Compile (or load from the cache) the energy model's program of every length class up to
@@ -70,7 +89,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     import jax
 
     from jaxrna.energy.api import EnergyModel, fold_batch, prefetch_programs, prepare_program
-    from jaxrna.energy.batch_plan import batch_rows_for, gpu_budget
+    from jaxrna.energy.batch_plan import gpu_budget
     from jaxrna.runtime import enable_compilation_cache, resolve_backend
 
     enable_compilation_cache()
@@ -79,17 +98,16 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
     if batch_budget is None:
         batch_budget = gpu_budget(device) if backend != "cpu" else 1 << 30
     params = EnergyModel().load()
-    plan = [(length, batch_rows_for(length, backend, batch_budget))
-            for length in classes(max_length)]
-    pf_plan, mfe_plan = [], []
+    plan = mfe_plan(classes(max_length), backend, batch_budget)
+    pf_plan, combined = [], []
     if partition:
         from jaxrna.energy import partition_jax
 
         pf_device, pf_plan = partition_plan(max_length, backend)
         # the partition engine's MFE: fill and traceback in one program, in its classes
-        mfe_plan = [(c, batch_rows_for(c, backend, batch_budget)) for c, _ in pf_plan]
+        combined = mfe_plan([c for c, _ in pf_plan], backend, batch_budget)
     prefetch_programs(plan, params, device)  # side by side on hosts of many cores
-    prefetch_programs(mfe_plan, params, device, combined=True)
+    prefetch_programs(combined, params, device, combined=True)
     if partition:
         partition_jax.prefetch_programs(pf_plan, pf_device)
     count = 0
@@ -97,7 +115,7 @@ def warm(backend: str = "cpu", max_length: int = 10_000, batch_budget: int | Non
         for length, rows in plan:
             count += prepare_program(length, rows, params, device)
             fold_batch(["GGGGAAACCCC"], params, 2, [()], True, length, rows)
-        for length, rows in mfe_plan:
+        for length, rows in combined:
             count += prepare_program(length, rows, params, device, combined=True)
     if partition:
         partition_jax.prepare_programs(pf_plan, pf_device)
