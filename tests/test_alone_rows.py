@@ -92,3 +92,31 @@ def test_the_partition_engine_asks_for_them_in_a_run_of_one_chunk(monkeypatch):
     with pytest.raises(Stop):
         list(partition_jax.partition_records(recs, backend="cpu"))
     assert asked == [True, False]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_record_alone_folds_in_one_row_as_in_its_class_batch():
+    """The one-row program (traced without vmap) and the class's full batch give one record of
+    1,100 nt the same energy and structure, ViennaRNA's."""
+    import random
+
+    import jax
+    import numpy as np
+
+    from energy_oracle import vienna_mfe
+    from jaxrna.energy import api
+    from jaxrna.energy.batch_plan import batch_rows_for, gpu_budget
+    from jaxrna.energy.params import load_params
+
+    rng = random.Random("alone on a gpu")
+    seq = "".join(rng.choice("ACGU") for _ in range(1100))
+    device = jax.devices("gpu")[0]
+    budget = gpu_budget(device)
+    assert device_batches([len(seq)], "gpu", budget, alone=True) == [(2048, 1, [0])]
+    params = load_params()
+    with jax.default_device(device):
+        one = api._collect(api._launch([seq], params, 2, None, True, 2048, 1, "gpu"))
+        full = api._collect(api._launch([seq], params, 2, None, True, 2048,
+                                        batch_rows_for(2048, "gpu", budget), "gpu"))
+    assert one[0][0] == full[0][0] == vienna_mfe(seq, 2, 37.0, ())[0]
+    np.testing.assert_array_equal(one[0][1], full[0][1])
