@@ -35,6 +35,7 @@ of arrays treated as constants (integer codes, masks; float leaves get zero cota
 from __future__ import annotations
 
 import functools
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -85,6 +86,43 @@ class Reader:
         return self.read("V", start, size)
 
 
+class Reduction(NamedTuple):
+    """A soft minimum over chunks that a diagonal's rows need (the dangles-2 segment split
+    over its split point): ``chunk(k, d, R, diff, fixed, height, width)`` is chunk k's soft
+    minimum (any shape; it reads the tables through ``R`` as ``rows_fn`` does), ``count(d,
+    width)`` how many chunks diagonal d needs (may be traced), ``max_count(width)`` a static
+    bound (chunks past ``count`` must be all ``INF``: JAX's reverse mode runs that many),
+    ``beta(diff)`` the soft minimum's ``1 / kT``. The sweep computes ``acc = softmin_k
+    chunk(k)`` (``-ln sum exp(-beta x) / beta``, exact and associative) in a rolled loop and
+    passes it to ``rows_fn(..., reduced=acc)``; the outside pass pulls each chunk back in a
+    second loop (``d acc / d chunk_k = exp(-beta (chunk_k - acc))``), so that neither keeps
+    more than one chunk's temporaries (the whole split of one diagonal was O(width x height x
+    384) floats, and its reverse-mode residuals as much)."""
+
+    chunk: Callable
+    count: Callable
+    max_count: Callable
+    beta: Callable
+
+
+def _softmin2(a, b, beta):
+    return -jnp.logaddexp(-beta * a, -beta * b) / beta
+
+
+def _reduce(reduction, d, tables, rest, fixed, height, width, dynamic):
+    """``softmin_k chunk(k)`` over diagonal d's chunks: ``count(d)`` of them (a while loop)
+    where ``dynamic``, else ``max_count`` (a static loop, which JAX's reverse mode runs)."""
+    beta = reduction.beta(rest)
+
+    def chunk(k):
+        return reduction.chunk(k, d, Reader(tables), rest, fixed, height, width)
+
+    count = (reduction.count(d, width) if dynamic
+             else int(reduction.max_count(width)))
+    return jax.lax.fori_loop(1, count, lambda k, acc: _softmin2(acc, chunk(k), beta),
+                             chunk(0))
+
+
 def _add_window(table, start, value):
     """``table[start : start + value.shape] += value``, in place in a loop carry."""
     return jax.lax.dynamic_update_slice(
@@ -120,10 +158,14 @@ def _split(diff, windowed):
             {k: diff[k] for k in windowed})
 
 
-def forward(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=()):
+def forward(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(),
+            reduction=None, dynamic=False):
     """The tables ``(T, V)`` (``init`` where not computed), with JAX's own derivative.
     ``windowed``: the keys of ``diff`` (a dict) that ``rows_fn`` reads through its reader
-    (``R.read(key, ...)``) instead of from ``diff``, which does not hold them."""
+    (``R.read(key, ...)``) instead of from ``diff``, which does not hold them.
+    ``reduction``: a :class:`Reduction` whose result ``rows_fn`` takes as ``reduced=``;
+    ``dynamic``: its loop runs only the chunks a diagonal needs (not reverse-differentiable:
+    :func:`sweep` uses it)."""
     dtype = jnp.result_type(*jax.tree.leaves(diff))
     T = jnp.full((ROW_PAD + length, channels, length + COL_PAD), init, dtype)
     V = jnp.full((2 * length + 1, 2 * length + 1), init, dtype)
@@ -131,8 +173,14 @@ def forward(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=())
     for d0, d1 in bands(length):
         def body(d, carry, height=length - d0, width=d1):
             T, V = carry
-            R = Reader({"T": T, "V": V, **extra})
-            rows = rows_fn(d, R, rest, fixed, height, width).astype(dtype)
+            tables = {"T": T, "V": V, **extra}
+            R = Reader(tables)
+            if reduction is None:
+                rows = rows_fn(d, R, rest, fixed, height, width)
+            else:
+                acc = _reduce(reduction, d, tables, rest, fixed, height, width, dynamic)
+                rows = rows_fn(d, R, rest, fixed, height, width, reduced=acc)
+            rows = rows.astype(dtype)
             # the rows (which read V) before V's write: XLA writes V in place instead of
             # copying it on every diagonal (the written row does not depend on the read)
             rows, V = jax.lax.optimization_barrier((rows, V))
@@ -142,14 +190,14 @@ def forward(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=())
     return T, V
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 6, 7))
-def sweep(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=()):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 6, 7, 8))
+def sweep(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(), reduction=None):
     """:func:`forward` whose derivative is the outside pass (see the module)."""
-    return forward(rows_fn, length, channels, copy, diff, fixed, init, windowed)
+    return forward(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction, True)
 
 
-def _sweep_fwd(rows_fn, length, channels, copy, diff, fixed, init, windowed):
-    T, V = forward(rows_fn, length, channels, copy, diff, fixed, init, windowed)
+def _sweep_fwd(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction):
+    T, V = forward(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction, True)
     return (T, V), (T, V, diff, fixed)
 
 
@@ -161,12 +209,18 @@ def _channel(name, start, size, channels):
     return None
 
 
-def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, res, cts):
+def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, res, cts):
     T, V, diff, fixed = res
     rest, extra = _split(diff, windowed)
     tables = {"T": T, "V": V, **extra}
     Tbar, Vbar = cts
     bars = {"T": Tbar, "V": Vbar, **jax.tree.map(jnp.zeros_like, extra)}
+
+    def rows(d, R, rest, height, width, acc):
+        if reduction is None:
+            return rows_fn(d, R, rest, fixed, height, width)
+        return rows_fn(d, R, rest, fixed, height, width, reduced=acc)
+
     # Windows of one channel of T (the multiloop split's rows of M) gather their cotangents
     # in a 2-D table of that channel, added to a diagonal's cotangent when its turn comes:
     # XLA (GPU) updates such a table in place, where the same window added into the 3-D
@@ -176,11 +230,25 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, res, cts):
     side = set()
     for d0, d1 in bands(length)[-1:]:   # every band reads the same windows' channels
         probe = Reader(tables)           # (a trace for the windows' shapes only: dead code)
-        rows_fn(d1 - 1, probe, rest, fixed, length - d0, d1)
+        acc = (None if reduction is None else
+               reduction.chunk(0, d1 - 1, Reader(tables), rest, fixed, length - d0, d1))
+        rows(d1 - 1, probe, rest, length - d0, d1, acc)
         side = {c for (name, start, size) in probe.windows
                 if (c := _channel(name, start, size, channels)) is not None}
     for c in sorted(side):
         bars[f"T@{c}"] = jnp.zeros((T.shape[0], T.shape[2]), T.dtype)
+
+    def add(bars, windows, wbars):
+        bars = dict(bars)
+        for (name, start, size), wbar in zip(windows, wbars):
+            c = _channel(name, start, size, channels)
+            if c is None or c not in side:
+                bars[name] = _add_window(bars[name], start, wbar)
+            else:
+                bars[f"T@{c}"] = _add_window(bars[f"T@{c}"], (start[0], start[2]),
+                                             wbar[:, 0, :])
+        return bars
+
     carry = (bars, jax.tree.map(jnp.zeros_like, rest))
     for d0, d1 in reversed(bands(length)):
         def body(k, carry, d0=d0, d1=d1, height=length - d0):
@@ -193,24 +261,23 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, res, cts):
             for c in sorted(side):
                 rowbar = rowbar.at[c].add(
                     jax.lax.dynamic_slice(bars[f"T@{c}"], (ROW_PAD + d, 0), (1, height))[0])
+            acc = (None if reduction is None else
+                   _reduce(reduction, d, tables, rest, fixed, height, d1, True))
             seen = Reader(tables)               # the windows this diagonal reads
-            rows_fn(d, seen, rest, fixed, height, d1)   # (its rows unused: dead code)
+            rows(d, seen, rest, height, d1, acc)   # (its rows unused: dead code)
 
-            def rows_of(values, rest):
-                return rows_fn(d, Reader(tables, replay=values), rest, fixed, height,
-                               d1).astype(T.dtype)
+            def rows_of(values, rest, acc):
+                return rows(d, Reader(tables, replay=values), rest, height, d1,
+                            acc).astype(T.dtype)
 
-            _, pull = jax.vjp(rows_of, seen.values, rest)
-            wbars, db = pull(rowbar)
-            bars = dict(bars)
-            for (name, start, size), wbar in zip(seen.windows, wbars):
-                c = _channel(name, start, size, channels)
-                if c is None:
-                    bars[name] = _add_window(bars[name], start, wbar)
-                else:
-                    bars[f"T@{c}"] = _add_window(bars[f"T@{c}"], (start[0], start[2]),
-                                                 wbar[:, 0, :])
-            return bars, jax.tree.map(jnp.add, dbar, db)
+            _, pull = jax.vjp(rows_of, seen.values, rest, acc)
+            wbars, db, accbar = pull(rowbar)
+            bars = add(bars, seen.windows, wbars)
+            dbar = jax.tree.map(jnp.add, dbar, db)
+            if reduction is not None:
+                bars, dbar = _pull_chunks(reduction, d, tables, rest, fixed, height, d1,
+                                          acc, accbar, add, (bars, dbar))
+            return bars, dbar
 
         carry = jax.lax.fori_loop(0, d1 - d0, body, carry)
     bars, dbar = carry
@@ -222,6 +289,31 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, res, cts):
         return np.zeros(np.shape(x), jax.dtypes.float0)
 
     return dbar, jax.tree.map(zero, fixed)
+
+
+def _pull_chunks(reduction, d, tables, rest, fixed, height, width, acc, accbar, add, carry):
+    """The outside pass through diagonal d's reduction: chunk k's share of ``acc``'s
+    cotangent, ``accbar * exp(-beta (chunk_k - acc))``, pulled back through chunk k (its
+    windows' cotangents added into the tables'), one chunk at a time. Differentiating
+    ``-exp(-beta (chunk_k - acc)) / beta`` (``beta`` held for the factor only) gives both
+    the chunk's weight and the derivative through ``beta`` (``diff``'s ``kT``)."""
+    acc = jax.lax.stop_gradient(acc)
+    scale = jax.lax.stop_gradient(reduction.beta(rest))
+
+    def body(k, carry):
+        bars, dbar = carry
+        seen = Reader(tables)
+        reduction.chunk(k, d, seen, rest, fixed, height, width)   # (dead code: the windows)
+
+        def share(values, rest):
+            v = reduction.chunk(k, d, Reader(tables, replay=values), rest, fixed, height, width)
+            return -jnp.exp(-reduction.beta(rest) * (v - acc)) / scale
+
+        _, pull = jax.vjp(share, seen.values, rest)
+        wbars, db = pull(accbar)
+        return add(bars, seen.windows, wbars), jax.tree.map(jnp.add, dbar, db)
+
+    return jax.lax.fori_loop(0, reduction.count(d, width), body, carry)
 
 
 sweep.defvjp(_sweep_fwd, _sweep_bwd)
