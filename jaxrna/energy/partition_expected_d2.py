@@ -157,13 +157,13 @@ def _rows(d, R, diff, fixed, height, width, *, lr, reduced):
     mask_y, mask_xy = jnp.asarray(_MASK_Y), jnp.asarray(_MASK_XY)
 
     def multi(row, block, lo, qi, qj, au_):
-        u2 = jax.lax.slice(block, (-2 - lo, U20, 1), (-1 - lo, U20 + 256, 1 + L))[0]
+        u2 = read(-2, 1, U20, 256)                                          # (a x y b, L)
         u2 = u2.reshape(4, 4, 4, 4, L)[A_T, :, :, B_T]                    # (t, x, y, L)
         e = (u2 + lqi(1).T[None, :, None, :] + lqj(-1).T[None, None, :, :]
              + jnp.swapaxes(wclose, 1, 2)[:, :, :, None])
         return _smin(e.reshape(6, 16, L), 1, beta)
 
-    c, new = px.pair_rows(d, R, diff, fixed, L, lr, multi)               # c: (6, L)
+    c, new = px.pair_rows(d, R, diff, fixed, L, lr, multi, len(px.PAIR_CHANNELS))  # c: (6, L)
     # V(i, j | y, b): V(i + 1, j) + one unpaired base, or the branch (i + 2, j) reading s(i+1)
     p2 = read(-2, 2, P0, 6)
     e = (p2[:, None, None, :] + lqi(2)[:, A_T].T[:, None, None, :]
@@ -201,7 +201,7 @@ def _rows(d, R, diff, fixed, height, width, *, lr, reduced):
 
 def _exterior(T, q, dp, n, length):
     """``-ln E[Z] / beta`` (dcal/mol): the exterior loop's prefix recursion over the pair
-    tables ``P`` of ``T``; ``n`` (may be traced) the sequence's length."""
+    tables ``T`` (the channels ``P1..P6``); ``n`` (may be traced) the sequence's length."""
     beta = 10.0 / dp["kT"]
     L = length
     lq = px.energy(q, beta)
@@ -211,7 +211,7 @@ def _exterior(T, q, dp, n, length):
     j = jnp.arange(L)[:, None]
     i = jnp.arange(L)[None, :]
     rows = jnp.clip(ROW_PAD + j - i, 0, ROW_PAD + L - 1)
-    pe = T[rows[..., None], P0 + jnp.arange(6)[None, None, :], i[..., None]]   # (j, i, t)
+    pe = T[rows[..., None], jnp.arange(6)[None, None, :], i[..., None]]   # (j, i, t)
     pe = jnp.where((j >= i)[..., None], pe, INF) + lqa[None]
     types = jnp.asarray(px.TYPES)
     au = jnp.where(types > 2, dp["terminal_au"], 0.0)
@@ -256,8 +256,10 @@ def expected_log_partition_d2(q, allowed, dp, spec, length, n, pair_bonus=None,
     def rows_fn(d, R, diff, fixed, height, width, reduced):
         return _rows(d, R, diff, fixed, height, width, lr=px.split_1n(), reduced=reduced)
 
-    run = partition_sweep.sweep if outside else partition_sweep.forward
+    run = partition_sweep.sweep if outside else partition_sweep.forward_out
     diff = {"q": q, "dp": dp, "corr": corr, "bonus": bonus}
+    # U2 is read by the next two diagonals only (its cotangents kept for three); the exterior
+    # loop reads P alone (the cotangent coming in is P's)
     T, _ = run(rows_fn, length, len(CHANNELS), 0, diff, {"allowed": jnp.asarray(allowed)}, INF,
-               ("bonus",), split_reduction(length))
+               ("bonus",), split_reduction(length), (U20, 2), (P0, P0 + 6))
     return -_exterior(T, q, dp, jnp.asarray(n, jnp.int32), length) * beta

@@ -159,13 +159,17 @@ def _split(diff, windowed):
 
 
 def forward(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(),
-            reduction=None, dynamic=False):
+            reduction=None, dynamic=False, short=None, out=None):
     """The tables ``(T, V)`` (``init`` where not computed), with JAX's own derivative.
     ``windowed``: the keys of ``diff`` (a dict) that ``rows_fn`` reads through its reader
     (``R.read(key, ...)``) instead of from ``diff``, which does not hold them.
     ``reduction``: a :class:`Reduction` whose result ``rows_fn`` takes as ``reduced=``;
     ``dynamic``: its loop runs only the chunks a diagonal needs (not reverse-differentiable:
-    :func:`sweep` uses it)."""
+    :func:`sweep` uses it). ``short``: ``(c0, reach)``, the channels from ``c0`` on are
+    read only from the ``reach`` diagonals before the reader's (the outside pass keeps their
+    cotangents for ``reach + 1`` diagonals, not the whole square); ``out``: ``(lo, hi)``,
+    the channels of ``T`` returned (its cotangent that size; needed with ``short``, and
+    ``hi <= c0``)."""
     dtype = jnp.result_type(*jax.tree.leaves(diff))
     T = jnp.full((ROW_PAD + length, channels, length + COL_PAD), init, dtype)
     V = jnp.full((2 * length + 1, 2 * length + 1), init, dtype)
@@ -190,15 +194,36 @@ def forward(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(),
     return T, V
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 6, 7, 8))
-def sweep(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(), reduction=None):
-    """:func:`forward` whose derivative is the outside pass (see the module)."""
-    return forward(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction, True)
+def _out(T, out):
+    return T if out is None else T[:, out[0]:out[1]]
 
 
-def _sweep_fwd(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction):
+def sweep(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(), reduction=None,
+          short=None, out=None):
+    """:func:`forward` whose derivative is the outside pass (see the module); ``T``'s
+    channels ``out`` (all by default)."""
+    return _sweep(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction,
+                  short, out)
+
+
+def forward_out(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(),
+                reduction=None, short=None, out=None):
+    """:func:`forward` returning :func:`sweep`'s outputs (JAX's own derivative)."""
+    T, V = forward(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction,
+                   False, short, out)
+    return _out(T, out), V
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 6, 7, 8, 9, 10))
+def _sweep(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction, short, out):
     T, V = forward(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction, True)
-    return (T, V), (T, V, diff, fixed)
+    return _out(T, out), V
+
+
+def _sweep_fwd(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction, short,
+               out):
+    T, V = forward(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction, True)
+    return (_out(T, out), V), (T, V, diff, fixed)
 
 
 def _channel(name, start, size, channels):
@@ -209,12 +234,22 @@ def _channel(name, start, size, channels):
     return None
 
 
-def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, res, cts):
+def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, short, out, res,
+               cts):
     T, V, diff, fixed = res
     rest, extra = _split(diff, windowed)
     tables = {"T": T, "V": V, **extra}
     Tbar, Vbar = cts
+    c_long, reach = short if short is not None else (channels, 0)
+    if out is not None or short is not None:
+        lo, hi = out if out is not None else (0, channels)
+        if hi > c_long:
+            raise ValueError(f"the output channels {out} reach the short ones ({short})")
+        Tbar = jax.lax.dynamic_update_slice(
+            jnp.zeros((T.shape[0], c_long, T.shape[2]), T.dtype), Tbar.astype(T.dtype), (0, lo, 0))
     bars = {"T": Tbar, "V": Vbar, **jax.tree.map(jnp.zeros_like, extra)}
+    if short is not None:   # the short channels' cotangents, diagonals d - reach .. d
+        bars["S"] = jnp.zeros((reach + 1, channels - c_long, T.shape[2]), T.dtype)
 
     def rows(d, R, rest, height, width, acc):
         if reduction is None:
@@ -234,19 +269,21 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, res, 
                reduction.chunk(0, d1 - 1, Reader(tables), rest, fixed, length - d0, d1))
         rows(d1 - 1, probe, rest, length - d0, d1, acc)
         side = {c for (name, start, size) in probe.windows
-                if (c := _channel(name, start, size, channels)) is not None}
+                if (c := _channel(name, start, size, channels)) is not None and c < c_long}
     for c in sorted(side):
         bars[f"T@{c}"] = jnp.zeros((T.shape[0], T.shape[2]), T.dtype)
 
-    def add(bars, windows, wbars):
+    def add(bars, windows, wbars, d):
         bars = dict(bars)
         for (name, start, size), wbar in zip(windows, wbars):
             c = _channel(name, start, size, channels)
-            if c is None or c not in side:
-                bars[name] = _add_window(bars[name], start, wbar)
-            else:
+            if c is not None and c in side:
                 bars[f"T@{c}"] = _add_window(bars[f"T@{c}"], (start[0], start[2]),
                                              wbar[:, 0, :])
+            elif name == "T" and short is not None:
+                bars = _add_short(bars, start, size, wbar, c_long, reach, d)
+            else:
+                bars[name] = _add_window(bars[name], start, wbar)
         return bars
 
     carry = (bars, jax.tree.map(jnp.zeros_like, rest))
@@ -255,7 +292,9 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, res, 
             bars, dbar = carry
             d = d1 - 1 - k
             rowbar = jax.lax.dynamic_slice(bars["T"], (ROW_PAD + d, 0, 0),
-                                           (1, channels, height))[0]
+                                           (1, c_long, height))[0]
+            if short is not None:
+                rowbar = jnp.concatenate([rowbar, bars["S"][reach, :, :height]])
             vrow = jax.lax.dynamic_slice(bars["V"], (length - 1 - d, d), (1, height))[0]
             rowbar = rowbar.at[copy].add(vrow)
             for c in sorted(side):
@@ -272,11 +311,15 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, res, 
 
             _, pull = jax.vjp(rows_of, seen.values, rest, acc)
             wbars, db, accbar = pull(rowbar)
-            bars = add(bars, seen.windows, wbars)
+            bars = add(bars, seen.windows, wbars, d)
             dbar = jax.tree.map(jnp.add, dbar, db)
             if reduction is not None:
                 bars, dbar = _pull_chunks(reduction, d, tables, rest, fixed, height, d1,
-                                          acc, accbar, add, (bars, dbar))
+                                          acc, accbar, functools.partial(add, d=d),
+                                          (bars, dbar))
+            if short is not None:          # diagonal d done: the window moves to d - 1
+                bars = {**bars, "S": jnp.concatenate([jnp.zeros_like(bars["S"][:1]),
+                                                      bars["S"][:-1]])}
             return bars, dbar
 
         carry = jax.lax.fori_loop(0, d1 - d0, body, carry)
@@ -289,6 +332,23 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, res, 
         return np.zeros(np.shape(x), jax.dtypes.float0)
 
     return dbar, jax.tree.map(zero, fixed)
+
+
+def _add_short(bars, start, size, wbar, c_long, reach, d):
+    """Adds a window's cotangent of ``T`` read by diagonal d: its channels below ``c_long``
+    into ``bars["T"]``, the others into the rows of ``bars["S"]`` (diagonals ``d - reach ..
+    d``). The window's channel start must be static."""
+    if not isinstance(start[1], (int, np.integer)):
+        raise TypeError("with short channels, a window's channel start must be static")
+    c1, c2 = int(start[1]), int(start[1]) + size[1]
+    bars = dict(bars)
+    if c1 < c_long:
+        bars["T"] = _add_window(bars["T"], start, wbar[:, :min(c2, c_long) - c1])
+    if c2 > c_long:
+        slot = start[0] - (ROW_PAD + d - reach)
+        part = wbar[:, max(c1, c_long) - c1:]
+        bars["S"] = _add_window(bars["S"], (slot, max(c1, c_long) - c_long, start[2]), part)
+    return bars
 
 
 def _pull_chunks(reduction, d, tables, rest, fixed, height, width, acc, accbar, add, carry):
@@ -316,4 +376,4 @@ def _pull_chunks(reduction, d, tables, rest, fixed, height, width, acc, accbar, 
     return jax.lax.fori_loop(0, reduction.count(d, width), body, carry)
 
 
-sweep.defvjp(_sweep_fwd, _sweep_bwd)
+_sweep.defvjp(_sweep_fwd, _sweep_bwd)
