@@ -287,19 +287,28 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, short
         return bars
 
     carry = (bars, jax.tree.map(jnp.zeros_like, rest))
+    # Opt-in sweeps (short channels or a reduction) carry each diagonal's row cotangent,
+    # read at the end of the previous diagonal: read at the start of its own, XLA (CPU, 384
+    # nt) fused that read into consumers ordered after the windows' adds and so copied the
+    # whole cotangent twice a diagonal
+    carried = short is not None or reduction is not None
+
+    def row_cot(bars, d, height):
+        rowbar = jax.lax.dynamic_slice(bars["T"], (ROW_PAD + d, 0, 0), (1, c_long, height))[0]
+        if short is not None:
+            rowbar = jnp.concatenate([rowbar, bars["S"][reach, :, :height]])
+        vrow = jax.lax.dynamic_slice(bars["V"], (length - 1 - d, d), (1, height))[0]
+        rowbar = rowbar.at[copy].add(vrow)
+        for c in sorted(side):
+            rowbar = rowbar.at[c].add(
+                jax.lax.dynamic_slice(bars[f"T@{c}"], (ROW_PAD + d, 0), (1, height))[0])
+        return rowbar
+
     for d0, d1 in reversed(bands(length)):
         def body(k, carry, d0=d0, d1=d1, height=length - d0):
-            bars, dbar = carry
+            bars, dbar = carry[:2]
             d = d1 - 1 - k
-            rowbar = jax.lax.dynamic_slice(bars["T"], (ROW_PAD + d, 0, 0),
-                                           (1, c_long, height))[0]
-            if short is not None:
-                rowbar = jnp.concatenate([rowbar, bars["S"][reach, :, :height]])
-            vrow = jax.lax.dynamic_slice(bars["V"], (length - 1 - d, d), (1, height))[0]
-            rowbar = rowbar.at[copy].add(vrow)
-            for c in sorted(side):
-                rowbar = rowbar.at[c].add(
-                    jax.lax.dynamic_slice(bars[f"T@{c}"], (ROW_PAD + d, 0), (1, height))[0])
+            rowbar = carry[2] if carried else row_cot(bars, d, height)
             acc = (None if reduction is None else
                    _reduce(reduction, d, tables, rest, fixed, height, d1, True))
             seen = Reader(tables)               # the windows this diagonal reads
@@ -320,9 +329,14 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, short
             if short is not None:          # diagonal d done: the window moves to d - 1
                 bars = {**bars, "S": jnp.concatenate([jnp.zeros_like(bars["S"][:1]),
                                                       bars["S"][:-1]])}
+            if carried:                    # diagonal d - 1's cotangent is complete
+                return bars, dbar, row_cot(bars, d - 1, height)
             return bars, dbar
 
+        if carried:
+            carry = (*carry[:2], row_cot(carry[0], d1 - 1, length - d0))
         carry = jax.lax.fori_loop(0, d1 - d0, body, carry)
+    carry = carry[:2]
     bars, dbar = carry
     dbar = {**dbar, **{k: bars[k] for k in windowed}}
 
