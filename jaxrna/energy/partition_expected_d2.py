@@ -79,34 +79,36 @@ def _split_chunk(k, d, R, diff, fixed, height, width, *, chunk):
     the split points e = k - 1 - i in ``[k chunk, (k + 1) chunk)`` (those up to d - 2) of a
     segment ``U1(i, i + e | a, x, y', a_t)`` (diagonal e) and the branch ``(i + e + 1, j)``
     of type t (diagonal d - 1 - e) with its probabilities ``q_{i+e}(y')``,
-    ``q_{i+e+1}(a_t)``. Reads two windows: ``chunk`` rows of ``U1`` and of ``P`` (the chunk
-    past the table's last rows is read from ``length - chunk``, its extra rows masked)."""
+    ``q_{i+e+1}(a_t)``. Reads two windows (:meth:`~jaxrna.energy.partition_sweep.Reader.far`, any band's): ``chunk`` rows
+    of ``U1`` and of ``P`` (the last chunk read from split point ``d - 1 - chunk``, its rows
+    of the chunk before masked)."""
     beta = 10.0 / diff["dp"]["kT"]
     lq = px.energy(diff["q"], beta)
     L, c = height, chunk
-    rows_t, width_t = R.shape[0], R.shape[2]
     e0 = k * c
-    start = jnp.minimum(e0, rows_t - ROW_PAD - c)
+    start = jnp.minimum(e0, d - 1 - c)              # the window ends at split point d - 2
     es = start + jnp.arange(c)                                            # split points
     ok = ((es >= e0) & (es <= d - 2))[:, None]                            # (e, 1)
-    u = R.T((ROW_PAD + start, U10, 0), (c, 256, L))                       # (e, 256, L)
-    u = jnp.where(ok[:, :, None], u, INF)
+    u, _ = R.far((ROW_PAD + start, U10, 0), (c, 256, L), ROW_PAD + start + c - 1)
+    u = jnp.where(ok[:, :, None], u, INF)                                 # (e, 256, L)
     u = jnp.swapaxes(u, 0, 1).reshape(4, 4, 4, 4, c, L)[:, :, :, A_T]    # (a, x, y', t, e, L)
     at = LEFT + es[:, None] + jnp.arange(L)[None, :]                      # base k - 1 = i + e
     q1 = jnp.moveaxis(lq[at], -1, 0)                                      # (y', e, L)
     q2 = jnp.moveaxis(lq[at + 1][:, :, A_T], -1, 0)                       # (t, e, L)
-    # the branches (i + e + 1, j) on diagonals d - 1 - e: a window of c rows (descending e)
-    # and L + c columns (from column 1 + start), read at row d - 1 - e, column 1 + e + i
-    r0 = jnp.maximum(ROW_PAD + d - start - c, 0)
-    c0 = jnp.minimum(1 + start, width_t - L - c)
-    slab = R.T((r0, P0, c0), (c, 6, L + c))                               # (row, t, column)
-    rows = jnp.clip(ROW_PAD + d - 1 - es - r0, 0, c - 1)
+    # the branches (i + e + 1, j) on diagonals d - 1 - e: a window of c rows (diagonals
+    # d - start - c .. d - start - 1, descending e) and L + c columns (from column 1 + start
+    # or left of it), read at row d - 1 - e, column 1 + e + i
+    r0 = ROW_PAD + d - start - c
+    slab, c0 = R.far((r0, P0, 1 + start), (c, 6, L + c), r0 + c - 1)     # (row, t, column)
+    rows = jnp.arange(c)[::-1]
     cols = jnp.clip(1 + es[:, None] + jnp.arange(L)[None, :] - c0, 0, L + c - 1)
     pk = slab[rows[None, :, None], jnp.arange(6)[:, None, None], cols[None, :, :]]
     pk = jnp.where(ok[None], pk, INF) + q2                                # (t, e, L)
     return _smin(u + q1[None, None, :, None] + pk[None, None, None], 4, beta)
 
 
+#: The tables stored by band (:func:`jaxrna.energy.partition_sweep.layouts`).
+BANDED = True
 #: The segment split's chunk of split points (:func:`_split_chunk`): its temporaries are
 #: O(chunk x 384 x height) floats per diagonal, forward and outside.
 SPLIT_CHUNK = 32
@@ -120,7 +122,9 @@ def split_reduction(length: int, chunk: int | None = None) -> partition_sweep.Re
     >>> int(r.count(4, 64)), int(r.count(25, 64)), int(r.count(26, 64)), r.max_count(64)
     (1, 1, 2, 3)
     """
-    c = max(1, min(int(chunk or SPLIT_CHUNK), length))
+    first = partition_sweep.bands(length)[:1]
+    c = max(1, min(int(chunk or SPLIT_CHUNK), length - 1, ROW_PAD - 1,
+                   *(d1 - 1 for _, d1 in first)))
     return partition_sweep.Reduction(
         chunk=functools.partial(_split_chunk, chunk=c),
         count=lambda d, width: (d - 2) // c + 1,            # split points 0 .. d - 2
@@ -261,5 +265,5 @@ def expected_log_partition_d2(q, allowed, dp, spec, length, n, pair_bonus=None,
     # U2 is read by the next two diagonals only (its cotangents kept for three); the exterior
     # loop reads P alone (the cotangent coming in is P's)
     T, _ = run(rows_fn, length, len(CHANNELS), 0, diff, {"allowed": jnp.asarray(allowed)}, INF,
-               ("bonus",), split_reduction(length), (U20, 2), (P0, P0 + 6))
+               ("bonus",), split_reduction(length), (U20, 2), (P0, P0 + 6), BANDED)
     return -_exterior(T, q, dp, jnp.asarray(n, jnp.int32), length) * beta
