@@ -183,7 +183,8 @@ def _add_window(table, start, value):
 
 
 def _write(T, V, rows, d, length, copy, off=0):
-    T = jax.lax.dynamic_update_slice(T, rows[None], (ROW_PAD + d - off, 0, 0))
+    T = jax.lax.dynamic_update_slice(T, rows[None], (ROW_PAD + d - off if off else ROW_PAD + d,
+                                                     0, 0))
     V = jax.lax.dynamic_update_slice(V, rows[copy][None, :], (length - 1 - d, d))
     return T, V
 
@@ -216,18 +217,18 @@ def _forward(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduc
     """``({name: table}, V)``, the tables of :func:`layouts`."""
     dtype = jnp.result_type(*jax.tree.leaves(diff))
     lays = layouts(length, channels, banded)
+    T = jnp.full(lays[0].shape if lays else (ROW_PAD + length, channels, length + COL_PAD),
+                 init, dtype)
     V = jnp.full((2 * length + 1, 2 * length + 1), init, dtype)
     rest, extra = _split(diff, windowed)
-    stored, T = {}, None
+    stored = {} if lays else {"T": T}
     for b, (d0, d1) in enumerate(bands(length)):
         lay = lays[b]
-        if T is None or banded:
-            T = jnp.full(lay.shape, init, dtype)
-            if b > 0:   # the halo: the previous band's last ROW_PAD diagonals
-                prev = lays[b - 1]
-                T = T.at[:ROW_PAD].set(jax.lax.slice(
-                    stored[prev.name], (d0 - prev.off, 0, 0),
-                    (d0 - prev.off + ROW_PAD, channels, lay.shape[2])))
+        if banded and b > 0:    # the halo: the previous band's last ROW_PAD diagonals
+            prev = lays[b - 1]
+            T = jnp.full(lay.shape, init, dtype).at[:ROW_PAD].set(jax.lax.slice(
+                stored[prev.name], (d0 - prev.off, 0, 0),
+                (d0 - prev.off + ROW_PAD, channels, lay.shape[2])))
 
         def body(d, carry, b=b, lay=lay, height=length - d0, width=d1):
             T, V = carry
@@ -408,8 +409,8 @@ def _sweep_bwd(rows_fn, length, channels, copy, init, windowed, reduction, short
     carried = short is not None or reduction is not None or banded
 
     def row_cot(bars, d, height, lay):
-        rowbar = jax.lax.dynamic_slice(bars[lay.name], (ROW_PAD + d - lay.off, 0, 0),
-                                       (1, c_long, height))[0]
+        row = ROW_PAD + d - lay.off if lay.off else ROW_PAD + d
+        rowbar = jax.lax.dynamic_slice(bars[lay.name], (row, 0, 0), (1, c_long, height))[0]
         if short is not None:
             rowbar = jnp.concatenate([rowbar, bars["S"][reach, :, :height]])
         vrow = jax.lax.dynamic_slice(bars["V"], (length - 1 - d, d), (1, height))[0]
