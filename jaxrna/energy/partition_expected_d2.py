@@ -27,8 +27,13 @@ per identity), and every base's probability enters once, where the recursion sum
 The exterior loop is a prefix recursion ``F(k | s(k-1), s(k))`` (16 states, and 4 for the
 prefix that ends the sequence, whose last branch has no 3' neighbour). Free energies in
 dcal/mol, soft minima; the sweep and its outside pass are :mod:`jaxrna.energy.partition_sweep`
-(memory O(L^2 x 551 channels)). A one-hot ``q`` gives :mod:`jaxrna.energy.partition`'s
-``log Z`` with dangles 2.
+with its opt-in storage (issue 25: the gradient's memory): the segment split in chunks of
+:data:`SPLIT_CHUNK` split points (a :class:`~jaxrna.energy.partition_sweep.Reduction`), the
+tables stored by band (:data:`BANDED`), ``U2`` (256 channels, read by the next two diagonals
+only) without a cotangent table, the exterior loop reading the six ``P`` channels alone:
+the float64 tables and cotangents take ~4.5 kB per cell of the padded square (XLA's CPU
+memory analysis of the value and gradient: 43 GB at 3,072 nt, against ~17.5 kB and 169 GB
+before). A one-hot ``q`` gives :mod:`jaxrna.energy.partition`'s ``log Z`` with dangles 2.
 
 >>> from jaxrna.energy.partition import x64
 >>> from jaxrna.energy.partition_expected import expected_ensemble_energy, one_hot

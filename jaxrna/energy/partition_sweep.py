@@ -23,6 +23,13 @@ the outside recursion of the partition function, derived from the inside one: me
 ``diff``: a pytree of float arrays (the cotangents come back for them); ``fixed``: a pytree
 of arrays treated as constants (integer codes, masks; float leaves get zero cotangents).
 
+Opt-in storage (:func:`sweep`'s ``reduction``, ``short``, ``out``, ``banded``; the expected
+partition function with dangles 2 uses them all, the plain partition function none, its
+program unchanged): a :class:`Reduction` (a soft minimum over chunks, computed and pulled
+back one chunk at a time), channels read only by the next few diagonals (their cotangents
+kept for those alone), output channels (the cotangent coming in is theirs), and band tables
+(:func:`layouts`: a table per band holding the columns its diagonals compute).
+
 >>> import jax.numpy as jnp
 >>> def rows_fn(d, R, diff, fixed, height, width):   # x * (1 + the previous diagonal)
 ...     prev = R.T((ROW_PAD + d - 1, 0, 0), (1, 1, height))[0]
