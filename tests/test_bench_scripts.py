@@ -68,3 +68,18 @@ def test_bench_one_row_measures_each_program():
     assert lines[1].startswith("mfe fill 128 nt x 1: ") and lines[2].startswith("mfe traceback")
     assert lines[3].startswith("fold (Nussinov, GPU path, interpret) 256 nt x 1: "), out
     assert all(int(line.split(" lines")[0].rsplit(" ", 1)[1]) > 100 for line in lines), out
+
+
+@pytest.mark.slow
+def test_bench_expected_grad_reports_times_and_memory(tmp_path):
+    import json
+
+    out_file = tmp_path / "grad.json"
+    out = _run("bench_expected_grad.py", "--lengths", "20", "--dangles", "0,2", "--repeats", "1",
+               "--chunk", "7", "--json", str(out_file))
+    rows = json.loads(out_file.read_text())
+    assert [(r["n"], r["length"], r["dangles"]) for r in rows] == [(20, 32, 0), (20, 32, 2)], out
+    for r in rows:
+        assert r["compile_s"] > 0 and r["mean_s"] > 0 and r["temp_bytes"] > 0, r
+        assert r["grad_norm"] > 0 and abs(r["value"]) > 0, r
+    assert "temp" in out and "dangles 2" in out, out

@@ -27,8 +27,13 @@ per identity), and every base's probability enters once, where the recursion sum
 The exterior loop is a prefix recursion ``F(k | s(k-1), s(k))`` (16 states, and 4 for the
 prefix that ends the sequence, whose last branch has no 3' neighbour). Free energies in
 dcal/mol, soft minima; the sweep and its outside pass are :mod:`jaxrna.energy.partition_sweep`
-(memory O(L^2 x 551 channels)). A one-hot ``q`` gives :mod:`jaxrna.energy.partition`'s
-``log Z`` with dangles 2.
+with its opt-in storage (issue 25: the gradient's memory): the segment split in chunks of
+:data:`SPLIT_CHUNK` split points (a :class:`~jaxrna.energy.partition_sweep.Reduction`), the
+tables stored by band (:data:`BANDED`), ``U2`` (256 channels, read by the next two diagonals
+only) without a cotangent table, the exterior loop reading the six ``P`` channels alone:
+the float64 tables and cotangents take ~4.5 kB per cell of the padded square (XLA's CPU
+memory analysis of the value and gradient: 43 GB at 3,072 nt, against ~17.5 kB and 169 GB
+before). A one-hot ``q`` gives :mod:`jaxrna.energy.partition`'s ``log Z`` with dangles 2.
 
 >>> from jaxrna.energy.partition import x64
 >>> from jaxrna.energy.partition_expected import expected_ensemble_energy, one_hot
@@ -38,6 +43,8 @@ dcal/mol, soft minima; the sweep and its outside pass are :mod:`jaxrna.energy.pa
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -72,13 +79,72 @@ def _smin(x, axis, beta):
     return -jax.nn.logsumexp(-beta * x, axis=axis) / beta
 
 
-def _rows(d, R, diff, fixed, height, width, *, lr):
-    """Every channel's row on diagonal d (cells i < ``height``; the segment split reads the
-    diagonals ``< d`` of ``width`` rows): ``(len(CHANNELS), height)``; the tables are read
-    as windows through ``R`` (:class:`jaxrna.energy.partition_sweep.Reader`)."""
+def _split_chunk(k, d, R, diff, fixed, height, width, *, chunk):
+    """Chunk k of diagonal d's segment split: ``(a, x, y', t, L)``, the soft minimum over
+    the split points e = k - 1 - i in ``[k chunk, (k + 1) chunk)`` (those up to d - 2) of a
+    segment ``U1(i, i + e | a, x, y', a_t)`` (diagonal e) and the branch ``(i + e + 1, j)``
+    of type t (diagonal d - 1 - e) with its probabilities ``q_{i+e}(y')``,
+    ``q_{i+e+1}(a_t)``. Reads two windows (:meth:`~jaxrna.energy.partition_sweep.Reader.far`, any band's): ``chunk`` rows
+    of ``U1`` and of ``P`` (the last chunk read from split point ``d - 1 - chunk``, its rows
+    of the chunk before masked)."""
+    beta = 10.0 / diff["dp"]["kT"]
+    lq = px.energy(diff["q"], beta)
+    L, c = height, chunk
+    e0 = k * c
+    start = jnp.minimum(e0, d - 1 - c)              # the window ends at split point d - 2
+    es = start + jnp.arange(c)                                            # split points
+    ok = ((es >= e0) & (es <= d - 2))[:, None]                            # (e, 1)
+    u, _ = R.far((ROW_PAD + start, U10, 0), (c, 256, L), ROW_PAD + start + c - 1)
+    u = jnp.where(ok[:, :, None], u, INF)                                 # (e, 256, L)
+    u = jnp.swapaxes(u, 0, 1).reshape(4, 4, 4, 4, c, L)[:, :, :, A_T]    # (a, x, y', t, e, L)
+    at = LEFT + es[:, None] + jnp.arange(L)[None, :]                      # base k - 1 = i + e
+    q1 = jnp.moveaxis(lq[at], -1, 0)                                      # (y', e, L)
+    q2 = jnp.moveaxis(lq[at + 1][:, :, A_T], -1, 0)                       # (t, e, L)
+    # the branches (i + e + 1, j) on diagonals d - 1 - e: a window of c rows (diagonals
+    # d - start - c .. d - start - 1, descending e) and L + c columns (from column 1 + start
+    # or left of it), read at row d - 1 - e, column 1 + e + i
+    r0 = ROW_PAD + d - start - c
+    slab, c0 = R.far((r0, P0, 1 + start), (c, 6, L + c), r0 + c - 1)     # (row, t, column)
+    rows = jnp.arange(c)[::-1]
+    cols = jnp.clip(1 + es[:, None] + jnp.arange(L)[None, :] - c0, 0, L + c - 1)
+    pk = slab[rows[None, :, None], jnp.arange(6)[:, None, None], cols[None, :, :]]
+    pk = jnp.where(ok[None], pk, INF) + q2                                # (t, e, L)
+    return _smin(u + q1[None, None, :, None] + pk[None, None, None], 4, beta)
+
+
+#: The tables stored by band (:func:`jaxrna.energy.partition_sweep.layouts`).
+BANDED = True
+#: The segment split's chunk of split points (:func:`_split_chunk`): its temporaries are
+#: O(chunk x 384 x height) floats per diagonal, forward and outside.
+SPLIT_CHUNK = 32
+
+
+def split_reduction(length: int, chunk: int | None = None) -> partition_sweep.Reduction:
+    """The segment split as the sweep's chunked soft minimum, ``chunk`` split points each
+    (default :data:`SPLIT_CHUNK`, at most ``length``).
+
+    >>> r = split_reduction(64, 24)
+    >>> int(r.count(4, 64)), int(r.count(25, 64)), int(r.count(26, 64)), r.max_count(64)
+    (1, 1, 2, 3)
+    """
+    first = partition_sweep.bands(length)[:1]
+    c = max(1, min(int(chunk or SPLIT_CHUNK), length - 1, ROW_PAD - 1,
+                   *(d1 - 1 for _, d1 in first)))
+    return partition_sweep.Reduction(
+        chunk=functools.partial(_split_chunk, chunk=c),
+        count=lambda d, width: (d - 2) // c + 1,            # split points 0 .. d - 2
+        max_count=lambda width: max(1, -(-(width - 2) // c)),
+        beta=lambda diff: 10.0 / diff["dp"]["kT"])
+
+
+def _rows(d, R, diff, fixed, height, width, *, lr, reduced):
+    """Every channel's row on diagonal d (cells i < ``height``): ``(len(CHANNELS),
+    height)``; the tables are read as windows through ``R``
+    (:class:`jaxrna.energy.partition_sweep.Reader`), the segment split (``reduced``) by
+    :func:`_split_chunk` in the sweep's chunks."""
     qp, dp = diff["q"], diff["dp"]
     beta = 10.0 / dp["kT"]
-    L, W = height, width
+    L = height
     lq = px.energy(qp, beta)                                    # -ln q / beta per base
     clip = px.clip
 
@@ -100,13 +166,13 @@ def _rows(d, R, diff, fixed, height, width, *, lr):
     mask_y, mask_xy = jnp.asarray(_MASK_Y), jnp.asarray(_MASK_XY)
 
     def multi(row, block, lo, qi, qj, au_):
-        u2 = jax.lax.slice(block, (-2 - lo, U20, 1), (-1 - lo, U20 + 256, 1 + L))[0]
+        u2 = read(-2, 1, U20, 256)                                          # (a x y b, L)
         u2 = u2.reshape(4, 4, 4, 4, L)[A_T, :, :, B_T]                    # (t, x, y, L)
         e = (u2 + lqi(1).T[None, :, None, :] + lqj(-1).T[None, None, :, :]
              + jnp.swapaxes(wclose, 1, 2)[:, :, :, None])
         return _smin(e.reshape(6, 16, L), 1, beta)
 
-    c, new = px.pair_rows(d, R, diff, fixed, L, lr, multi)               # c: (6, L)
+    c, new = px.pair_rows(d, R, diff, fixed, L, lr, multi, len(px.PAIR_CHANNELS))  # c: (6, L)
     # V(i, j | y, b): V(i + 1, j) + one unpaired base, or the branch (i + 2, j) reading s(i+1)
     p2 = read(-2, 2, P0, 6)
     e = (p2[:, None, None, :] + lqi(2)[:, A_T].T[:, None, None, :]
@@ -121,24 +187,11 @@ def _rows(d, R, diff, fixed, height, width, *, lr):
     b1 = jnp.swapaxes(b1, 0, 1) + mb                                      # (x, y, b, L)
     a2 = _smin(c[:, None, None, None, None, :] + wml[:, :, None, None, :, None]
                + mask_xy[:, None, :, :, None, None], 0, beta)            # (a, x, y, b, L)
-    # S: a segment U1(i, k-1 | a, x, y', a_t) then the branch (k, j) reading y' and b
-    # (e = k - 1 - i the second-fastest axis: the sum over it runs on contiguous rows)
-    es = jnp.arange(W)
-    early = (es <= d - 2)[None, :, None]
-    urow = jnp.swapaxes(R.T((ROW_PAD, U10, 0), (W, 256, L)), 0, 1)        # (256, e, L)
-    urow = jnp.where(early, urow, INF).reshape(4, 4, 4, 4, W, L)[:, :, :, A_T]  # a,x,y',t,e,L
-    at = LEFT + es[:, None] + jnp.arange(L)[None, :]                      # base k - 1 = i + e
-    q1 = jnp.moveaxis(lq[at], -1, 0)                                      # (y', e, L)
-    q2 = jnp.moveaxis(lq[at + 1][:, :, A_T], -1, 0)                       # (t, e, L)
-    # the branches (k, j), k = i + e + 1, on diagonals d - 1 - e: rows of the window of
-    # diagonals 0 .. W - 1 (rows past d - 2 are masked by ``early``)
-    slab = R.T((ROW_PAD, P0, 0), (W, 6, R.shape[2]))                      # (e', t, column)
-    rows = jnp.clip(d - 1 - es, 0, W - 1)
-    cols = jnp.clip(1 + es[:, None] + jnp.arange(L)[None, :], 0, R.shape[2] - 1)
-    pk = slab[rows[None, :, None], jnp.arange(6)[:, None, None], cols[None, :, :]]
-    pk = jnp.where(early, pk, INF) + q2                                   # (t, e, L)
-    y = _smin(urow + q1[None, None, :, None] + pk[None, None, None], 4, beta)   # (a, x, y', t, L)
-    z = (y[:, :, :, :, None, None, :] + jnp.swapaxes(wml, 0, 1)[None, None, :, :, None, :, None]
+    # S: a segment U1(i, k-1 | a, x, y', a_t) then the branch (k, j) reading y' and b;
+    # ``reduced`` (a, x, y', t, L): the soft minimum over the split point of the segment and
+    # the branch, in chunks (:func:`_split_chunk`, the sweep's :class:`Reduction`)
+    z = (reduced[:, :, :, :, None, None, :]
+         + jnp.swapaxes(wml, 0, 1)[None, None, :, :, None, :, None]
          + mask_y[None, None, None, :, :, None, None])                    # (a, x, y', t, y, b, L)
     s = clip(_smin(z, (2, 3), beta))                                      # (a, x, y, b, L)
     out = []
@@ -157,7 +210,7 @@ def _rows(d, R, diff, fixed, height, width, *, lr):
 
 def _exterior(T, q, dp, n, length):
     """``-ln E[Z] / beta`` (dcal/mol): the exterior loop's prefix recursion over the pair
-    tables ``P`` of ``T``; ``n`` (may be traced) the sequence's length."""
+    tables ``T`` (the channels ``P1..P6``); ``n`` (may be traced) the sequence's length."""
     beta = 10.0 / dp["kT"]
     L = length
     lq = px.energy(q, beta)
@@ -167,7 +220,7 @@ def _exterior(T, q, dp, n, length):
     j = jnp.arange(L)[:, None]
     i = jnp.arange(L)[None, :]
     rows = jnp.clip(ROW_PAD + j - i, 0, ROW_PAD + L - 1)
-    pe = T[rows[..., None], P0 + jnp.arange(6)[None, None, :], i[..., None]]   # (j, i, t)
+    pe = T[rows[..., None], jnp.arange(6)[None, None, :], i[..., None]]   # (j, i, t)
     pe = jnp.where((j >= i)[..., None], pe, INF) + lqa[None]
     types = jnp.asarray(px.TYPES)
     au = jnp.where(types > 2, dp["terminal_au"], 0.0)
@@ -209,11 +262,13 @@ def expected_log_partition_d2(q, allowed, dp, spec, length, n, pair_bonus=None,
     bonus = jnp.zeros((length, length), q.dtype) if pair_bonus is None else pair_bonus
     bonus = skew(bonus.astype(q.dtype))
 
-    def rows_fn(d, R, diff, fixed, height, width):
-        return _rows(d, R, diff, fixed, height, width, lr=px.split_1n())
+    def rows_fn(d, R, diff, fixed, height, width, reduced):
+        return _rows(d, R, diff, fixed, height, width, lr=px.split_1n(), reduced=reduced)
 
-    run = partition_sweep.sweep if outside else partition_sweep.forward
+    run = partition_sweep.sweep if outside else partition_sweep.forward_out
     diff = {"q": q, "dp": dp, "corr": corr, "bonus": bonus}
+    # U2 is read by the next two diagonals only (its cotangents kept for three); the exterior
+    # loop reads P alone (the cotangent coming in is P's)
     T, _ = run(rows_fn, length, len(CHANNELS), 0, diff, {"allowed": jnp.asarray(allowed)}, INF,
-               ("bonus",))
+               ("bonus",), split_reduction(length), (U20, 2), (P0, P0 + 6), BANDED)
     return -_exterior(T, q, dp, jnp.asarray(n, jnp.int32), length) * beta

@@ -116,21 +116,22 @@ def _mismatch_weight(table, types, qa, qb, beta):
     return jnp.einsum("txy,ix,iy->ti", w, qa, qb)
 
 
-def pair_rows(d, R, diff, fixed, height, lr, multi):
+def pair_rows(d, R, diff, fixed, height, lr, multi, block_channels=None):
     """The pair channels on diagonal d: ``(c, new)``, ``c`` the six types' inside weights
     (``C(i, j, t)``: the pair's own probabilities left out) and ``new`` the rows of the
     channels ``C1..C6, CI, C23, CA, L0..L3, R0..R3`` (:data:`PAIR_CHANNELS`). ``multi(row,
     block, lo, qi, qj, au)``: the multiloop candidate ``(6, height)`` of the dangle model
     (``row(name, dd, di)`` reads a channel of a shorter diagonal, ``block`` holds the
     diagonals ``d + lo .. d - 1``, ``qi(off)``/``qj(off)`` the probabilities of the bases
-    ``i + off``/``j + off``). Reads shorter diagonals only."""
+    ``i + off``/``j + off``). Reads shorter diagonals only: a block of their first
+    ``block_channels`` channels (default all)."""
     qp, dp, corr, allowed = diff["q"], diff["dp"], diff["corr"], fixed["allowed"]
     beta = 10.0 / dp["kT"]
     costs = dp["costs"]
     L = height
     corr = {size: c[:, :L] for size, c in corr.items()}
     lo = -2 - MAXLOOP
-    block = R.T((ROW_PAD + d + lo, 0, 0), (-lo, R.shape[1], R.shape[2]))
+    block = R.T((ROW_PAD + d + lo, 0, 0), (-lo, block_channels or R.shape[1], R.shape[2]))
 
     def row(name, dd, di):
         return jax.lax.slice(block, (dd - lo, INDEX[name], di),
