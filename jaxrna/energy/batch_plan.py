@@ -1,7 +1,8 @@
 """How the energy model's records become device batches: a fixed row count per length class
 (:func:`batch_rows_for`), records grouped by class into batches of those rows
 (:func:`device_batches`), short classes moved into a longer class's spare rows on a GPU
-(:func:`into_spare_rows`), and a GPU batch's memory budget (:func:`gpu_budget`). Used by
+(:func:`into_spare_rows`), a long class's only record in one row on a GPU
+(:func:`alone_rows`), and a GPU batch's memory budget (:func:`gpu_budget`). Used by
 :func:`jaxrna.energy.api.fold_energy_records` and ``jaxrna warmup``.
 
 >>> [(c, r, len(b)) for c, r, b in device_batches([100] * 9 + [300], "cpu", 1 << 30)]
