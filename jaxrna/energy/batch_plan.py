@@ -107,9 +107,10 @@ def device_batches(lengths: list[int], backend: str, budget: int, length_class=N
     rows_of = {padded: batch_rows_for(padded, backend, budget) for padded in groups}
     if backend != "cpu":
         groups = into_spare_rows(groups, rows_of)
-    if alone:
-        rows_of.update({padded: alone_rows(padded, backend) for padded, members in groups.items()
-                        if len(members) == 1 and alone_rows(padded, backend) is not None})
+    for padded, members in groups.items():
+        one = alone_rows(padded, backend) if alone and len(members) == 1 else None
+        if one is not None:
+            rows_of[padded] = one
     out = []
     for padded, members in groups.items():
         rows, members = rows_of[padded], sorted(members)

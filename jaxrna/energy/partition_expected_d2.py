@@ -265,7 +265,7 @@ def expected_log_partition_d2(q, allowed, dp, spec, length, n, pair_bonus=None,
     def rows_fn(d, R, diff, fixed, height, width, reduced):
         return _rows(d, R, diff, fixed, height, width, lr=px.split_1n(), reduced=reduced)
 
-    run = partition_sweep.sweep if outside else partition_sweep.forward_out
+    run = partition_sweep.sweep if outside else partition_sweep.forward
     diff = {"q": q, "dp": dp, "corr": corr, "bonus": bonus}
     # U2 is read by the next two diagonals only (its cotangents kept for three); the exterior
     # loop reads P alone (the cotangent coming in is P's)

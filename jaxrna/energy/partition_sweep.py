@@ -259,17 +259,23 @@ def _forward(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduc
 
 
 def forward(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(),
-            reduction=None, dynamic=False, banded=False):
-    """The tables ``(T, V)`` (``init`` where not computed), with JAX's own derivative
-    (``banded``: ``T`` a dict of band tables, :func:`layouts`).
+            reduction=None, short=None, out=None, banded=False):
+    """:func:`sweep`'s outputs ``(T, V)`` (``init`` where not computed) with JAX's own
+    derivative (its reverse mode); the arguments are :func:`sweep`'s (``short`` changes only
+    the outside pass: here it is accepted and unused).
     ``windowed``: the keys of ``diff`` (a dict) that ``rows_fn`` reads through its reader
     (``R.read(key, ...)``) instead of from ``diff``, which does not hold them.
-    ``reduction``: a :class:`Reduction` whose result ``rows_fn`` takes as ``reduced=``;
-    ``dynamic``: its loop runs only the chunks a diagonal needs (not reverse-differentiable:
-    :func:`sweep` uses it)."""
+    ``reduction``: a :class:`Reduction` whose result ``rows_fn`` takes as ``reduced=`` (here
+    every diagonal runs its static number of chunks, which reverse mode can differentiate)."""
+    _check_storage(short, out, banded)
     stored, V = _forward(rows_fn, length, channels, copy, diff, fixed, init, windowed,
-                         reduction, dynamic, banded)
-    return (stored if banded else stored.get("T")), V
+                         reduction, False, banded)
+    return _out(stored, out, length, channels, init, banded), V
+
+
+def _check_storage(short, out, banded):
+    if (short is not None or banded) and out is None:
+        raise ValueError("short channels and band tables need the output channels (out)")
 
 
 def _out(stored, out, length, channels, init, banded):
@@ -296,18 +302,9 @@ def sweep(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(), r
     whole square); ``out``: ``(lo, hi)``, the channels of ``T`` returned (its cotangent that
     size; needed with ``short`` and ``banded``, and ``hi <= c0``); ``banded``: the tables
     and their cotangents stored by band (:func:`layouts`)."""
-    if (short is not None or banded) and out is None:
-        raise ValueError("short channels and band tables need the output channels (out)")
+    _check_storage(short, out, banded)
     return _sweep(rows_fn, length, channels, copy, diff, fixed, init, windowed, reduction,
                   short, out, banded)
-
-
-def forward_out(rows_fn, length, channels, copy, diff, fixed, init=INF, windowed=(),
-                reduction=None, short=None, out=None, banded=False):
-    """:func:`sweep`'s outputs with JAX's own derivative (its reverse mode)."""
-    stored, V = _forward(rows_fn, length, channels, copy, diff, fixed, init, windowed,
-                         reduction, False, banded)
-    return _out(stored, out, length, channels, init, banded), V
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 6, 7, 8, 9, 10, 11))
