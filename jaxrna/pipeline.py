@@ -69,6 +69,46 @@ class _Failed:
         self.exc = exc
 
 
+def ready_first(items: Iterable[T], ready: Callable[[T], bool],
+                pending: Callable[[T], Sequence], recheck_s: float = 0.5) -> Iterator[T]:
+    """``items``, each once, in the order their programs become available: each time the first
+    remaining item (in the given order) for which ``ready(item)`` is true; when none is, it
+    waits until one of the futures ``pending(item)`` of the remaining items (their programs
+    under way in the background) completes, or ``recheck_s`` passes, and looks again; when no
+    item has a future under way, the first remaining item (whose caller then prepares or waits
+    for its program, as without this order).
+
+    For :func:`schedule`'s batches in a run that compiles: a device runs the batches of
+    classes whose programs are ready while the others still compile (a run's results are
+    returned in input order whatever the order of its batches). Where every program is ready
+    (a warm run) or none is prepared in the background, the order is ``items``'.
+
+    >>> import concurrent.futures
+    >>> late = concurrent.futures.Future()
+    >>> late.set_running_or_notify_cancel()
+    True
+    >>> it = ready_first(["a", "b", "c"], lambda x: x != "a" or late.done(),
+    ...                  lambda x: [late] if x == "a" and not late.done() else [])
+    >>> next(it), next(it)
+    ('b', 'c')
+    >>> late.set_result(None); next(it)
+    'a'
+    >>> list(ready_first([1, 2, 3], lambda x: False, lambda x: []))
+    [1, 2, 3]
+    """
+    remaining = list(items)
+    while remaining:
+        pick = next((k for k, item in enumerate(remaining) if ready(item)), None)
+        if pick is None:
+            waiting = {f for item in remaining for f in pending(item) if not f.done()}
+            if waiting:
+                concurrent.futures.wait(waiting, timeout=recheck_s,
+                                        return_when=concurrent.futures.FIRST_COMPLETED)
+                continue
+            pick = 0
+        yield remaining.pop(pick)
+
+
 def schedule(batches: Iterable[T], run: Callable[[T, object], P],
              collect: Callable[[T, P], R], devices: Sequence | None = None, depth: int = 2,
              retry: Callable[[T, object, BaseException], R] | None = None

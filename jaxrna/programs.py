@@ -578,6 +578,16 @@ def ready(name: str, args: tuple, static: dict | None, device) -> bool:
         return key in _memo
 
 
+def in_flight(name: str, args: tuple, static: dict | None, device):
+    """The future of program ``name`` being prepared in the background for these arguments
+    (:func:`prefetch`, a compile worker's :func:`expect`, or another thread's :func:`program`
+    call), while it is under way; else None."""
+    key = program_key(name, args, dict(static or {}), device)
+    with _lock:
+        future = _inflight.get(key)
+    return None if future is None or future.done() else future
+
+
 def _in_pool() -> bool:
     return threading.current_thread().name.startswith("jaxrna-compile")
 

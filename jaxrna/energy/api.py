@@ -263,7 +263,8 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     """
     import jax
 
-    from jaxrna.pipeline import schedule
+    from jaxrna.energy.mfe_programs import ClassPrograms
+    from jaxrna.pipeline import ready_first, schedule
     from jaxrna.runtime import devices
 
     model = model or EnergyModel()
@@ -306,8 +307,12 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
         for device in used:
             prefetch_programs([(padded, rows) for padded, rows, _ in plan], params, device,
                               combined=combined, with_pairs=with_pairs)
+        # a cold run: the batches of classes whose programs are ready first, while the others
+        # compile (the first device's programs; the results are yielded in input order)
+        status = ClassPrograms(params, used[0], combined, with_pairs)
+        order = ready_first(plan, lambda b: status.ready(b[:2]), lambda b: status.pending(b[:2]))
         # one batch ahead per device: the next is prepared while one runs
-        for (_, _, members), out in schedule(plan, run, collect, used, depth=1):
+        for (_, _, members), out in schedule(order, run, collect, used, depth=1):
             results.update(zip(members, out))
         for k, rec in enumerate(buffer):
             energy, pairs = results[k]

@@ -265,6 +265,52 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     return count
 
 
+class ClassPrograms:
+    """Whether the programs of a job's classes are ready on ``device``, and what is under
+    way: :meth:`ready` and :meth:`pending` for :func:`jaxrna.pipeline.ready_first`, by
+    ``(length class, rows)`` (``combined``, ``with_pairs`` as :func:`prefetch_programs`).
+
+    >>> from jaxrna.programs import default_device
+    >>> status = ClassPrograms(load_params(), default_device())
+    >>> status.pending((128, 8)), isinstance(status.ready((128, 8)), bool)
+    ([], True)
+    """
+
+    def __init__(self, params: EnergyParams, device, combined: bool = False,
+                 with_pairs: bool = True) -> None:
+        self.params, self.device = params, device
+        self.combined, self.with_pairs = combined, with_pairs
+        self._asked: dict = {}
+        self._ready: set = set()
+
+    def _programs(self, cls: tuple[int, int]) -> list:
+        if cls not in self._asked:
+            length, rows = cls
+            self._asked[cls] = [
+                (name, specs, static_for(self.device.platform, length) if filled else {})
+                for name, _, specs, filled in _program_specs(length, rows, self.params,
+                                                             self.combined, self.with_pairs)]
+        return self._asked[cls]
+
+    def ready(self, cls: tuple[int, int]) -> bool:
+        """Every program of the class is in this process or in the store (once true, kept)."""
+        from jaxrna import programs
+
+        if cls not in self._ready and all(
+                programs.available(name, specs, static, self.device, True)
+                for name, specs, static in self._programs(cls)):
+            self._ready.add(cls)
+        return cls in self._ready
+
+    def pending(self, cls: tuple[int, int]) -> list:
+        """The futures of the class's programs under way in the background."""
+        from jaxrna import programs
+
+        found = (programs.in_flight(name, specs, static, self.device)
+                 for name, specs, static in self._programs(cls))
+        return [f for f in found if f is not None]
+
+
 def programs_stored(lengths: Sequence[int], device, length_class=None, combined: bool = False
                     ) -> bool:
     """Whether every batch program :func:`jaxrna.energy.api.fold_energy_records` runs for

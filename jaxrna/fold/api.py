@@ -350,8 +350,26 @@ class _Folder:
             for rows, padded in sorted(shapes, key=lambda x: -x[1]):
                 for device in self.devices:
                     _prefetch(rows, padded, self.with_pairs, self.backend, device)
+            # a cold run: batches whose programs are ready first (the first device's)
+            from jaxrna.pipeline import ready_first
+
+            plan = ready_first(plan, lambda b: self._program_state(b, True),
+                               lambda b: self._program_state(b, False))
         for padded, cap, group in plan:
             yield _Job("batch", chunk, group, padded, cap, results)
+
+    def _program_state(self, batch, ready: bool):
+        """Whether the program of a planned ``(padded, cap, group)`` batch is available on
+        the first device (``ready``), else its future where it is under way (a list)."""
+        from jaxrna import programs
+
+        padded, cap, group = batch
+        args = (_shape_args(self.rows(len(group), cap), padded),
+                _first_static(self.with_pairs, self.backend), self.devices[0])
+        if ready:
+            return programs.available("fold.tiles", *args)
+        future = programs.in_flight("fold.tiles", *args)
+        return [] if future is None else [future]
 
     def rows(self, count: int, cap: int) -> int:
         """Rows of a batch of ``count``: always the class's ``cap``, whatever the count (one

@@ -1,0 +1,143 @@
+"""A cold run's batches in the order their programs become ready
+(:func:`jaxrna.pipeline.ready_first`, :class:`jaxrna.energy.mfe_programs.ClassPrograms`): a
+device runs the classes whose programs are compiled while the others still compile, and the
+results still come out in input order."""
+
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from jaxrna.pipeline import ready_first, schedule
+
+
+def test_ready_items_go_first_in_their_order_and_the_rest_as_they_become_ready():
+    done = {"a": concurrent.futures.Future(), "c": concurrent.futures.Future()}
+    for f in done.values():
+        f.set_running_or_notify_cancel()
+    ready = lambda x: x not in done or done[x].done()            # noqa: E731
+    pending = lambda x: [done[x]] if x in done and not done[x].done() else []   # noqa: E731
+    threading.Timer(0.2, lambda: done["c"].set_result(None)).start()
+    threading.Timer(0.4, lambda: done["a"].set_result(None)).start()
+    t0 = time.perf_counter()
+    got = list(ready_first(["a", "b", "c", "d"], ready, pending, recheck_s=5))
+    # b and d at once, then c (ready first), then a: woken by the futures, not by the recheck
+    assert got == ["b", "d", "c", "a"]
+    assert time.perf_counter() - t0 < 2
+
+
+def test_without_programs_under_way_the_order_is_the_given_one():
+    assert list(ready_first(range(5), lambda x: False, lambda x: [])) == [0, 1, 2, 3, 4]
+    assert list(ready_first(range(5), lambda x: True, lambda x: [])) == [0, 1, 2, 3, 4]
+    # a failed compilation (a done future whose program is not ready) does not spin
+    failed = concurrent.futures.Future()
+    failed.set_exception(RuntimeError("no"))
+    assert list(ready_first([1, 2], lambda x: x == 2, lambda x: [failed])) == [2, 1]
+
+
+def test_schedule_takes_the_reordered_batches_lazily():
+    """schedule asks for the next batch only after dispatching one: a batch whose program
+    becomes ready while the device runs another is picked then."""
+    late = concurrent.futures.Future()
+    late.set_running_or_notify_cancel()
+    seen = []
+
+    def run(batch, device):
+        seen.append(batch)
+        if batch == "b":
+            late.set_result(None)          # "a"'s program is ready once "b" is dispatched
+        return batch.upper()
+
+    order = ready_first(["a", "b", "c"], lambda x: x != "a" or late.done(),
+                        lambda x: [late] if x == "a" and not late.done() else [])
+    out = [r for _, r in schedule(order, run, lambda b, p: p, depth=1)]
+    assert seen == ["b", "a", "c"] and out == ["B", "A", "C"]
+
+
+def test_class_programs_ready_once_compiled_and_pending_while_under_way():
+    from jaxrna import programs
+    from jaxrna.energy import mfe_programs
+    from jaxrna.energy.params import load_params
+
+    programs.forget()
+    params = load_params()
+    device = programs.default_device()
+    status = mfe_programs.ClassPrograms(params, device)
+    cls = (128, 2)
+    assert status.pending(cls) == []
+    # the class's programs under way in the background: pending, not ready
+    gate = threading.Event()
+    real = programs._load_or_compile
+
+    def slow(*args, **kwargs):
+        gate.wait(60)
+        return real(*args, **kwargs)
+
+    try:
+        programs._load_or_compile = slow
+        for name, source, specs, filled in mfe_programs._program_specs(128, 2, params, False):
+            static = mfe_programs.static_for(device.platform, 128) if filled else {}
+            jitted = mfe_programs.fill_jitted() if filled else mfe_programs.trace_jitted()
+            programs.prefetch(name, jitted, specs, static, device, cpu_store=True, always=True)
+        futures = status.pending(cls)
+        assert len(futures) == 2 and not status.ready(cls)
+    finally:
+        gate.set()
+        programs._load_or_compile = real
+    concurrent.futures.wait(futures, timeout=600)
+    assert status.ready(cls) and status.pending(cls) == []
+    programs.forget()
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_mfe_results_in_input_order_whatever_order_the_batches_run(monkeypatch, reverse):
+    """The energies and structures of a run over two classes are the same (and in input order)
+    when its batches run in another order than the plan's."""
+    import RNA
+
+    from jaxrna import pipeline
+    from jaxrna.energy import api
+    from jaxrna.io.fasta import Record
+
+    seqs = ["GGGGAAACCCC", "A" * 150 + "GGGCGCAAGCCU", "CCCAAAGGG", "GCGCUUCGGCGCAAA" * 12,
+            "AUGGCUACGUAGCUAGCUAGGCUAGCUAGCUAGC"]
+    recs = [Record(id=f"s{k}", sequence=s) for k, s in enumerate(seqs)]
+    order = []
+    if reverse:
+        def backwards(items, ready, pending, **kwargs):
+            items = list(items)[::-1]
+            order.extend(b[0] for b in items)
+            yield from items
+
+        monkeypatch.setattr(pipeline, "ready_first", backwards)
+    got = list(api.fold_energy_records(recs, backend="cpu"))
+    assert [r.id for r in got] == [r.id for r in recs]
+    for rec, res in zip(recs, got):
+        structure, energy = RNA.fold_compound(rec.sequence).mfe()
+        assert res.energy == round(energy * 100), rec.id
+        assert res.structure == structure, rec.id
+    if reverse:
+        # two classes (128 and 256 nt), the longer's batch first
+        assert len(set(order)) == 2 and order[0] > order[-1]
+
+
+def test_nussinov_batches_ready_once_their_prefetched_program_is():
+    """fold's GPU batches are ordered by :meth:`_Folder._program_state`: it must name the
+    program its prefetch prepares (same key), or a cold run would wait for every compile."""
+    from jaxrna import programs
+    from jaxrna.fold import api
+    from jaxrna.weights import parse_weights
+
+    programs.forget()
+    folder = api._Folder(parse_weights("unit"), 3, True, "cpu", None, None, None, None)
+    batch = (64, 8, [0, 1])
+    assert folder._program_state(batch, True) is False
+    assert folder._program_state(batch, False) == []
+    rows = folder.rows(2, 8)
+    programs.prefetch("fold.tiles", api.tiles_jitted(), api._shape_args(rows, 64),
+                      api._first_static(True, "cpu"), folder.devices[0], always=True)
+    futures = folder._program_state(batch, False)
+    concurrent.futures.wait(futures, timeout=600)
+    assert folder._program_state(batch, True) is True
+    programs.forget()
