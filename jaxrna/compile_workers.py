@@ -104,9 +104,30 @@ def prefetch(name: str, source: str, args: tuple, static: dict | None = None, de
         future = concurrent.futures.Future()
         if programs.expect(key, future, skey):
             _start(spec, future)
+            # once stored, loaded here in the background (not on the run's thread when asked)
+            x64 = _x64()
+            future.add_done_callback(lambda f: None if not _stored_ok(f, path) else
+                                     programs.load_in_background(
+                                         name, lambda: resolve(source), args, static, device,
+                                         cpu_store=cpu_store, x64=x64))
         return
     programs.prefetch(name, resolve(source), args, static, device, cpu_store=cpu_store,
                       always=remote)
+
+
+def _x64() -> bool:
+    import jax
+
+    return bool(jax.config.jax_enable_x64)
+
+
+def _stored_ok(future: concurrent.futures.Future, path: str) -> bool:
+    """Whether a worker's report says its program was stored, and the file is there."""
+    try:
+        report = future.result()
+    except Exception:  # noqa: BLE001 - the run compiles it when it asks
+        return False
+    return isinstance(report, dict) and not report.get("error") and os.path.exists(path)
 
 
 def resolve_call(source: str):

@@ -69,6 +69,40 @@ def test_a_worker_stores_the_program_or_reports_why_not(tmp_path):
         programs.forget()
 
 
+def test_a_program_a_worker_stored_is_loaded_in_the_background(tmp_path, monkeypatch):
+    """Once a worker has stored its program, a thread of the job loads it: the run finds it
+    in the process when it asks, nothing compiled here."""
+    import time
+
+    from jaxrna import compile_workers, programs, stages
+
+    monkeypatch.setenv("JAXRNA_COMPILE_PROCESSES", "1")
+    monkeypatch.setattr(programs, "local_busy", lambda: True)    # as while a thread lowers
+    programs.use_disk(str(tmp_path))
+    try:
+        device = programs.default_device()
+        name, source = "test.workers.background", "jaxrna.compile_workers:_example"
+        compiled = stages.counts().get("executables_compiled", 0)
+        loaded = stages.counts().get("executables_loaded", 0)
+        compile_workers.prefetch(name, source, (), {}, device, cpu_store=True)
+        future = programs.in_flight(name, (), {}, device)
+        assert future is not None                      # handed to the worker
+        assert "error" not in future.result(timeout=300)
+        deadline = time.time() + 120
+        while not programs.ready(name, (), {}, device) and time.time() < deadline:
+            time.sleep(0.05)
+        assert programs.ready(name, (), {}, device)     # loaded without being asked for
+        assert stages.counts().get("executables_loaded", 0) == loaded + 1
+        # the worker's compilation (its counters merged here), none in this process
+        assert stages.counts().get("executables_compiled", 0) == compiled + 1
+        run = programs.program(name, compile_workers._example(), (), {}, device, cpu_store=True)
+        assert int(run()) == 0
+        assert stages.counts().get("executables_loaded", 0) == loaded + 1   # not again
+    finally:
+        programs.use_disk(None)
+        programs.forget()
+
+
 def test_worker_count_follows_the_environment(monkeypatch):
     from jaxrna import compile_workers
 
