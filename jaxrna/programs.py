@@ -540,19 +540,27 @@ def store_path(key: str, device, cpu_store: bool = False) -> str | None:
     return os.path.join(_disk, f"{key}.bin")
 
 
-def stored(name: str, args: tuple, static: dict, device, cpu_store: bool = False) -> bool:
+def stored(name: str, args: tuple, static: dict, device, cpu_store: bool = False,
+           wait: bool = True) -> bool:
     """Whether program ``name`` for ``args`` (arrays or their shapes) and ``static`` on
-    ``device`` has an executable in the store (False without one on disk)."""
+    ``device`` has an executable in the store (False without one on disk). A file this process
+    is writing is waited for; with ``wait`` false it counts as not there yet."""
     path = store_path(store_key(name, args, static, device, cpu_store), device, cpu_store)
-    if path is not None:
+    if path is None:
+        return False
+    if wait:
         store_writes.finish(path)
-    return path is not None and os.path.exists(path)
+    elif store_writes.writing(path):
+        return False
+    return os.path.exists(path)
 
 
-def available(name: str, args: tuple, static: dict, device, cpu_store: bool = False) -> bool:
+def available(name: str, args: tuple, static: dict, device, cpu_store: bool = False,
+              wait: bool = True) -> bool:
     """Whether program ``name`` would compile nothing: it is in this process (:func:`ready`)
-    or its executable is in the store (:func:`stored`)."""
-    return ready(name, args, static, device) or stored(name, args, static, device, cpu_store)
+    or its executable is in the store (:func:`stored`; ``wait`` as there)."""
+    return ready(name, args, static, device) or stored(name, args, static, device, cpu_store,
+                                                      wait)
 
 
 def expect(key: str, future, skey: str | None = None) -> bool:

@@ -58,8 +58,9 @@ def store(path: str, compiled, save: Callable) -> None:
 
     thread = threading.Thread(target=write, name="jaxrna-store", daemon=True)
     with _lock:
+        # started before another thread can find it (finish() joins what it finds)
         _writes[path] = thread
-    thread.start()
+        thread.start()
 
 
 def finish(path: str) -> None:
@@ -76,6 +77,12 @@ def finish_all() -> None:
         pending = list(_writes.values())
     for thread in pending:
         thread.join()
+
+
+def writing(path: str) -> bool:
+    """Whether ``path`` is being written now (without waiting for it)."""
+    with _lock:
+        return path in _writes
 
 
 def pending() -> list[str]:

@@ -297,7 +297,7 @@ class ClassPrograms:
         from jaxrna import programs
 
         if cls not in self._ready and all(
-                programs.available(name, specs, static, self.device, True)
+                programs.available(name, specs, static, self.device, True, wait=False)
                 for name, specs, static in self._programs(cls)):
             self._ready.add(cls)
         return cls in self._ready

@@ -367,7 +367,7 @@ class _Folder:
         args = (_shape_args(self.rows(len(group), cap), padded),
                 _first_static(self.with_pairs, self.backend), self.devices[0])
         if ready:
-            return programs.available("fold.tiles", *args)
+            return programs.available("fold.tiles", *args, wait=False)
         future = programs.in_flight("fold.tiles", *args)
         return [] if future is None else [future]
 
