@@ -55,7 +55,9 @@ def test_schedule_takes_the_reordered_batches_lazily():
     assert seen == ["b", "a", "c"] and out == ["B", "A", "C"]
 
 
-def test_class_programs_ready_once_compiled_and_pending_while_under_way():
+def test_a_class_is_ready_once_its_fill_is_and_pending_while_the_fill_is_under_way():
+    """A batch starts with its fill (the device computes it while the traceback's compilation
+    ends): the class counts as ready once the fill is, whatever its traceback's state."""
     from jaxrna import programs
     from jaxrna.energy import mfe_programs
     from jaxrna.energy.params import load_params
@@ -65,28 +67,36 @@ def test_class_programs_ready_once_compiled_and_pending_while_under_way():
     device = programs.default_device()
     status = mfe_programs.ClassPrograms(params, device)
     cls = (128, 2)
-    assert status.pending(cls) == []
-    # the class's programs under way in the background: pending, not ready
-    gate = threading.Event()
+    assert status.pending(cls) == [] and not status.ready(cls)
+    gates = {mfe_programs.FILL_PROGRAM: threading.Event(),
+             mfe_programs.TRACE_PROGRAM: threading.Event()}
     real = programs._load_or_compile
 
-    def slow(*args, **kwargs):
-        gate.wait(60)
-        return real(*args, **kwargs)
+    def gated(name, *args, **kwargs):
+        gates[name].wait(60)
+        return real(name, *args, **kwargs)
 
+    futures = {}
     try:
-        programs._load_or_compile = slow
+        programs._load_or_compile = gated
         for name, source, specs, filled in mfe_programs._program_specs(128, 2, params, False):
             static = mfe_programs.static_for(device.platform, 128) if filled else {}
             jitted = mfe_programs.fill_jitted() if filled else mfe_programs.trace_jitted()
             programs.prefetch(name, jitted, specs, static, device, cpu_store=True, always=True)
-        futures = status.pending(cls)
-        assert len(futures) == 2 and not status.ready(cls)
+            futures[name] = programs.in_flight(name, specs, static, device)
+        # both under way: the fill's future is the class's, not ready
+        assert status.pending(cls) == [futures[mfe_programs.FILL_PROGRAM]]
+        assert not status.ready(cls)
+        gates[mfe_programs.FILL_PROGRAM].set()
+        futures[mfe_programs.FILL_PROGRAM].result(timeout=600)
+        # the fill compiled, the traceback still under way: ready
+        assert not futures[mfe_programs.TRACE_PROGRAM].done()
+        assert status.ready(cls) and status.pending(cls) == []
     finally:
-        gate.set()
+        for gate in gates.values():
+            gate.set()
         programs._load_or_compile = real
-    concurrent.futures.wait(futures, timeout=600)
-    assert status.ready(cls) and status.pending(cls) == []
+    futures[mfe_programs.TRACE_PROGRAM].result(timeout=600)
     programs.forget()
 
 

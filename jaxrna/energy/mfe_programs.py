@@ -266,9 +266,12 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
 
 
 class ClassPrograms:
-    """Whether the programs of a job's classes are ready on ``device``, and what is under
+    """Whether the programs of a job's classes can start on ``device``, and what is under
     way: :meth:`ready` and :meth:`pending` for :func:`jaxrna.pipeline.ready_first`, by
     ``(length class, rows)`` (``combined``, ``with_pairs`` as :func:`prefetch_programs`).
+    A batch starts with its first program (the fill, or fill and traceback in one): the
+    device computes the fill while the traceback's compilation finishes, so only the first
+    counts (a class's traceback on a GPU up to 1,024 nt compiles longer than its fill).
 
     >>> from jaxrna.programs import default_device
     >>> status = ClassPrograms(load_params(), default_device())
@@ -280,35 +283,34 @@ class ClassPrograms:
                  with_pairs: bool = True) -> None:
         self.params, self.device = params, device
         self.combined, self.with_pairs = combined, with_pairs
-        self._asked: dict = {}
+        self._first: dict = {}
         self._ready: set = set()
 
-    def _programs(self, cls: tuple[int, int]) -> list:
-        if cls not in self._asked:
+    def _program(self, cls: tuple[int, int]) -> tuple:
+        """``(name, argument shapes, static arguments)`` of the class's first program."""
+        if cls not in self._first:
             length, rows = cls
-            self._asked[cls] = [
-                (name, specs, static_for(self.device.platform, length) if filled else {})
-                for name, _, specs, filled in _program_specs(length, rows, self.params,
-                                                             self.combined, self.with_pairs)]
-        return self._asked[cls]
+            name, _, specs, filled = _program_specs(length, rows, self.params, self.combined,
+                                                    self.with_pairs)[0]
+            self._first[cls] = (name, specs,
+                                static_for(self.device.platform, length) if filled else {})
+        return self._first[cls]
 
     def ready(self, cls: tuple[int, int]) -> bool:
-        """Every program of the class is in this process or in the store (once true, kept)."""
+        """The class's first program is in this process or in the store (once true, kept)."""
         from jaxrna import programs
 
-        if cls not in self._ready and all(
-                programs.available(name, specs, static, self.device, True, wait=False)
-                for name, specs, static in self._programs(cls)):
+        if cls not in self._ready and programs.available(*self._program(cls), self.device,
+                                                         True, wait=False):
             self._ready.add(cls)
         return cls in self._ready
 
     def pending(self, cls: tuple[int, int]) -> list:
-        """The futures of the class's programs under way in the background."""
+        """The future of the class's first program while it is under way in the background."""
         from jaxrna import programs
 
-        found = (programs.in_flight(name, specs, static, self.device)
-                 for name, specs, static in self._programs(cls))
-        return [f for f in found if f is not None]
+        future = programs.in_flight(*self._program(cls), self.device)
+        return [] if future is None else [future]
 
 
 def programs_stored(lengths: Sequence[int], device, length_class=None, combined: bool = False
