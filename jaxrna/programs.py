@@ -38,20 +38,19 @@ True
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
-import re
 import threading
 from typing import Any, Callable, Sequence
 
 from jaxrna import store_writes
 from jaxrna.cachetrust import EXECUTABLES
-from jaxrna.executable_files import FORMAT as _FORMAT
 from jaxrna.executable_files import checked_first_call
 from jaxrna.executable_files import load as _load
 from jaxrna.executable_files import no_jax_cache_entry
 from jaxrna.executable_files import save as _save
+from jaxrna.program_keys import (leaf_key, program_key, shared, source_hash,  # noqa: F401
+                                 store_key)
 from jaxrna.turns import Turns
 from jaxrna.xla_options import compiler_options
 
@@ -61,7 +60,6 @@ _lock = threading.Lock()
 _memo: dict[str, Callable] = {}
 _fast_maps: list[dict] = []     # each stored_jit function's programs by call signature
 _disk: str | None = None
-_source_hash: str | None = None
 
 
 def use_disk(path: str | None) -> None:
@@ -89,85 +87,6 @@ def use_store_dir(directory: str | None) -> None:
     job's :func:`disk_dir`: :mod:`jaxrna.compile_workers`)."""
     global _disk
     _disk = directory
-
-
-def source_hash() -> str:
-    """A hash of every ``.py`` file of the jaxrna package (computed once per process): any
-    change to jaxrna's code invalidates every stored executable."""
-    global _source_hash
-    if _source_hash is None:
-        root = os.path.dirname(os.path.abspath(__file__))
-        h = hashlib.sha256()
-        for base, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
-            for name in sorted(f for f in files if f.endswith(".py")):
-                path = os.path.join(base, name)
-                h.update(os.path.relpath(path, root).encode())
-                try:
-                    with open(path, "rb") as fh:
-                        h.update(fh.read())
-                except OSError:
-                    h.update(b"-")
-        _source_hash = h.hexdigest()[:24]
-    return _source_hash
-
-
-def _leaf_key(x: Any) -> str:
-    if isinstance(x, (bool, int, float, complex)):
-        return f"{type(x).__name__}:scalar"   # a traced Python scalar: any value will do
-    shape = getattr(x, "shape", None)
-    dtype = getattr(x, "dtype", None)
-    if shape is None or dtype is None:
-        return f"{type(x).__name__}:{x!r}"
-    weak = getattr(x, "weak_type", False)
-    return f"{tuple(shape)}:{dtype}{':w' if weak else ''}"
-
-
-def _xla_flags(flags: str | None = None) -> str:
-    """``XLA_FLAGS`` (or ``flags``) as it bears on a compiled program: without
-    ``--xla_force_host_platform_device_count`` (how many CPU devices a process has, not what
-    one of them runs), so runs on 1 and 4 forced CPU devices share their programs.
-
-    >>> _xla_flags("--xla_force_host_platform_device_count=4 --xla_foo=1")
-    '--xla_foo=1'
-    """
-    flags = os.environ.get("XLA_FLAGS", "") if flags is None else flags
-    return re.sub(r"\s*--xla_force_host_platform_device_count=\S*", "", flags).strip()
-
-
-def program_key(name: str, args: tuple, static: dict, device, *, device_id: bool = True) -> str:
-    """What program ``name`` for these arguments on ``device`` is known by in this process (a
-    program runs on the device it was compiled or loaded for); ``device_id=False``: the same
-    without the device's id, as :func:`store_key` keeps it."""
-    import jax
-    import jaxlib
-
-    leaves, tree = jax.tree_util.tree_flatten(args)
-    parts = [f"format={_FORMAT}", name, str(tree), ";".join(_leaf_key(x) for x in leaves),
-             repr(sorted(static.items())),
-             f"{device.platform}:{device.device_kind}" + (f":{device.id}" if device_id else ""),
-             f"jax={jax.__version__}", f"jaxlib={jaxlib.__version__}",
-             f"x64={bool(jax.config.jax_enable_x64)}", _xla_flags(),
-             source_hash()]
-    options = compiler_options(name, device.platform)
-    if options:
-        parts.append(repr(sorted(options.items())))
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
-
-
-def shared(device, cpu_store: bool = False) -> bool:
-    """Whether one stored executable serves every device of ``device``'s kind: on a GPU, and for
-    CPU programs the store keeps (``cpu_store``). It is compiled once and loaded onto each
-    device (:func:`jaxrna.executable_files.deserialize_onto`), so a job on N GPUs compiles its
-    programs once, not N times."""
-    return device.platform != "cpu" or cpu_store
-
-
-def store_key(name: str, args: tuple, static: dict, device, cpu_store: bool = False) -> str:
-    """The key program ``name`` is stored under on disk: :func:`program_key` without the
-    device's id where one executable serves all devices of a kind (:func:`shared`)."""
-    return program_key(name, args, static, device,
-                       device_id=not shared(device, cpu_store))
 
 
 def program(name: str, jitted, args: tuple, static: dict | None = None,
@@ -206,6 +125,10 @@ def program(name: str, jitted, args: tuple, static: dict | None = None,
     if inflight and not _in_pool():
         with stages.stage("compile"):
             got = _wait(key)
+            if not callable(got):
+                # a compile worker's report: a thread may be loading what it stored now
+                # (load_in_background), waited for rather than loaded twice
+                got = _wait(key)
         if callable(got):
             return got
         # a compile worker's report (jaxrna.compile_workers): the executable is in the store
@@ -281,7 +204,7 @@ def _load_or_compile(name: str, jitted, args: tuple, kwargs: dict, static: dict,
         else:
             compiled = compile_and_store()
         if log.isEnabledFor(logging.DEBUG):
-            shapes = [_leaf_key(x) for x in jax.tree_util.tree_leaves((args, kwargs))]
+            shapes = [leaf_key(x) for x in jax.tree_util.tree_leaves((args, kwargs))]
             log.debug("program %s %s %s: %s", name, shapes, static,
                       "loaded" if loaded else "compiled")
     return compiled
@@ -366,7 +289,7 @@ def stored_jit(name: str, static_argnames: Sequence[str] = (), cpu_store: bool =
             if any(isinstance(x, jax.core.Tracer) for x in leaves):
                 return None
             device = _device_of(leaves)
-            key = (tuple(_leaf_key(x) for x in leaves),
+            key = (tuple(leaf_key(x) for x in leaves),
                    jax.tree_util.tree_structure((dynamic, named)), tuple(static.items()), device)
             compiled = fast.get(key)
             if compiled is None:
@@ -486,18 +409,18 @@ def load_in_background(name: str, jitted: Callable[[], Any], args: tuple, static
 
     static = dict(static or {})
     key = program_key(name, args, static, device)
+
+    def load():
+        return _with_x64(x64, program, name, jitted(), args, static, device, cpu_store=cpu_store)
+
     with _lock:
         if key in _memo:
             return
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(
                 max(1, min(PREFETCH_THREADS, cores() // 2)), thread_name_prefix="jaxrna-compile")
-        pool = _pool
-
-    def load():
-        return _with_x64(x64, program, name, jitted(), args, static, device, cpu_store=cpu_store)
-
-    pool.submit(load)
+        # under way from now: a thread asking for it waits for this load, not loads it again
+        _inflight[key] = _pool.submit(load)
 
 
 def _queued(ticket: int, x64: bool, *args, **kwargs):
@@ -620,6 +543,37 @@ def in_flight(name: str, args: tuple, static: dict | None, device):
     with _lock:
         future = _inflight.get(key)
     return None if future is None or future.done() else future
+
+
+def readiness(describe: Callable[[Any], tuple | None]) -> tuple[Callable, Callable]:
+    """``ready(item)`` and ``pending(item)`` for :func:`jaxrna.pipeline.ready_first`, of the
+    program ``describe(item)`` names -- ``(name, argument shapes, static arguments, device,
+    cpu_store)``, or None for an item with no program to wait for: whether it is in this
+    process or stored (a file being written counts as not yet), and its future while it is
+    under way in the background. A program once ready stays ready.
+
+    >>> import jax
+    >>> ready, pending = readiness(lambda item: ("doc.none", (), {}, jax.devices()[0], False))
+    >>> ready("x"), pending("x")
+    (False, [])
+    """
+    known: set[str] = set()
+
+    def ready(item) -> bool:
+        spec = describe(item)
+        if spec is None:
+            return True
+        key = program_key(*spec[:4])
+        if key not in known and available(*spec, wait=False):
+            known.add(key)
+        return key in known
+
+    def pending(item) -> list:
+        spec = describe(item)
+        future = None if spec is None else in_flight(*spec[:4])
+        return [] if future is None else [future]
+
+    return ready, pending
 
 
 def _in_pool() -> bool:

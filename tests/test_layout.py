@@ -66,7 +66,7 @@ def import_graph(mods: dict[str, str] | None = None) -> dict[str, set[str]]:
 #: order is kept by :func:`test_no_import_cycles`.
 BASE = frozenset({"_version", "_callable", "alphabet", "batching", "cachetrust", "class_budget",
                   "compile_workers", "executable_files", "io", "native", "oom",
-                  "pipeline", "programs", "progress", "runtime", "semiring", "stages",
+                  "pipeline", "program_keys", "programs", "progress", "runtime", "semiring", "stages",
                   "store_writes", "turns", "weights", "xla_options"})
 ALGORITHMS = frozenset({"fold", "align", "energy", "targets", "interact"})
 

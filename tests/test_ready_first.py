@@ -1,5 +1,5 @@
 """A cold run's batches in the order their programs become ready
-(:func:`jaxrna.pipeline.ready_first`, :class:`jaxrna.energy.mfe_programs.ClassPrograms`): a
+(:func:`jaxrna.pipeline.ready_first`, :func:`jaxrna.programs.readiness`): a
 device runs the classes whose programs are compiled while the others still compile, and the
 results still come out in input order."""
 
@@ -65,9 +65,9 @@ def test_a_class_is_ready_once_its_fill_is_and_pending_while_the_fill_is_under_w
     programs.forget()
     params = load_params()
     device = programs.default_device()
-    status = mfe_programs.ClassPrograms(params, device)
+    ready, pending = programs.readiness(mfe_programs.first_program(params, device))
     cls = (128, 2)
-    assert status.pending(cls) == [] and not status.ready(cls)
+    assert pending(cls) == [] and not ready(cls)
     gates = {mfe_programs.FILL_PROGRAM: threading.Event(),
              mfe_programs.TRACE_PROGRAM: threading.Event()}
     real = programs._load_or_compile
@@ -85,13 +85,13 @@ def test_a_class_is_ready_once_its_fill_is_and_pending_while_the_fill_is_under_w
             programs.prefetch(name, jitted, specs, static, device, cpu_store=True, always=True)
             futures[name] = programs.in_flight(name, specs, static, device)
         # both under way: the fill's future is the class's, not ready
-        assert status.pending(cls) == [futures[mfe_programs.FILL_PROGRAM]]
-        assert not status.ready(cls)
+        assert pending(cls) == [futures[mfe_programs.FILL_PROGRAM]]
+        assert not ready(cls)
         gates[mfe_programs.FILL_PROGRAM].set()
         futures[mfe_programs.FILL_PROGRAM].result(timeout=600)
         # the fill compiled, the traceback still under way: ready
         assert not futures[mfe_programs.TRACE_PROGRAM].done()
-        assert status.ready(cls) and status.pending(cls) == []
+        assert ready(cls) and pending(cls) == []
     finally:
         for gate in gates.values():
             gate.set()
@@ -133,21 +133,21 @@ def test_mfe_results_in_input_order_whatever_order_the_batches_run(monkeypatch, 
 
 
 def test_nussinov_batches_ready_once_their_prefetched_program_is():
-    """fold's GPU batches are ordered by :meth:`_Folder._program_state`: it must name the
-    program its prefetch prepares (same key), or a cold run would wait for every compile."""
+    """fold's GPU batches are ordered by the program :meth:`_Folder.program_of` names: it
+    must be the one its prefetch prepares (same key), or a cold run would wait for every
+    compilation before its first batch."""
     from jaxrna import programs
     from jaxrna.fold import api
     from jaxrna.weights import parse_weights
 
     programs.forget()
     folder = api._Folder(parse_weights("unit"), 3, True, "cpu", None, None, None, None)
+    ready, pending = programs.readiness(folder.program_of)
     batch = (64, 8, [0, 1])
-    assert folder._program_state(batch, True) is False
-    assert folder._program_state(batch, False) == []
+    assert ready(batch) is False and pending(batch) == []
     rows = folder.rows(2, 8)
     programs.prefetch("fold.tiles", api.tiles_jitted(), api._shape_args(rows, 64),
                       api._first_static(True, "cpu"), folder.devices[0], always=True)
-    futures = folder._program_state(batch, False)
-    concurrent.futures.wait(futures, timeout=600)
-    assert folder._program_state(batch, True) is True
+    concurrent.futures.wait(pending(batch), timeout=600)
+    assert ready(batch) is True
     programs.forget()

@@ -263,8 +263,9 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     """
     import jax
 
-    from jaxrna.energy.mfe_programs import ClassPrograms
+    from jaxrna.energy.mfe_programs import first_program
     from jaxrna.pipeline import ready_first, schedule
+    from jaxrna.programs import readiness
     from jaxrna.runtime import devices
 
     model = model or EnergyModel()
@@ -276,6 +277,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
     buffer: list[Record] = []
     max_bytes = memory_limit(max_bytes)   # the machine's memory, asked once per run
     classes = None
+    first = first_program(params, used[0], combined, with_pairs)   # ready_first's question
     if length_class is None and with_pairs and not combined:
         classes = run_classes(max_bytes, backend, batch_budget)
 
@@ -309,8 +311,8 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
                               combined=combined, with_pairs=with_pairs)
         # a cold run: the batches of classes whose programs are ready first, while the others
         # compile (the first device's programs; the results are yielded in input order)
-        status = ClassPrograms(params, used[0], combined, with_pairs)
-        order = ready_first(plan, lambda b: status.ready(b[:2]), lambda b: status.pending(b[:2]))
+        ready, pending = readiness(lambda batch: first(batch[:2]))
+        order = ready_first(plan, ready, pending)
         # one batch ahead per device: the next is prepared while one runs
         for (_, _, members), out in schedule(order, run, collect, used, depth=1):
             results.update(zip(members, out))

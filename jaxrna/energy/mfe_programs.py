@@ -265,52 +265,25 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], params: EnergyParams, 
     return count
 
 
-class ClassPrograms:
-    """Whether the programs of a job's classes can start on ``device``, and what is under
-    way: :meth:`ready` and :meth:`pending` for :func:`jaxrna.pipeline.ready_first`, by
-    ``(length class, rows)`` (``combined``, ``with_pairs`` as :func:`prefetch_programs`).
-    A batch starts with its first program (the fill, or fill and traceback in one): the
-    device computes the fill while the traceback's compilation finishes, so only the first
-    counts (a class's traceback on a GPU up to 1,024 nt compiles longer than its fill).
+def first_program(params: EnergyParams, device, combined: bool = False,
+                  with_pairs: bool = True):
+    """``describe((length class, rows))`` for :func:`jaxrna.programs.readiness`: the program a
+    batch of the class starts with on ``device`` (the fill, or fill and traceback in one;
+    ``combined``, ``with_pairs`` as :func:`prefetch_programs`). Only the first counts: the
+    device computes the fill while the traceback's compilation ends (on a GPU a class up to
+    1,024 nt compiles its traceback longer than its fill).
 
     >>> from jaxrna.programs import default_device
-    >>> status = ClassPrograms(load_params(), default_device())
-    >>> status.pending((128, 8)), isinstance(status.ready((128, 8)), bool)
-    ([], True)
+    >>> first_program(load_params(), default_device())((128, 8))[0]
+    'energy.fill_batch'
     """
+    @functools.lru_cache(maxsize=None)
+    def describe(cls: tuple[int, int]) -> tuple:
+        length, rows = cls
+        name, _, specs, filled = _program_specs(length, rows, params, combined, with_pairs)[0]
+        return (name, specs, static_for(device.platform, length) if filled else {}, device, True)
 
-    def __init__(self, params: EnergyParams, device, combined: bool = False,
-                 with_pairs: bool = True) -> None:
-        self.params, self.device = params, device
-        self.combined, self.with_pairs = combined, with_pairs
-        self._first: dict = {}
-        self._ready: set = set()
-
-    def _program(self, cls: tuple[int, int]) -> tuple:
-        """``(name, argument shapes, static arguments)`` of the class's first program."""
-        if cls not in self._first:
-            length, rows = cls
-            name, _, specs, filled = _program_specs(length, rows, self.params, self.combined,
-                                                    self.with_pairs)[0]
-            self._first[cls] = (name, specs,
-                                static_for(self.device.platform, length) if filled else {})
-        return self._first[cls]
-
-    def ready(self, cls: tuple[int, int]) -> bool:
-        """The class's first program is in this process or in the store (once true, kept)."""
-        from jaxrna import programs
-
-        if cls not in self._ready and programs.available(*self._program(cls), self.device,
-                                                         True, wait=False):
-            self._ready.add(cls)
-        return cls in self._ready
-
-    def pending(self, cls: tuple[int, int]) -> list:
-        """The future of the class's first program while it is under way in the background."""
-        from jaxrna import programs
-
-        future = programs.in_flight(*self._program(cls), self.device)
-        return [] if future is None else [future]
+    return describe
 
 
 def programs_stored(lengths: Sequence[int], device, length_class=None, combined: bool = False

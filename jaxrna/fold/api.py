@@ -23,7 +23,8 @@ from jaxrna.batching import batch_rows, bucket_length, map_rows
 # the batch plan lives in :mod:`jaxrna.fold.plan`; its names are importable from here as before
 from jaxrna.fold.plan import (DEVICE_BYTES_PER_CELL, GPU_BATCH_BUDGET, GPU_WORK_FROM,  # noqa
                               MAX_ROWS, PARTITION_GPU_WORK_FROM, batch_cap, choose_engine,
-                              class_of, length_classes, plan_batches, work_estimate)
+                              TILE, class_of, length_classes, packed_length, plan_batches,
+                              work_estimate)
 from jaxrna.fold.traceback import pairs_to_dotbracket
 from jaxrna.io.errors import ResourceError
 from jaxrna.io.fasta import Record
@@ -31,7 +32,6 @@ from jaxrna.oom import split_on_oom
 from jaxrna.runtime import human_bytes, memory_bytes
 from jaxrna.weights import ScoredResult, WeightSet, parse_weights
 
-TILE = 64
 #: Bytes per padded position squared: device tiles and row-shifted copy (2 x 4 B, plus group
 #: padding), the host copy and the dense table used by the traceback.
 BYTES_PER_CELL = 20
@@ -350,26 +350,19 @@ class _Folder:
             for rows, padded in sorted(shapes, key=lambda x: -x[1]):
                 for device in self.devices:
                     _prefetch(rows, padded, self.with_pairs, self.backend, device)
-            # a cold run: batches whose programs are ready first (the first device's)
+            from jaxrna import programs
             from jaxrna.pipeline import ready_first
 
-            plan = ready_first(plan, lambda b: self._program_state(b, True),
-                               lambda b: self._program_state(b, False))
+            plan = ready_first(plan, *programs.readiness(self.program_of))   # a cold run
         for padded, cap, group in plan:
             yield _Job("batch", chunk, group, padded, cap, results)
 
-    def _program_state(self, batch, ready: bool):
-        """Whether the program of a planned ``(padded, cap, group)`` batch is available on
-        the first device (``ready``), else its future where it is under way (a list)."""
-        from jaxrna import programs
-
-        padded, cap, group = batch
-        args = (_shape_args(self.rows(len(group), cap), padded),
-                _first_static(self.with_pairs, self.backend), self.devices[0])
-        if ready:
-            return programs.available("fold.tiles", *args, wait=False)
-        future = programs.in_flight("fold.tiles", *args)
-        return [] if future is None else [future]
+    def program_of(self, batch) -> tuple:
+        """The program of a planned ``(padded, cap, members)`` batch on the first device, as
+        :func:`jaxrna.programs.readiness` describes it."""
+        padded, cap, members = batch
+        return ("fold.tiles", _shape_args(self.rows(len(members), cap), padded),
+                _first_static(self.with_pairs, self.backend), self.devices[0], False)
 
     def rows(self, count: int, cap: int) -> int:
         """Rows of a batch of ``count``: always the class's ``cap``, whatever the count (one
@@ -562,21 +555,6 @@ def fold_records(records: Iterable[Record], weights: WeightSet | str = "unit", m
 
     yield from fold_batches(chunks(), weights, min_loop, with_pairs, max_bytes, batch_budget,
                             on_done, backend, on_error)
-
-
-def packed_length(n: int) -> int:
-    """The padded length of the packed GPU program that folds one sequence of ``n`` nt (above
-    :data:`GPU_PACKED_ABOVE`): the energy model's classes, 6,144 and 10,240 nt, then multiples
-    of 4,096 (:func:`jaxrna.batching.energy_length_class`), so that up to 10,240 nt a GPU
-    run compiles at most 2 of them beside the 6 batch classes. The padding is exact (code 4
-    never pairs) and costs little: one 10,240 nt fill takes ~0.1 s on an H200.
-
-    >>> [packed_length(n) for n in (4097, 6145, 10240, 16000)]
-    [6144, 10240, 10240, 16384]
-    """
-    from jaxrna.batching import energy_length_class
-
-    return -(-energy_length_class(n) // TILE) * TILE
 
 
 def _fold_gpu_packed(sequence: str, record_id: str, weights: WeightSet, min_loop: int,
