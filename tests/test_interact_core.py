@@ -191,7 +191,7 @@ def test_stored_programs_change_with_the_sources(tmp_path, monkeypatch):
     import jax
 
     import jaxrna
-    from jaxrna import programs
+    from jaxrna import program_keys, programs
 
     device = jax.devices("cpu")[0]
     args = (np.zeros((2, 8), np.int32),)
@@ -202,6 +202,6 @@ def test_stored_programs_change_with_the_sources(tmp_path, monkeypatch):
                     ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "interact" / "recurrence.py").write_text(
         (copy / "interact" / "recurrence.py").read_text() + "\n# edited\n")
-    monkeypatch.setattr(programs, "__file__", str(copy / "programs.py"))
-    monkeypatch.setattr(programs, "_source_hash", None)
+    monkeypatch.setattr(program_keys, "__file__", str(copy / "program_keys.py"))
+    monkeypatch.setattr(program_keys, "_source_hash", None)
     assert programs.program_key("interact.batch", args, {"w": 1}, device) != key
