@@ -151,3 +151,66 @@ def test_nussinov_batches_ready_once_their_prefetched_program_is():
     concurrent.futures.wait(pending(batch), timeout=600)
     assert ready(batch) is True
     programs.forget()
+
+
+@pytest.mark.slow
+def test_partition_results_in_input_order_whatever_order_the_batches_run(monkeypatch):
+    """The JAX partition engine over two classes, its batches run backwards: each record's
+    ensemble energy is ViennaRNA's and the results come in input order."""
+    import RNA
+
+    from jaxrna.energy import partition_jax
+    from jaxrna.io.fasta import Record
+
+    seqs = ["GGGGAAACCCC", "GCGCUUCGGCGCAAAGGGAAACCCUUUGCGC" * 5, "CCCAAAGGG",
+            "AUGGCUACGUAGCUAGCUAGGCUAGCUAGCUAGCAUCG"]     # classes 128 and 256
+    recs = [Record(id=f"s{k}", sequence=s) for k, s in enumerate(seqs)]
+    order = []
+    real = partition_jax.ready_order
+
+    def backwards(batches, device):
+        batches = list(batches)[::-1]
+        order.extend(b[0] for b in batches)
+        return real(batches, device)
+
+    monkeypatch.setattr(partition_jax, "ready_order", backwards)
+    got = list(partition_jax.partition_records(recs, backend="cpu"))
+    assert len(set(order)) == 2 and order[0] > order[-1]     # the longer class first
+    assert [r.id for r in got] == [r.id for r in recs]
+    for rec, res in zip(recs, got):
+        fc = RNA.fold_compound(rec.sequence)
+        fc.exp_params_rescale(fc.mfe()[1])
+        assert abs(res.ensemble_energy - fc.pf()[1]) < 1e-4, rec.id
+
+
+def test_partition_batches_wait_for_the_program_their_prefetch_prepares():
+    """:func:`partition_jax.ready_order` asks about the key the engine's prefetch compiles
+    under x64: a batch is ready once its prefetched program is."""
+    from jaxrna import programs
+    from jaxrna.energy import partition, partition_jax
+
+    programs.forget()
+    device = programs.default_device()
+    batch = (32, [0], 2)
+    gate = threading.Event()
+    real = programs._load_or_compile
+
+    def gated(*args, **kwargs):
+        gate.wait(60)
+        return real(*args, **kwargs)
+
+    try:
+        programs._load_or_compile = gated
+        with partition.x64():
+            programs.prefetch(partition.PROGRAM, partition.batch_jitted(),
+                              partition_jax.specs(32, 2), {}, device, cpu_store=True,
+                              always=True)
+        order = partition_jax.ready_order([(48, [1], 2), batch], device)
+        # neither ready; the 32-nt program under way: ready_first waits for it and yields its
+        # batch first (with keys that missed the prefetch's, the plan's first would come)
+        threading.Timer(0.3, gate.set).start()
+        assert next(order) == batch
+    finally:
+        gate.set()
+        programs._load_or_compile = real
+    programs.forget()
