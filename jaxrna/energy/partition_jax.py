@@ -223,32 +223,6 @@ def prefetch_programs(classes: Iterable[tuple[int, int]], device) -> int:
     return count
 
 
-def ready_order(batches: list, device) -> Iterator:
-    """``(class, members, rows)`` batches in the order their partition program becomes ready
-    on ``device`` (:func:`jaxrna.pipeline.ready_first`; keys as the engine compiles them,
-    under x64): a cold run computes the classes compiled first while the others compile."""
-    import functools
-
-    from jaxrna import programs
-    from jaxrna.energy import partition
-    from jaxrna.pipeline import ready_first
-
-    @functools.lru_cache(maxsize=None)
-    def describe(padded: int, rows: int) -> tuple:
-        with partition.x64():
-            return (partition.PROGRAM, specs(padded, rows), {}, device, True)
-
-    ready, pending = programs.readiness(lambda batch: describe(batch[0], batch[2]))
-
-    def in_x64(question):
-        def asked(batch):
-            with partition.x64():
-                return question(batch)
-        return asked
-
-    return ready_first(batches, in_x64(ready), in_x64(pending))
-
-
 def prepare_programs(classes: Iterable[tuple[int, int]], device) -> int:
     """Compile (or load from the cache) the partition program of every ``(length class,
     rows)`` now, without running it; returns how many."""
@@ -402,8 +376,8 @@ def _run(chunk: list[Record], model: EnergyModel, gamma, unpaired, device, platf
     # inputs are prepared while the last one computes; results in input order, handed on as
     # soon as they are ready
     threads = THREADS_PER_DEVICE.get(platform, 1)
-    for _ in schedule_on_threads(ready_order(batches, device), run, collect, devices(platform),
-                                 depth=threads, threads=threads):
+    for _ in schedule_on_threads(batches, run, collect, devices(platform), depth=threads,
+                                 threads=threads):
         yield from finished(False)
     yield from finished(True)
 
