@@ -70,13 +70,16 @@ class _Failed:
 
 
 def ready_first(items: Iterable[T], ready: Callable[[T], bool],
-                pending: Callable[[T], Sequence], recheck_s: float = 0.5) -> Iterator[T]:
+                pending: Callable[[T], Sequence], key: Callable[[T], object] | None = None,
+                recheck_s: float = 0.5) -> Iterator[T]:
     """``items``, each once, in the order their programs become available: each time the first
-    remaining item (in the given order) for which ``ready(item)`` is true; when none is, it
-    waits until one of the futures ``pending(item)`` of the remaining items (their programs
-    under way in the background) completes, or ``recheck_s`` passes, and looks again; when no
-    item has a future under way, the first remaining item (whose caller then prepares or waits
-    for its program, as without this order).
+    remaining item (in the given order) whose program is ready (``ready(item)``); when none
+    is, it waits until one of the futures ``pending(item)`` of the remaining items (their
+    programs under way in the background) completes, or ``recheck_s`` passes, and looks again;
+    when no item has a future under way, the first remaining item (whose caller then prepares
+    or waits for its program, as without this order). Items of one ``key`` (default: each its
+    own) share a program: it is asked about once a round, and once ready stays ready, so a
+    round costs a question per key, not per item.
 
     For :func:`schedule`'s batches in a run that compiles: a device runs the batches of
     classes whose programs are ready while the others still compile (a run's results are
@@ -95,18 +98,31 @@ def ready_first(items: Iterable[T], ready: Callable[[T], bool],
     'a'
     >>> list(ready_first([1, 2, 3], lambda x: False, lambda x: []))
     [1, 2, 3]
+    >>> list(ready_first(["a1", "b1", "a2", "b2"], lambda x: x[0] == "b", lambda x: [],
+    ...                  key=lambda x: x[0]))
+    ['b1', 'b2', 'a1', 'a2']
     """
-    remaining = list(items)
-    while remaining:
-        pick = next((k for k, item in enumerate(remaining) if ready(item)), None)
-        if pick is None:
-            waiting = {f for item in remaining for f in pending(item) if not f.done()}
+    lines: dict = {}                 # key -> its items (position, item), in order
+    for k, item in enumerate(items):
+        lines.setdefault(k if key is None else key(item), collections.deque()).append((k, item))
+    known: set = set()               # keys whose program is ready
+    while lines:
+        for q, line in lines.items():
+            if q not in known and ready(line[0][1]):
+                known.add(q)
+        chosen = [q for q in lines if q in known]
+        if not chosen:
+            waiting = {f for line in lines.values() for f in pending(line[0][1]) if not f.done()}
             if waiting:
                 concurrent.futures.wait(waiting, timeout=recheck_s,
                                         return_when=concurrent.futures.FIRST_COMPLETED)
                 continue
-            pick = 0
-        yield remaining.pop(pick)
+            chosen = list(lines)
+        q = min(chosen, key=lambda q: lines[q][0][0])
+        line = lines[q]
+        yield line.popleft()[1]
+        if not line:
+            del lines[q]
 
 
 def schedule(batches: Iterable[T], run: Callable[[T, object], P],

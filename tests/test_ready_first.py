@@ -36,6 +36,22 @@ def test_without_programs_under_way_the_order_is_the_given_one():
     assert list(ready_first([1, 2], lambda x: x == 2, lambda x: [failed])) == [2, 1]
 
 
+def test_a_round_asks_once_per_key_not_per_item():
+    """Thousands of batches in a few classes: the questions grow with the batches, not with
+    their square (a class asked about once a round, a ready one never again)."""
+    asked = []
+
+    def ready(item):
+        asked.append(item)
+        return item[0] == "a"
+
+    items = [("a" if k % 2 else "b", k) for k in range(4000)]
+    got = list(ready_first(items, ready, lambda item: [], key=lambda item: item[0]))
+    assert [x for x in got[:2000]] == [x for x in items if x[0] == "a"]
+    assert [x for x in got[2000:]] == [x for x in items if x[0] == "b"]
+    assert len(asked) <= 2 * len(items) + 2
+
+
 def test_schedule_takes_the_reordered_batches_lazily():
     """schedule asks for the next batch only after dispatching one: a batch whose program
     becomes ready while the device runs another is picked then."""

@@ -312,7 +312,7 @@ def fold_energy_records(records: Iterable[Record], model: EnergyModel | None = N
         # a cold run: the batches of classes whose programs are ready first, while the others
         # compile (the first device's programs; the results are yielded in input order)
         ready, pending = readiness(lambda batch: first(batch[:2]))
-        order = ready_first(plan, ready, pending)
+        order = ready_first(plan, ready, pending, key=lambda batch: batch[:2])
         # one batch ahead per device: the next is prepared while one runs
         for (_, _, members), out in schedule(order, run, collect, used, depth=1):
             results.update(zip(members, out))

@@ -353,7 +353,8 @@ class _Folder:
             from jaxrna import programs
             from jaxrna.pipeline import ready_first
 
-            plan = ready_first(plan, *programs.readiness(self.program_of))   # a cold run
+            plan = ready_first(plan, *programs.readiness(self.program_of),   # a cold run
+                               key=lambda batch: batch[:2])
         for padded, cap, group in plan:
             yield _Job("batch", chunk, group, padded, cap, results)
 
