@@ -473,7 +473,7 @@ def stored(name: str, args: tuple, static: dict, device, cpu_store: bool = False
         return False
     if wait:
         store_writes.finish(path)
-    elif store_writes.writing(path):
+    elif path in store_writes.pending():
         return False
     return os.path.exists(path)
 
@@ -550,23 +550,16 @@ def readiness(describe: Callable[[Any], tuple | None]) -> tuple[Callable, Callab
     program ``describe(item)`` names -- ``(name, argument shapes, static arguments, device,
     cpu_store)``, or None for an item with no program to wait for: whether it is in this
     process or stored (a file being written counts as not yet), and its future while it is
-    under way in the background. A program once ready stays ready.
+    under way in the background (:func:`~jaxrna.pipeline.ready_first` keeps a ready one ready).
 
     >>> import jax
     >>> ready, pending = readiness(lambda item: ("doc.none", (), {}, jax.devices()[0], False))
     >>> ready("x"), pending("x")
     (False, [])
     """
-    known: set[str] = set()
-
     def ready(item) -> bool:
         spec = describe(item)
-        if spec is None:
-            return True
-        key = program_key(*spec[:4])
-        if key not in known and available(*spec, wait=False):
-            known.add(key)
-        return key in known
+        return spec is None or available(*spec, wait=False)
 
     def pending(item) -> list:
         spec = describe(item)

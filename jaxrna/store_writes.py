@@ -79,12 +79,6 @@ def finish_all() -> None:
         thread.join()
 
 
-def writing(path: str) -> bool:
-    """Whether ``path`` is being written now (without waiting for it)."""
-    with _lock:
-        return path in _writes
-
-
 def pending() -> list[str]:
     """The paths being written now."""
     with _lock:

@@ -65,11 +65,11 @@ def test_a_file_being_written_is_not_there_for_a_question_that_does_not_wait(tmp
             _write(p, c)
 
         store_writes.store(path, b"x", slow)
-        assert store_writes.writing(path)
+        assert path in store_writes.pending()
         assert programs.stored("test.store.slow", (), {}, device, True, wait=False) is False
         release.set()
         assert programs.stored("test.store.slow", (), {}, device, True) is True   # waits
-        assert not store_writes.writing(path)
+        assert path not in store_writes.pending()
     finally:
         release.set()
         store_writes.save_in_background(before)
